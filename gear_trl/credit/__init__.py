@@ -1,0 +1,24 @@
+"""Credit assignment for gear_trl: pure tensor functions, no trainer state.
+
+- :func:`reverse_kl_and_entropy`: student-teacher reverse KL and entropy per token.
+- :func:`segment_signal`: normalized signal and segments for a credit mode.
+- :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights.
+- :func:`gigpo_advantages`: GiGPO step-level advantages.
+"""
+
+from .divergence import reverse_kl_and_entropy
+from .gigpo import gigpo_advantages
+from .segments import CREDIT_MODES, SEGMENT_MODES, register_segmenter, segment_signal, segment_stats
+from .weights import gear_token_weights, weights_from_signal
+
+__all__ = [
+    "CREDIT_MODES",
+    "SEGMENT_MODES",
+    "gear_token_weights",
+    "gigpo_advantages",
+    "register_segmenter",
+    "reverse_kl_and_entropy",
+    "segment_signal",
+    "segment_stats",
+    "weights_from_signal",
+]

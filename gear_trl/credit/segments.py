@@ -1,0 +1,349 @@
+"""Segment construction for GEAR credit assignment (spec GEAR.md, steps 3 and 4).
+
+Every credit mode that reshapes weights is one segmenter: a pure function
+registered under the mode's name with ``@register_segmenter``. A segmenter turns
+the normalized divergence ``Dn`` and entropy ``Hn`` of each completion into the
+per-token signal ``s_t`` and the segment each token belongs to. The trainer only
+looks the mode up; adding a mode is one decorated function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+CREDIT_MODES: tuple[str, ...] = (
+    "none",
+    "token",
+    "turn",
+    "fixed",
+    "gear_no_entropy",
+    "gear",
+    "gigpo",
+    "gear+gigpo",
+)
+
+# GiGPO changes the advantages, not the token weights (GIGPO.md), so for the
+# signal these modes reduce to their weight-producing part.
+_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear"}
+
+NORMALIZATIONS = ("max", "minmax")
+
+_NORM_EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class SegmentInputs:
+    """What every segmenter receives; all tensors are [B, T] on the CPU.
+
+    Attributes:
+        dn: float32, normalized divergence, 0 at masked-out positions.
+        hn: float32, normalized entropy, 0 at masked-out positions.
+        mask: bool, True at model-written tokens.
+        new_turn: bool, True at the first masked token of each assistant turn
+            (always True at the first masked token of a row).
+        onset_threshold, entropy_threshold, fixed_segment_len, max_segment_len:
+            the options of :func:`segment_signal`.
+    """
+
+    dn: torch.Tensor
+    hn: torch.Tensor
+    mask: torch.Tensor
+    new_turn: torch.Tensor
+    onset_threshold: float
+    entropy_threshold: float
+    fixed_segment_len: int
+    max_segment_len: int | None
+
+
+Segmenter = Callable[[SegmentInputs], tuple[torch.Tensor, torch.Tensor]]
+
+SEGMENT_MODES: dict[str, Segmenter] = {}
+
+
+def register_segmenter(mode: str) -> Callable[[Segmenter], Segmenter]:
+    """Register a segmenter under a credit-mode name.
+
+    The decorated function takes a :class:`SegmentInputs` and returns
+    ``(signal [B,T] float32, segment_ids [B,T] long)``, with signal 0 and id -1 at
+    masked-out positions, and ids numbered 0, 1, 2, ... left to right per row.
+    """
+
+    def decorator(fn: Segmenter) -> Segmenter:
+        if mode in SEGMENT_MODES:
+            raise ValueError(f"A segmenter is already registered for mode {mode!r}.")
+        SEGMENT_MODES[mode] = fn
+        return fn
+
+    return decorator
+
+
+def resolve_mode(mode: str) -> str:
+    """Map a credit mode to the name of the segmenter that produces its signal.
+
+    Raises:
+        ValueError: if ``mode`` is not a known credit mode.
+    """
+    name = _SEGMENTER_FOR_MODE.get(mode, mode)
+    if name not in SEGMENT_MODES:
+        valid = sorted(set(CREDIT_MODES) | set(SEGMENT_MODES))
+        raise ValueError(f"Unknown credit mode {mode!r}; valid modes are: {', '.join(valid)}.")
+    return name
+
+
+def segment_signal(
+    kl: torch.Tensor,
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    mode: str,
+    onset_threshold: float = 0.1,
+    entropy_threshold: float = 0.5,
+    turn_starts: torch.Tensor | None = None,
+    fixed_segment_len: int = 32,
+    max_segment_len: int | None = None,
+    normalize: str = "max",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token GEAR signal ``s_t`` and segment membership.
+
+    The divergence and entropy are normalized per completion over its masked
+    tokens (``normalize="max"``: ``x / (max x + 1e-8)``; ``"minmax"``:
+    ``(x - min x) / (max x - min x + 1e-8)``), then the segmenter registered for
+    ``mode`` builds segments and the signal:
+
+    - ``none``: signal 0, no segments. ``token``: ``s_t = Dn_t``, no segments.
+    - ``turn``: one segment per assistant turn; ``fixed``: windows of
+      ``fixed_segment_len`` model tokens restarting at each turn; both carry the
+      max ``Dn`` of their segment.
+    - ``gear_no_entropy``: an onset (``Dn >= onset_threshold``) opens a segment
+      that runs to the next onset (exclusive) or the turn end; ``s_t`` = onset Dn.
+    - ``gear``: an onset outside a segment opens one (anchor = its Dn); the
+      segment closes before a token with ``Hn >= entropy_threshold`` or a new
+      turn, which is then judged afresh. An onset-level token inside an open
+      segment continues it and inherits the anchor (our reading of the spec:
+      peaks mark onsets, entropy alone sets the extent).
+    - ``max_segment_len`` caps both GEAR modes; the token after a full segment
+      is judged afresh. Tokens outside segments keep their own Dn.
+
+    Masked-out tokens inside a row (e.g. tool results between two assistant
+    turns) are skipped: they neither extend nor close a segment, but a turn
+    start after them does close it.
+
+    Args:
+        kl: [B, T] float, reverse KL ``D_t`` per completion token.
+        entropy: [B, T] float, student entropy ``H_t``.
+        mask: [B, T] bool (or 0/1), True at model-written, non-padding tokens.
+        mode: a credit mode from :data:`CREDIT_MODES` (``"gigpo"`` behaves as
+            ``"none"`` and ``"gear+gigpo"`` as ``"gear"``) or a registered segmenter.
+        onset_threshold: ``Dn`` at or above which a token opens a segment.
+        entropy_threshold: ``Hn`` at or above which a token closes a segment
+            (``"gear"`` only).
+        turn_starts: [B, T] bool, True at the first model token of each assistant
+            turn; None means each row is one turn. A flag on a masked-out
+            position takes effect at the next masked token.
+        fixed_segment_len: window length, in model tokens, for ``"fixed"``.
+        max_segment_len: cap on segment length for ``"gear"`` and
+            ``"gear_no_entropy"``; None means unbounded.
+        normalize: ``"max"`` or ``"minmax"``.
+
+    Returns:
+        signal: [B, T] float32, ``s_t``; 0 at masked-out positions.
+        segment_ids: [B, T] long, -1 outside segments, else 0, 1, 2, ... numbered
+            per row left to right.
+    """
+    name = resolve_mode(mode)
+    if kl.dim() != 2:
+        raise ValueError(f"kl must be [B, T]; got shape {tuple(kl.shape)}.")
+    shape = kl.shape
+    for arg, value in (("entropy", entropy), ("mask", mask), ("turn_starts", turn_starts)):
+        if value is not None and value.shape != shape:
+            raise ValueError(f"{arg} must have the shape of kl {tuple(shape)}; got {tuple(value.shape)}.")
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of {NORMALIZATIONS}; got {normalize!r}.")
+    if fixed_segment_len < 1:
+        raise ValueError(f"fixed_segment_len must be >= 1; got {fixed_segment_len}.")
+    if max_segment_len is not None and max_segment_len < 1:
+        raise ValueError(f"max_segment_len must be >= 1 or None; got {max_segment_len}.")
+
+    device = kl.device
+    mask = mask.detach().to("cpu", torch.bool)
+    inputs = SegmentInputs(
+        dn=_normalize(kl.detach().to("cpu", torch.float32), mask, normalize),
+        hn=_normalize(entropy.detach().to("cpu", torch.float32), mask, normalize),
+        mask=mask,
+        new_turn=_new_turn_flags(mask, None if turn_starts is None else turn_starts.detach().to("cpu", torch.bool)),
+        onset_threshold=onset_threshold,
+        entropy_threshold=entropy_threshold,
+        fixed_segment_len=fixed_segment_len,
+        max_segment_len=max_segment_len,
+    )
+    signal, segment_ids = SEGMENT_MODES[name](inputs)
+    return signal.to(device), segment_ids.to(device)
+
+
+def segment_stats(segment_ids: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Summary of a batch's segments, for logging.
+
+    Args:
+        segment_ids: [B, T] long, as returned by :func:`segment_signal`.
+        mask: [B, T] bool (or 0/1), True at model-written tokens.
+
+    Returns:
+        ``onset_rate`` (segments per masked token), ``segment_len_mean`` (tokens
+        per segment), ``in_segment_frac`` (fraction of masked tokens inside a
+        segment), as Python floats; 0.0 where the denominator is 0.
+    """
+    mask = mask.bool()
+    n_masked = int(mask.sum())
+    # Ids are contiguous from 0 per row, so the largest id + 1 counts the segments.
+    n_segments = int((segment_ids.amax(dim=1) + 1).clamp_min(0).sum()) if segment_ids.numel() else 0
+    n_in_segment = int(((segment_ids >= 0) & mask).sum())
+    return {
+        "onset_rate": n_segments / n_masked if n_masked else 0.0,
+        "segment_len_mean": n_in_segment / n_segments if n_segments else 0.0,
+        "in_segment_frac": n_in_segment / n_masked if n_masked else 0.0,
+    }
+
+
+def _normalize(x: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """Per-row normalization over masked tokens; [B, T] float32, 0 where masked out."""
+    has_tokens = mask.any(dim=1, keepdim=True)
+    # Fully masked rows would give +-inf extremes; any finite stand-in works since
+    # every position of such a row is zeroed below.
+    row_max = torch.where(has_tokens, x.masked_fill(~mask, float("-inf")).amax(dim=1, keepdim=True), 0.0)
+    if how == "max":
+        out = x / (row_max + _NORM_EPS)
+    else:
+        row_min = torch.where(has_tokens, x.masked_fill(~mask, float("inf")).amin(dim=1, keepdim=True), 0.0)
+        out = (x - row_min) / (row_max - row_min + _NORM_EPS)
+    return out.masked_fill(~mask, 0.0)
+
+
+def _new_turn_flags(mask: torch.Tensor, turn_starts: torch.Tensor | None) -> torch.Tensor:
+    """[B, T] bool: True at the first masked token of each assistant turn."""
+    positions = torch.arange(mask.shape[1]).expand_as(mask)
+    # Index of the latest masked token at or before t (-1 if none).
+    last_masked = torch.where(mask, positions, -1).cummax(dim=1).values
+    prev_masked = torch.cat([torch.full_like(last_masked[:, :1], -1), last_masked[:, :-1]], dim=1)
+    first_of_row = mask & (prev_masked < 0)
+    if turn_starts is None:
+        return first_of_row
+    # A masked token starts a turn when a turn-start flag lies after the previous
+    # masked token (inclusive of itself), so flags on skipped positions carry over.
+    turn_count = turn_starts.long().cumsum(dim=1)
+    count_at_prev = torch.where(prev_masked >= 0, turn_count.gather(1, prev_masked.clamp_min(0)), 0)
+    return first_of_row | (mask & (turn_count > count_at_prev))
+
+
+def _ids_from_starts(starts: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, T] long segment ids from segment-start flags; -1 where masked out."""
+    return torch.where(mask, starts.long().cumsum(dim=1) - 1, -1)
+
+
+def _group_max(values: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
+    """Replace each in-segment value by its segment's max; [B, T] float32, 0 outside."""
+    batch, length = values.shape
+    inside = segment_ids >= 0
+    # One slot per (row, segment); ids never exceed T - 1.
+    slot = (torch.arange(batch).unsqueeze(1) * length + segment_ids.clamp_min(0)).flatten()
+    maxima = torch.full((batch * length,), float("-inf"))
+    maxima.scatter_reduce_(0, slot[inside.flatten()], values.flatten()[inside.flatten()], reduce="amax")
+    return torch.where(inside, maxima[slot].view(batch, length), 0.0)
+
+
+def _scan_segments(inputs: SegmentInputs, breaks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-to-right onset/anchor scan shared by the GEAR modes.
+
+    A masked token with ``Dn >= onset_threshold`` outside a segment opens one and
+    sets the anchor to its ``Dn``. An open segment closes before a masked token
+    that ``breaks`` flags or that would exceed ``max_segment_len``; that token is
+    then judged afresh. In-segment tokens carry the anchor, others their own Dn.
+
+    Args:
+        inputs: the segmenter inputs.
+        breaks: [B, T] bool, masked tokens that close an open segment.
+
+    Returns:
+        ``(signal, segment_ids)`` as in :func:`segment_signal`.
+    """
+    batch = inputs.mask.shape[0]
+    onset = inputs.mask & (inputs.dn >= inputs.onset_threshold)
+    # Unbounded segments never reach the cap.
+    cap = inputs.max_segment_len if inputs.max_segment_len is not None else inputs.mask.shape[1] + 1
+
+    in_segment = torch.zeros(batch, dtype=torch.bool)
+    anchor = torch.zeros(batch)
+    length = torch.zeros(batch, dtype=torch.long)
+    count = torch.zeros(batch, dtype=torch.long)
+    signal_cols, id_cols = [], []
+    for m, brk, on, dn in zip(inputs.mask.T, breaks.T, onset.T, inputs.dn.T, strict=True):
+        # Masked-out tokens leave the state untouched.
+        stays = in_segment & m & ~brk & (length < cap)
+        opens = m & ~stays & on
+        in_segment = torch.where(m, stays | opens, in_segment)
+        anchor = torch.where(opens, dn, anchor)
+        length = torch.where(opens, 1, length + stays.long())
+        count = count + opens.long()
+        inside = m & in_segment
+        signal_cols.append(torch.where(inside, anchor, dn))
+        id_cols.append(torch.where(inside, count - 1, -1))
+    return torch.stack(signal_cols, dim=1), torch.stack(id_cols, dim=1)
+
+
+@register_segmenter("none")
+def _segment_none(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Plain GRPO: signal 0 everywhere, no segments."""
+    return torch.zeros_like(inputs.dn), torch.full_like(inputs.mask, -1, dtype=torch.long)
+
+
+@register_segmenter("token")
+def _segment_token(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-level credit: each token's own Dn, no segments."""
+    return inputs.dn.clone(), torch.full_like(inputs.mask, -1, dtype=torch.long)
+
+
+@register_segmenter("turn")
+def _segment_turn(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn-level credit: one segment per assistant turn, signal = max Dn over it."""
+    segment_ids = _ids_from_starts(inputs.new_turn, inputs.mask)
+    return _group_max(inputs.dn, segment_ids), segment_ids
+
+
+@register_segmenter("fixed")
+def _segment_fixed(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows of ``fixed_segment_len`` model tokens, restarting at each turn start;
+    signal = max Dn over the window."""
+    masked_before = inputs.mask.long().cumsum(dim=1) - inputs.mask.long()
+    # Masked tokens before the current turn: masked_before at the turn's first
+    # token, carried forward (masked_before never decreases, so cummax carries it).
+    turn_offset = torch.where(inputs.new_turn, masked_before, 0).cummax(dim=1).values
+    rank_in_turn = masked_before - turn_offset
+    starts = inputs.mask & (rank_in_turn % inputs.fixed_segment_len == 0)
+    segment_ids = _ids_from_starts(starts, inputs.mask)
+    return _group_max(inputs.dn, segment_ids), segment_ids
+
+
+@register_segmenter("gear_no_entropy")
+def _segment_gear_no_entropy(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ablation without entropy: a segment runs from an onset to the next onset
+    (exclusive), the turn end, or ``max_segment_len`` tokens; signal = onset Dn.
+    Tokens before a turn's first onset are outside segments with their own Dn."""
+    onset = inputs.dn >= inputs.onset_threshold
+    return _scan_segments(inputs, breaks=inputs.mask & (inputs.new_turn | onset))
+
+
+@register_segmenter("gear")
+def _segment_gear(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """GEAR (spec step 4): an onset (``Dn >= onset_threshold``) outside a segment
+    opens one with anchor ``Dn``; it extends until a token with
+    ``Hn >= entropy_threshold``, a new assistant turn, or ``max_segment_len``
+    tokens, which closes it before that token, and that token is judged afresh.
+
+    Reading of the spec: an onset-level token inside an open segment does not
+    start a new segment; it continues the current one and inherits its anchor,
+    since only entropy (or a turn boundary) determines segment extent.
+    """
+    high_entropy = inputs.hn >= inputs.entropy_threshold
+    return _scan_segments(inputs, breaks=inputs.mask & (inputs.new_turn | high_entropy))

@@ -1,0 +1,110 @@
+"""Outcome-aware, asymmetric token weights of GEAR (spec GEAR.md, step 5)."""
+
+from __future__ import annotations
+
+import torch
+
+from .segments import resolve_mode, segment_signal
+
+WEIGHT_NORMS = ("mean", "none")
+
+
+def gear_token_weights(
+    kl: torch.Tensor,
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    mode: str = "gear",
+    alpha: float = 1.0,
+    eps: float = 0.5,
+    lam: float = 1.0,
+    weight_norm: str = "mean",
+    **segment_kwargs,
+) -> torch.Tensor:
+    """Multiplicative per-token weights ``w_t`` for the trajectory advantage.
+
+    ``w_t = (1 - lam) + lam * clamp(exp(-sign(A_i) * alpha * s_t), 1 - eps, 1 + eps)``
+    with ``s_t`` from :func:`segment_signal`: high-signal tokens are down-weighted
+    in completions with positive advantage and up-weighted in those with negative
+    advantage. With ``weight_norm="mean"`` each row is divided by its mean over
+    masked tokens, so ``sum_t A_i * w_t = A_i * n_masked``: the trajectory
+    advantage is redistributed, not changed.
+
+    Args:
+        kl: [B, T] float, reverse KL per completion token.
+        entropy: [B, T] float, student entropy per completion token.
+        mask: [B, T] bool (or 0/1), True at model-written, non-padding tokens.
+        advantages: [B] float, trajectory-level advantage ``A_i``.
+        mode: credit mode (see :data:`CREDIT_MODES`); ``"none"`` and ``"gigpo"``
+            give weight 1 at every masked token.
+        alpha: signal scale, >= 0.
+        eps: clip half-width, in [0, 1).
+        lam: blend between 1 (``lam=0``) and the clipped weight (``lam=1``).
+        weight_norm: ``"mean"`` (renormalize per row) or ``"none"``.
+        **segment_kwargs: passed to :func:`segment_signal` (onset_threshold,
+            entropy_threshold, turn_starts, fixed_segment_len, max_segment_len,
+            normalize).
+
+    Returns:
+        [B, T] float32 weights on the device of ``kl``; 0 at masked-out
+        positions, 1 at masked positions when ``A_i == 0``; a fully masked row is
+        all zeros.
+    """
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0; got {alpha}.")
+    if not 0 <= eps < 1:
+        raise ValueError(f"eps must be in [0, 1); got {eps}.")
+    if not 0 <= lam <= 1:
+        raise ValueError(f"lam must be in [0, 1]; got {lam}.")
+    if weight_norm not in WEIGHT_NORMS:
+        raise ValueError(f"weight_norm must be one of {WEIGHT_NORMS}; got {weight_norm!r}.")
+    if kl.dim() != 2:
+        raise ValueError(f"kl must be [B, T]; got shape {tuple(kl.shape)}.")
+    if mask.shape != kl.shape:
+        raise ValueError(f"mask must have the shape of kl {tuple(kl.shape)}; got {tuple(mask.shape)}.")
+    if advantages.shape != kl.shape[:1]:
+        raise ValueError(f"advantages must be [B] = {tuple(kl.shape[:1])}; got {tuple(advantages.shape)}.")
+
+    if resolve_mode(mode) == "none":
+        # Plain GRPO: skip the signal so the loss is exactly GRPOTrainer's.
+        return mask.to(device=kl.device, dtype=torch.float32)
+    signal, _ = segment_signal(kl, entropy, mask, mode=mode, **segment_kwargs)
+    return weights_from_signal(signal, mask, advantages, alpha=alpha, eps=eps, lam=lam, weight_norm=weight_norm)
+
+
+def weights_from_signal(
+    signal: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    alpha: float = 1.0,
+    eps: float = 0.5,
+    lam: float = 1.0,
+    weight_norm: str = "mean",
+) -> torch.Tensor:
+    """Step 5 alone: weights from a signal already computed by :func:`segment_signal`.
+
+    Lets a caller that also needs the segments (for metrics) scan once. Same formula and
+    normalization as :func:`gear_token_weights`.
+
+    Args:
+        signal: [B, T] float, ``s_t`` (0 at masked-out positions).
+        mask: [B, T] bool (or 0/1), model-written tokens.
+        advantages: [B] float, ``A_i``.
+
+    Returns:
+        [B, T] float32 weights; 0 at masked-out positions.
+    """
+    mask_f = mask.to(device=signal.device, dtype=torch.float32)
+    sign = advantages.detach().to(device=signal.device, dtype=torch.float32).sign().unsqueeze(1)
+    clipped = torch.exp(-sign * alpha * signal).clamp(1 - eps, 1 + eps)
+    weights = ((1 - lam) + lam * clipped) * mask_f
+
+    if weight_norm == "mean":
+        n_masked = mask_f.sum(dim=1, keepdim=True)
+        row_mean = weights.sum(dim=1, keepdim=True) / n_masked.clamp_min(1)
+        # Weights are >= (1 - lam) + lam * (1 - eps) > 0, so only an empty row has
+        # mean 0; it stays all zeros.
+        weights = weights / torch.where(row_mean > 0, row_mean, 1.0)
+    return weights

@@ -1,0 +1,139 @@
+"""Hand-worked examples for gear_trl.credit.gear_token_weights.
+
+``mode="token"`` with a row maximum of 1.0 makes the signal equal to kl, so the
+expected weights can be written from exp(-sign(A) * alpha * kl) directly.
+"""
+
+import math
+
+import pytest
+import torch
+
+from gear_trl.credit import gear_token_weights
+
+KL = torch.tensor([[0.0, 0.5, 1.0]])
+ZEROS = torch.zeros(1, 3)
+MASK = torch.ones(1, 3, dtype=torch.bool)
+
+
+def weights(kl=KL, advantages=(1.0,), mask=None, **kwargs):
+    kwargs.setdefault("mode", "token")
+    mask = MASK if mask is None else mask
+    return gear_token_weights(kl, torch.zeros_like(kl), mask, torch.tensor(advantages), **kwargs)
+
+
+def close(actual, expected):
+    torch.testing.assert_close(actual, torch.tensor(expected, dtype=torch.float32), atol=1e-6, rtol=1e-6)
+
+
+def test_sign_asymmetry_and_eps_clipping():
+    # Positive advantage: high-divergence tokens are down-weighted.
+    close(weights(advantages=(1.0,), eps=0.9, weight_norm="none"), [[1.0, math.exp(-0.5), math.exp(-1.0)]])
+    # Negative advantage: up-weighted; e^1 = 2.718 is clipped to 1 + eps = 1.9.
+    close(weights(advantages=(-1.0,), eps=0.9, weight_norm="none"), [[1.0, math.exp(0.5), 1.9]])
+    # Only the sign of A matters, not its size.
+    close(weights(advantages=(-7.0,), eps=0.9, weight_norm="none"), [[1.0, math.exp(0.5), 1.9]])
+
+
+def test_eps_clips_both_sides():
+    close(weights(advantages=(1.0,), eps=0.2, weight_norm="none"), [[1.0, 0.8, 0.8]])
+    close(weights(advantages=(-1.0,), eps=0.2, weight_norm="none"), [[1.0, 1.2, 1.2]])
+    close(weights(advantages=(-1.0,), eps=0.0, weight_norm="none"), [[1.0, 1.0, 1.0]])
+
+
+def test_alpha_scales_the_signal():
+    close(weights(alpha=0.5, eps=0.9, weight_norm="none"), [[1.0, math.exp(-0.25), math.exp(-0.5)]])
+    close(weights(alpha=0.0, weight_norm="none"), [[1.0, 1.0, 1.0]])
+
+
+def test_lam_blends_towards_one():
+    blended = [[1.0, 0.5 + 0.5 * math.exp(-0.5), 0.5 + 0.5 * math.exp(-1.0)]]
+    close(weights(lam=0.5, eps=0.9, weight_norm="none"), blended)
+    close(weights(lam=0.0, eps=0.9, weight_norm="none"), [[1.0, 1.0, 1.0]])
+
+
+def test_mean_normalization_preserves_the_trajectory_advantage():
+    raw = [1.0, math.exp(-0.5), math.exp(-1.0)]
+    mean = sum(raw) / 3
+    w = weights(advantages=(2.0,), eps=0.9)
+    close(w, [[x / mean for x in raw]])
+
+    # Batch with tool tokens masked out: mean over masked tokens is 1 per row and
+    # sum_t A_i * w_t = A_i * n_masked.
+    generator = torch.Generator().manual_seed(0)
+    kl = torch.rand(3, 8, generator=generator)
+    mask = torch.rand(3, 8, generator=generator) > 0.3
+    advantages = torch.tensor([1.5, -0.7, 0.3])
+    w = gear_token_weights(kl, torch.rand(3, 8, generator=generator), mask, advantages, mode="gear")
+    n_masked = mask.sum(dim=1).float()
+    close(w.sum(dim=1) / n_masked, [1.0, 1.0, 1.0])
+    close((advantages.unsqueeze(1) * w).sum(dim=1), (advantages * n_masked).tolist())
+    assert bool((w[~mask] == 0).all())
+
+
+def test_zero_advantage_gives_unit_weights():
+    mask = torch.tensor([[1, 1, 0]], dtype=torch.bool)
+    for weight_norm in ("mean", "none"):
+        close(weights(advantages=(0.0,), mask=mask, weight_norm=weight_norm), [[1.0, 1.0, 0.0]])
+
+
+def test_fully_masked_row_is_zero_without_nan():
+    kl = torch.tensor([[0.0, 0.5, 1.0], [0.3, 0.2, 0.1]])
+    mask = torch.tensor([[1, 1, 1], [0, 0, 0]], dtype=torch.bool)
+    for mode in ("gear", "token", "turn", "none"):
+        w = weights(kl=kl, advantages=(1.0, -1.0), mask=mask, mode=mode)
+        assert not torch.isnan(w).any()
+        assert w[1].tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("mode", ["none", "gigpo"])
+def test_none_mode_is_the_mask(mode):
+    mask = torch.tensor([[1, 0, 1]], dtype=torch.bool)
+    close(weights(advantages=(-3.0,), mask=mask, mode=mode), [[1.0, 0.0, 1.0]])
+
+
+def test_gear_segments_share_the_onset_weight():
+    # Segments as in test_credit_segments: signal [.02 .4 .4 .4 .03 .01 .6 .04].
+    kl = torch.tensor([[0.02, 0.40, 0.05, 1.00, 0.03, 0.01, 0.60, 0.04]])
+    entropy = torch.tensor([[0.10, 0.20, 0.30, 0.20, 0.90, 0.10, 0.20, 1.00]])
+    w = gear_token_weights(
+        kl, entropy, torch.ones(1, 8, dtype=torch.bool), torch.tensor([1.0]), eps=0.9, weight_norm="none"
+    )
+    close(w, [[math.exp(-s) for s in (0.02, 0.40, 0.40, 0.40, 0.03, 0.01, 0.60, 0.04)]])
+
+
+def test_segment_kwargs_are_forwarded():
+    kl = torch.tensor([[0.5, 0.02, 0.03, 1.0]])
+    turn_starts = torch.tensor([[1, 0, 1, 0]], dtype=torch.bool)
+    w = gear_token_weights(
+        kl,
+        torch.zeros(1, 4),
+        torch.ones(1, 4),
+        torch.tensor([1.0]),
+        eps=0.9,
+        weight_norm="none",
+        turn_starts=turn_starts,
+        onset_threshold=0.4,
+    )
+    close(w, [[math.exp(-0.5), math.exp(-0.5), math.exp(-0.03), 1 / math.e]])
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"alpha": -0.1}, "alpha"),
+        ({"eps": 1.0}, "eps"),
+        ({"eps": -0.1}, "eps"),
+        ({"lam": 1.5}, "lam"),
+        ({"weight_norm": "sum"}, "weight_norm"),
+        ({"mode": "gera"}, "credit mode"),
+    ],
+)
+def test_invalid_arguments_are_named(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        weights(**kwargs)
+
+
+def test_advantages_must_be_one_per_row():
+    with pytest.raises(ValueError, match="advantages"):
+        weights(advantages=(1.0, 2.0))
