@@ -1,0 +1,205 @@
+"""`GEARConfig`: GRPO's configuration plus the knobs of GEAR's credit assignment.
+
+Every field below that the GEAR paper does not pin down is marked "(our default)" in its help text; the README lists
+them. Values are validated in `__post_init__`, so a bad recipe fails before any model is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from .credit.divergence import DIVERGENCES
+from .credit.gigpo import GIGPO_MODES
+from .credit.segments import CREDIT_MODES, NORMALIZATIONS
+from .credit.weights import WEIGHT_NORMS
+
+TEACHERS = ("live", "base")
+
+DEFAULT_MATH_TEACHER_TEMPLATE = (
+    "\n\nA reference answer to this problem is: {ground_truth}\n"
+    "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
+)
+
+
+def _choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}.")
+
+
+def _in_range(name: str, value, low, high, *, low_open=False, high_open=False) -> None:
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if too_low or too_high:
+        left, right = ("(" if low_open else "["), (")" if high_open else "]")
+        raise ValueError(f"`{name}` must be in {left}{low}, {high}{right}, got {value!r}.")
+
+
+@dataclass
+class GEARConfig(GRPOConfig):
+    r"""
+    Configuration for [`GEARTrainer`]: everything in [`~trl.GRPOConfig`] plus GEAR's credit assignment.
+
+    GEAR (Granularity-adaptivE Advantage Reweighting) runs the policy a second time, without gradients, with the ground
+    truth in the prompt (the *teacher*), and turns the student/teacher reverse KL and the student's entropy into
+    per-token weights over adaptive segments. The GRPO advantage of each completion is multiplied by these weights
+    inside the loss.
+
+    Parameters:
+        credit (`str`, defaults to `"gear"`): credit-assignment mode, one of `none` (plain GRPO), `token`, `turn`,
+            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`.
+        divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
+            student's `divergence_top_k` tokens, or from the sampled token only.
+        divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
+        divergence_chunk_size (`int`, defaults to `128`): positions per LM-head chunk in the divergence pass; its extra
+            memory is O(chunk x vocabulary).
+        normalize (`str`, defaults to `"max"`): per-completion normalization of KL and entropy (`max` or `minmax`).
+        onset_threshold (`float`, defaults to `0.1`): normalized KL at or above which a token opens a segment.
+        entropy_threshold (`float`, defaults to `0.5`): normalized entropy at or above which a token closes a segment.
+        fixed_segment_len (`int`, defaults to `32`): window length for `credit="fixed"`.
+        max_segment_len (`int` or `None`, defaults to `None`): cap on a segment's length in `gear` modes.
+        weight_alpha (`float`, defaults to `1.0`): strength of the modulation, `alpha` in the weight formula.
+        weight_eps (`float`, defaults to `0.5`): the weight's exponential term is clipped to `[1 - eps, 1 + eps]`.
+        weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
+        weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
+            mean advantage; `none` leaves them as computed.
+        teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the initial model
+            (adapters disabled; requires PEFT).
+        teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
+            must contain `{ground_truth}`.
+        ground_truth_column (`str`, defaults to `"ground_truth"`): dataset column holding the ground truth.
+        max_teacher_prompt_length (`int` or `None`, defaults to `None`): longest teacher prompt in tokens; longer ones
+            lose tokens from the question side, never from the ground truth.
+        gigpo_gamma, gigpo_omega, gigpo_mode, gigpo_similarity_threshold: GiGPO's discount, step-advantage weight,
+            normalization and optional similarity grouping of anchor states.
+    """
+
+    credit: str = field(
+        default="gear",
+        metadata={"help": f"Credit-assignment mode. One of {list(CREDIT_MODES)}; `none` is plain GRPO."},
+    )
+    divergence: str = field(
+        default="full",
+        metadata={
+            "help": "How the student/teacher reverse KL is computed: `full` (whole vocabulary), `topk` (the student's "
+            "top-k tokens, renormalized), or `sampled` (log pS(y_t) - log pT(y_t) of the sampled token, clamped at 0)."
+        },
+    )
+    divergence_top_k: int = field(default=20, metadata={"help": "k for `divergence: topk` (our default)."})
+    divergence_chunk_size: int = field(
+        default=128,
+        metadata={
+            "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 4 x chunk x vocabulary "
+            "floats, independent of sequence length (our default)."
+        },
+    )
+    normalize: str = field(
+        default="max",
+        metadata={"help": "Per-completion normalization of KL and entropy over model tokens: `max` or `minmax`."},
+    )
+    onset_threshold: float = field(
+        default=0.1,
+        metadata={"help": "Normalized KL at or above which a token opens a segment (paper: salient above 0.1)."},
+    )
+    entropy_threshold: float = field(
+        default=0.5,
+        metadata={"help": "Normalized entropy at or above which a token closes the open segment (our default)."},
+    )
+    fixed_segment_len: int = field(
+        default=32, metadata={"help": "Window length in model tokens for `credit: fixed` (our default)."}
+    )
+    max_segment_len: int | None = field(
+        default=None, metadata={"help": "Cap on a segment's length in `gear` modes; None = unbounded (our default)."}
+    )
+    weight_alpha: float = field(
+        default=1.0, metadata={"help": "Modulation strength alpha in exp(-sign(A) * alpha * s_t) (our default)."}
+    )
+    weight_eps: float = field(
+        default=0.5, metadata={"help": "The modulation is clipped to [1 - eps, 1 + eps]; in [0, 1) (our default)."}
+    )
+    weight_lambda: float = field(
+        default=1.0,
+        metadata={"help": "Blend lam in w = (1 - lam) + lam * modulation; in [0, 1] (our default)."},
+    )
+    weight_norm: str = field(
+        default="mean",
+        metadata={
+            "help": "`mean`: rescale each completion's weights to mean 1 over its model tokens, so its mean advantage "
+            "is unchanged; `none`: no rescaling (our default: mean)."
+        },
+    )
+    teacher: str = field(
+        default="live",
+        metadata={
+            "help": "`live`: the current policy is the teacher; `base`: the initial model (PEFT adapters disabled)."
+        },
+    )
+    teacher_template: str = field(
+        default=DEFAULT_MATH_TEACHER_TEMPLATE,
+        metadata={
+            "help": "Appended to the last user message (or to a plain-text prompt) to build the teacher prompt. "
+            "Must contain `{ground_truth}`; literal braces are written `{{` and `}}`."
+        },
+    )
+    ground_truth_column: str = field(
+        default="ground_truth", metadata={"help": "Dataset column holding each prompt's ground truth."}
+    )
+    max_teacher_prompt_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Longest teacher prompt in tokens. Longer ones are cut on the question side (the ground truth is "
+            "kept) and counted in `gear/teacher_truncated_frac`. None = no limit."
+        },
+    )
+    gigpo_gamma: float = field(default=0.95, metadata={"help": "GiGPO discount for step returns, in [0, 1]."})
+    gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO weight of the step advantage (paper: 1.0)."})
+    gigpo_mode: str = field(
+        default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."}
+    )
+    gigpo_similarity_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "When set, anchor states whose difflib ratio is at or above it share a step group (0.95 is a "
+            "common choice); None = exact match only."
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        _choice("credit", self.credit, CREDIT_MODES)
+        _choice("divergence", self.divergence, DIVERGENCES)
+        _choice("normalize", self.normalize, NORMALIZATIONS)
+        _choice("weight_norm", self.weight_norm, WEIGHT_NORMS)
+        _choice("teacher", self.teacher, TEACHERS)
+        _choice("gigpo_mode", self.gigpo_mode, GIGPO_MODES)
+        _in_range("onset_threshold", self.onset_threshold, 0.0, 1.0)
+        _in_range("entropy_threshold", self.entropy_threshold, 0.0, 1.0)
+        _in_range("weight_alpha", self.weight_alpha, 0.0, float("inf"))
+        _in_range("weight_eps", self.weight_eps, 0.0, 1.0, high_open=True)
+        _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
+        _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
+        _in_range("gigpo_omega", self.gigpo_omega, 0.0, float("inf"))
+        for name in ("divergence_top_k", "divergence_chunk_size", "fixed_segment_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        for name in ("max_segment_len", "max_teacher_prompt_length"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
+        if self.gigpo_similarity_threshold is not None:
+            _in_range("gigpo_similarity_threshold", self.gigpo_similarity_threshold, 0.0, 1.0, low_open=True)
+        if "{ground_truth}" not in self.teacher_template:
+            raise ValueError("`teacher_template` must contain the placeholder `{ground_truth}`.")
+        try:
+            self.teacher_template.format(ground_truth="x")
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(
+                f"`teacher_template` is not a valid format string ({err!r}); write literal braces as `{{` and `}}`."
+            ) from err
+
+    @property
+    def uses_teacher(self) -> bool:
+        """Whether this mode runs the teacher pass (every mode that weights tokens by divergence)."""
+        return self.credit not in ("none", "gigpo")

@@ -1,0 +1,88 @@
+"""Dataset adapters: the task plug-ins that turn raw dataset rows into GEAR training examples.
+
+An adapter is looked up by name (`get_adapter`) or picked from the columns a dataset has (`adapter="auto"`), and
+`prepare_dataset` applies it to every row:
+
+    >>> from datasets import load_dataset
+    >>> from gear_trl.data import prepare_dataset
+    >>> train = prepare_dataset(load_dataset("data/math/gsm8k_style", split="train"))
+    >>> train.column_names
+    ['prompt', 'ground_truth']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from datasets import Dataset, DatasetDict
+
+from .math import GENERIC, GSM8K, MATH, MATH_PROMPT_TEMPLATE, MathAdapter
+
+DATASET_ADAPTERS: dict[str, MathAdapter] = {adapter.name: adapter for adapter in (GSM8K, MATH, GENERIC)}
+"""Adapters by name, in the order `adapter="auto"` tries them."""
+
+
+def get_adapter(name: str) -> MathAdapter:
+    """The adapter registered under `name`."""
+    if name not in DATASET_ADAPTERS:
+        raise ValueError(f"Unknown dataset adapter {name!r}; known adapters: {sorted(DATASET_ADAPTERS)} or 'auto'.")
+    return DATASET_ADAPTERS[name]
+
+
+def detect_adapter(column_names: list[str]) -> MathAdapter:
+    """The first registered adapter whose input columns are all present."""
+    for adapter in DATASET_ADAPTERS.values():
+        if adapter.matches(column_names):
+            return adapter
+    expected = "; ".join(f"{name}: {list(adapter.columns)}" for name, adapter in DATASET_ADAPTERS.items())
+    raise ValueError(
+        f"Cannot pick a dataset adapter: no adapter's columns are all present. Expected columns by adapter: "
+        f"{expected}. Columns present: {list(column_names)}."
+    )
+
+
+def prepare_dataset(
+    dataset: Dataset | DatasetDict,
+    adapter: str = "auto",
+    ground_truth_column: str = "ground_truth",
+    system_prompt: str | None = None,
+    prompt_template: str = MATH_PROMPT_TEMPLATE,
+) -> Dataset | DatasetDict:
+    """Map every row to `{"prompt": [messages], ground_truth_column: str | None}`, dropping the original columns.
+
+    Args:
+        dataset: a `Dataset`, or a `DatasetDict` whose splits are each prepared.
+        adapter: a name in `DATASET_ADAPTERS`, or `"auto"` to pick one from the columns present.
+        ground_truth_column: name of the output column holding the extracted ground truth.
+        system_prompt: if given, the first message of every prompt is this system message.
+        prompt_template: user-message text for string questions; `{question}` is replaced by the question.
+    """
+    if isinstance(dataset, DatasetDict):
+        return DatasetDict(
+            {
+                split: prepare_dataset(part, adapter, ground_truth_column, system_prompt, prompt_template)
+                for split, part in dataset.items()
+            }
+        )
+    chosen = detect_adapter(dataset.column_names) if adapter == "auto" else get_adapter(adapter)
+    if not chosen.matches(dataset.column_names):
+        raise ValueError(
+            f"Adapter {chosen.name!r} needs columns {list(chosen.columns)}; columns present: {dataset.column_names}."
+        )
+
+    def to_example(row: dict[str, Any]) -> dict[str, Any]:
+        return chosen(
+            row, ground_truth_column=ground_truth_column, system_prompt=system_prompt, prompt_template=prompt_template
+        )
+
+    return dataset.map(to_example, remove_columns=dataset.column_names, desc=f"Preparing {chosen.name} rows")
+
+
+__all__ = [
+    "DATASET_ADAPTERS",
+    "MATH_PROMPT_TEMPLATE",
+    "MathAdapter",
+    "detect_adapter",
+    "get_adapter",
+    "prepare_dataset",
+]

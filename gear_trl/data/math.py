@@ -1,0 +1,123 @@
+r"""Math task adapters: rows of GSM8K-, MATH- or generic-format datasets to GEAR training examples.
+
+Every adapter turns a row into
+
+    {"prompt": [{"role": "system", ...}?, {"role": "user", "content": ...}], <ground_truth_column>: str | None}
+
+The ground truth is the bare final answer (`"1234"`, `"\frac{3}{4}"`) that the accuracy reward and the teacher
+prompt both read. A row whose answer cannot be extracted keeps `None` rather than being dropped, so the trainer can
+count it (`gear/no_ground_truth_frac`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MATH_PROMPT_TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+"""User-message text; `{question}` is replaced by the problem. Pass `prompt_template` to override."""
+
+_BOX_COMMANDS = ("\\boxed", "\\fbox")
+
+
+def boxed_spans(text: str) -> list[tuple[int, int]]:
+    r"""(start, end) of the content of every complete `\boxed{...}` / `\fbox{...}` in `text`, in order.
+
+    Braces nest (`\boxed{\frac{1}{2}}` gives `\frac{1}{2}`); a box whose braces never close is not counted.
+    """
+    spans = []
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    spans.append((start, i))
+                    break
+    # A box inside another box (`\boxed{\boxed{1}}`) is part of the outer answer, not an answer of its own.
+    return [(s, e) for s, e in spans if not any(s0 < s and e <= e0 for s0, e0 in spans)]
+
+
+def last_boxed(text: str) -> str | None:
+    r"""The content of the last complete `\boxed{...}` in `text`, stripped, or None if there is none."""
+    spans = boxed_spans(text)
+    if not spans:
+        return None
+    start, end = spans[-1]
+    return text[start:end].strip()
+
+
+def gsm8k_ground_truth(answer: Any) -> str | None:
+    """The number after the last `####` of a GSM8K answer, without thousands separators or spaces."""
+    if not isinstance(answer, str) or "####" not in answer:
+        return None
+    final = answer.rsplit("####", 1)[1]
+    final = re.sub(r"[\s,$]", "", final)
+    return final or None
+
+
+def math_ground_truth(solution: Any) -> str | None:
+    r"""The content of the last `\boxed{...}` of a MATH solution."""
+    if not isinstance(solution, str):
+        return None
+    return last_boxed(solution) or None
+
+
+def generic_ground_truth(ground_truth: Any) -> str | None:
+    """The ground truth as given, as a stripped string; None if missing or empty."""
+    if ground_truth is None:
+        return None
+    text = str(ground_truth).strip()
+    return text or None
+
+
+@dataclass(frozen=True)
+class MathAdapter:
+    """How to read one dataset format: which column holds the question, which the answer, and how to get the ground
+    truth from the answer."""
+
+    name: str
+    question_column: str
+    answer_column: str
+    extract_ground_truth: Callable[[Any], str | None]
+
+    @property
+    def columns(self) -> tuple[str, str]:
+        return (self.question_column, self.answer_column)
+
+    def matches(self, column_names: list[str]) -> bool:
+        return all(column in column_names for column in self.columns)
+
+    def __call__(
+        self,
+        row: dict[str, Any],
+        *,
+        ground_truth_column: str = "ground_truth",
+        system_prompt: str | None = None,
+        prompt_template: str = MATH_PROMPT_TEMPLATE,
+    ) -> dict[str, Any]:
+        """One row to `{"prompt": messages, ground_truth_column: str | None}`.
+
+        A string question is formatted with `prompt_template` and becomes the user message. A question that is
+        already a list of messages is kept as is; `system_prompt`, when given, replaces its system message or is
+        prepended.
+        """
+        question = row[self.question_column]
+        if isinstance(question, str):
+            messages = [{"role": "user", "content": prompt_template.format(question=question)}]
+        else:
+            messages = [dict(message) for message in question]
+        if system_prompt is not None:
+            if messages and messages[0]["role"] == "system":
+                messages = messages[1:]
+            messages = [{"role": "system", "content": system_prompt}, *messages]
+        return {"prompt": messages, ground_truth_column: self.extract_ground_truth(row[self.answer_column])}
+
+
+GSM8K = MathAdapter("gsm8k", "question", "answer", gsm8k_ground_truth)
+MATH = MathAdapter("math", "problem", "solution", math_ground_truth)
+GENERIC = MathAdapter("generic", "prompt", "ground_truth", generic_ground_truth)

@@ -1,0 +1,121 @@
+"""Teacher prompts: the student's prompt with the ground truth written into it.
+
+The teacher sees exactly the student's completion tokens after a different prompt, so only the prompt is built here;
+the trainer appends the completion. Kept free of trainer state so it can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+ELLIPSIS = "…"
+
+
+def has_ground_truth(value: Any) -> bool:
+    """A ground truth is usable unless it is None, NaN-like, or empty after stripping."""
+    if value is None:
+        return False
+    if isinstance(value, float) and value != value:  # NaN from pandas-backed datasets
+        return False
+    if isinstance(value, (list, tuple, dict)):
+        return len(value) > 0
+    return bool(str(value).strip())
+
+
+def _last_user_index(messages: list[dict]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    raise ValueError("A conversational prompt needs at least one user message to carry the ground truth.")
+
+
+def with_question(prompt: str | list[dict], question: str) -> str | list[dict]:
+    """Replace the question side of a prompt: the plain prompt, or the last user message's text."""
+    if isinstance(prompt, str):
+        return question
+    messages = copy.deepcopy(prompt)
+    messages[_last_user_index(messages)]["content"] = question
+    return messages
+
+
+def question_of(prompt: str | list[dict]) -> str:
+    """The question side of a prompt (the text that truncation may shorten)."""
+    if isinstance(prompt, str):
+        return prompt
+    content = prompt[_last_user_index(prompt)]["content"]
+    if not isinstance(content, str):
+        raise ValueError("Teacher prompts support text-only user messages (got structured content).")
+    return content
+
+
+def teacher_prompt(prompt: str | list[dict], ground_truth: Any, template: str) -> str | list[dict]:
+    """The prompt with `template.format(ground_truth=...)` appended to its question side."""
+    return with_question(prompt, question_of(prompt) + template.format(ground_truth=ground_truth))
+
+
+@dataclass
+class TeacherPrompts:
+    """Tokenized teacher prompts for one batch (one entry per completion)."""
+
+    input_ids: list[list[int]]
+    has_ground_truth: list[bool]
+    truncated: list[bool]
+
+
+class TeacherPromptBuilder:
+    """Builds and tokenizes teacher prompts the same way the trainer tokenizes student prompts.
+
+    `tokenize(prompt)` must return the token ids of a prompt with the generation prompt appended, exactly as the
+    student's prompt is tokenized, so that the completion tokens that follow line up for both.
+    """
+
+    def __init__(self, tokenize, tokenizer, template: str, max_length: int | None = None):
+        self.tokenize = tokenize
+        self.tokenizer = tokenizer
+        self.template = template
+        self.max_length = max_length
+
+    def __call__(self, prompts: list, ground_truths: list, render=None) -> TeacherPrompts:
+        """`render`, when given, turns a ground truth into the text the template receives (e.g. tool calls)."""
+        ids, usable, truncated = [], [], []
+        for prompt, truth in zip(prompts, ground_truths, strict=True):
+            if not has_ground_truth(truth):
+                # Same prompt as the student: its divergence is computed (every rank runs the same passes) and
+                # then discarded by the trainer, which gives the row plain GRPO weights.
+                ids.append(self.tokenize(prompt))
+                usable.append(False)
+                truncated.append(False)
+                continue
+            text = render(truth) if render is not None else truth
+            row_ids, was_truncated = self._fit(prompt, text)
+            ids.append(row_ids)
+            usable.append(True)
+            truncated.append(was_truncated)
+        return TeacherPrompts(ids, usable, truncated)
+
+    def _fit(self, prompt, truth_text) -> tuple[list[int], bool]:
+        full = teacher_prompt(prompt, truth_text, self.template)
+        row_ids = self.tokenize(full)
+        if self.max_length is None or len(row_ids) <= self.max_length:
+            return row_ids, False
+        # Shorten the question from its start (its end usually states what is asked) and keep the ground truth.
+        question = question_of(prompt)
+        question_ids = self.tokenizer(question, add_special_tokens=False)["input_ids"]
+        hint = self.template.format(ground_truth=truth_text)
+        keep = len(question_ids)
+        for _ in range(4):  # re-tokenization at the cut can shift counts by a token or two
+            keep -= len(row_ids) - self.max_length + 1
+            if keep <= 0:
+                shortened = ""
+            else:
+                shortened = ELLIPSIS + self.tokenizer.decode(question_ids[-keep:])
+            row_ids = self.tokenize(with_question(prompt, shortened + hint))
+            if len(row_ids) <= self.max_length or keep <= 0:
+                break
+        if len(row_ids) > self.max_length:
+            # Even without the question it is too long (long history or ground truth): keep the tail, which holds
+            # the ground truth and the generation prompt that the completion must follow.
+            row_ids = row_ids[-self.max_length :]
+        return row_ids, True

@@ -1,0 +1,71 @@
+"""GEARConfig validates every GEAR field at construction, naming the field and what it accepts."""
+
+import pytest
+
+from gear_trl import GEARConfig
+from gear_trl.credit import CREDIT_MODES
+
+
+def make(**kwargs):
+    return GEARConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none", **kwargs)
+
+
+def test_defaults_are_the_documented_ones():
+    config = make()
+    assert (config.credit, config.onset_threshold, config.entropy_threshold) == ("gear", 0.1, 0.5)
+    assert (config.weight_alpha, config.weight_eps, config.weight_lambda, config.weight_norm) == (1.0, 0.5, 1.0, "mean")
+    assert config.teacher == "live" and "{ground_truth}" in config.teacher_template
+
+
+def test_unknown_credit_mode_lists_the_valid_ones():
+    with pytest.raises(ValueError) as err:
+        make(credit="segment")
+    message = str(err.value)
+    assert "`credit`" in message and "'segment'" in message
+    for mode in CREDIT_MODES:
+        assert repr(mode) in message
+
+
+@pytest.mark.parametrize(
+    "field,value,fragment",
+    [
+        ("onset_threshold", 1.5, "[0.0, 1.0]"),
+        ("onset_threshold", -0.1, "[0.0, 1.0]"),
+        ("entropy_threshold", 2.0, "[0.0, 1.0]"),
+        ("weight_eps", 1.0, "[0.0, 1.0)"),
+        ("weight_lambda", 1.2, "[0.0, 1.0]"),
+        ("weight_alpha", -1.0, "[0.0, inf]"),
+        ("gigpo_gamma", 1.5, "[0.0, 1.0]"),
+        ("gigpo_similarity_threshold", 0.0, "(0.0, 1.0]"),
+        ("divergence_chunk_size", 0, "positive integer"),
+        ("fixed_segment_len", 0, "positive integer"),
+        ("max_segment_len", 0, "positive integer or None"),
+        ("max_teacher_prompt_length", -3, "positive integer or None"),
+    ],
+)
+def test_out_of_range_values_name_the_field_and_range(field, value, fragment):
+    with pytest.raises(ValueError) as err:
+        make(**{field: value})
+    assert f"`{field}`" in str(err.value) and fragment in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "field,value", [("divergence", "js"), ("normalize", "zscore"), ("weight_norm", "sum"), ("teacher", "ema"),
+                    ("gigpo_mode", "std")]
+)
+def test_unknown_choices_are_rejected(field, value):
+    with pytest.raises(ValueError, match=f"`{field}` must be one of"):
+        make(**{field: value})
+
+
+def test_teacher_template_needs_the_ground_truth_placeholder():
+    with pytest.raises(ValueError, match="ground_truth"):
+        make(teacher_template="Reference: {answer}")
+    with pytest.raises(ValueError, match="braces"):
+        make(teacher_template="{ground_truth} then a stray {")
+
+
+def test_uses_teacher_only_for_divergence_modes():
+    assert not make(credit="none").uses_teacher
+    assert not make(credit="gigpo").uses_teacher
+    assert make(credit="gear+gigpo").uses_teacher and make(credit="token").uses_teacher

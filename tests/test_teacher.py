@@ -1,0 +1,76 @@
+"""Teacher prompts: the ground truth goes into the question side; truncation never drops it."""
+
+from transformers import AutoTokenizer
+
+from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
+from gear_trl.teacher import ELLIPSIS, TeacherPromptBuilder, has_ground_truth, teacher_prompt
+
+TEMPLATE = "\nReference: {ground_truth}"
+
+
+def test_conversational_prompt_gets_ground_truth_in_last_user_message():
+    prompt = [
+        {"role": "system", "content": "Be careful."},
+        {"role": "user", "content": "First question"},
+        {"role": "assistant", "content": "An answer"},
+        {"role": "user", "content": "What is 2+2?"},
+    ]
+    result = teacher_prompt(prompt, "4", TEMPLATE)
+    assert result[-1]["content"] == "What is 2+2?\nReference: 4"
+    assert result[:3] == prompt[:3]
+    assert prompt[-1]["content"] == "What is 2+2?", "the student's prompt must not be modified"
+
+
+def test_plain_prompt_gets_ground_truth_appended():
+    assert teacher_prompt("Q: 2+2?", "4", TEMPLATE) == "Q: 2+2?\nReference: 4"
+
+
+def test_default_math_template_renders_boxed_literally():
+    text = DEFAULT_MATH_TEACHER_TEMPLATE.format(ground_truth="\\frac{1}{2}")
+    assert "\\frac{1}{2}" in text and "\\boxed{}" in text
+
+
+def test_has_ground_truth():
+    assert not has_ground_truth(None) and not has_ground_truth("  ") and not has_ground_truth(float("nan"))
+    assert not has_ground_truth([])
+    assert has_ground_truth("0") and has_ground_truth(0) and has_ground_truth([{"name": "f"}])
+
+
+def _builder(max_length=None):
+    tokenizer = AutoTokenizer.from_pretrained("data/tiny-qwen3")
+
+    def tokenize(prompt):
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)[
+            "input_ids"
+        ]
+
+    return tokenizer, tokenize, TeacherPromptBuilder(tokenize, tokenizer, TEMPLATE, max_length)
+
+
+def test_builder_marks_rows_without_ground_truth_and_reuses_the_student_prompt():
+    tokenizer, tokenize, builder = _builder()
+    prompts = [[{"role": "user", "content": "What is 3+4?"}]] * 2
+    result = builder(prompts, ["7", None])
+    assert result.has_ground_truth == [True, False]
+    assert result.truncated == [False, False]
+    assert result.input_ids[1] == tokenize(prompts[1])
+    assert "Reference: 7" in tokenizer.decode(result.input_ids[0])
+
+
+def test_truncation_keeps_ground_truth_and_generation_prompt_and_fits():
+    tokenizer, tokenize, builder = _builder(max_length=60)
+    question = " ".join(f"apple{i}" for i in range(80)) + " How many apples?"
+    result = builder([[{"role": "user", "content": question}]], ["80"])
+    ids = result.input_ids[0]
+    text = tokenizer.decode(ids)
+    assert result.truncated == [True]
+    assert len(ids) <= 60
+    assert "Reference: 80" in text and "How many apples?" in text and ELLIPSIS in text
+    assert text.endswith("<|im_start|>assistant\n")
+    assert "apple0 " not in text  # the start of the question went first
+
+
+def test_short_prompts_are_not_truncated():
+    _, _, builder = _builder(max_length=500)
+    result = builder([[{"role": "user", "content": "1+1?"}]], ["2"])
+    assert result.truncated == [False]

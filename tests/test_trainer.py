@@ -1,0 +1,235 @@
+"""GEARTrainer on the shipped tiny model: real generation, teacher pass, loss and optimizer steps on CPU."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from trl import GRPOConfig, GRPOTrainer
+
+from gear_trl import GEARConfig, GEARTrainer
+from gear_trl.rewards import get_reward_funcs
+
+TINY = "data/tiny-qwen3"
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_args(tmp_path, cls=GEARConfig, **overrides):
+    base = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=16,
+        max_steps=2,
+        learning_rate=1e-3,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        beta=0.0,
+    )
+    base.update(overrides)
+    return cls(**base)
+
+
+def math_rows(n=8, ground_truths=None):
+    rows = []
+    for i in range(n):
+        truth = str(i + 2) if ground_truths is None else ground_truths[i % len(ground_truths)]
+        rows.append({"prompt": [{"role": "user", "content": f"What is {i} + 2?"}], "ground_truth": truth})
+    return Dataset.from_list(rows)
+
+
+def digit_share(completions, **kwargs):
+    """A reward a random tiny model varies on, so advantages (and gradients) are not all zero."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [sum(ch.isdigit() or ch == " " for ch in text) / max(len(text), 1) for text in texts]
+
+
+def make_trainer(tmp_path, cls=GEARTrainer, args=None, dataset=None, model=None, **kwargs):
+    return cls(
+        model=model if model is not None else AutoModelForCausalLM.from_pretrained(TINY),
+        reward_funcs=[*get_reward_funcs(["accuracy"]), digit_share],
+        args=args if args is not None else tiny_args(tmp_path),
+        train_dataset=dataset if dataset is not None else math_rows(),
+        processing_class=AutoTokenizer.from_pretrained(TINY),
+        **kwargs,
+    )
+
+
+def first_batch(trainer):
+    """One generation batch exactly as the training loop builds it."""
+    batch = next(iter(trainer.get_train_dataloader()))
+    return batch
+
+
+def loss_and_grads(trainer, inputs):
+    # Set by Trainer.train(); the loss normalizers read it.
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    trainer.model.zero_grad()
+    loss = trainer.compute_loss(trainer.model, inputs)
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return loss.detach(), grads
+
+
+def generate(trainer, rows, seed=123):
+    torch.manual_seed(seed)
+    trainer.model.train()
+    return trainer._generate_and_score_completions(copy.deepcopy(rows))
+
+
+@pytest.mark.parametrize("credit,extra", [("none", {}), ("token", {"weight_alpha": 0.0})])
+def test_neutral_credit_matches_grpo_loss_and_gradients(tmp_path, credit, extra):
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    grpo = make_trainer(tmp_path, GRPOTrainer, tiny_args(tmp_path, GRPOConfig), model=copy.deepcopy(model))
+    gear = make_trainer(tmp_path, args=tiny_args(tmp_path, credit=credit, **extra), model=copy.deepcopy(model))
+    rows = first_batch(grpo)
+
+    grpo_batch = generate(grpo, rows)
+    gear_batch = generate(gear, rows)
+    assert torch.equal(grpo_batch["completion_ids"], gear_batch["completion_ids"])
+    if credit == "none":
+        assert gear_batch["advantages"].dim() == 1
+    else:  # alpha = 0 gives weight 1 everywhere: the [B, T] path must be neutral
+        assert gear_batch["advantages"].dim() == 2
+
+    grpo_loss, grpo_grads = loss_and_grads(grpo, grpo_batch)
+    gear_loss, gear_grads = loss_and_grads(gear, gear_batch)
+    assert torch.allclose(grpo_loss, gear_loss, atol=1e-7), (grpo_loss, gear_loss)
+    assert grpo_grads.keys() == gear_grads.keys() and grpo_grads
+    for name in grpo_grads:
+        assert torch.allclose(grpo_grads[name], gear_grads[name], atol=1e-7), name
+    assert any(g.abs().sum() > 0 for g in gear_grads.values()), "a zero gradient would make the check vacuous"
+
+
+def test_gear_reweights_advantages_preserving_each_completions_mean(tmp_path):
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05))
+    batch = generate(trainer, first_batch(trainer))
+    advantages = batch["advantages"]
+    mask = batch["completion_mask"].bool()
+    assert advantages.shape == batch["completion_ids"].shape
+
+    weights_seen = []
+    for row in range(advantages.size(0)):
+        values = advantages[row][mask[row]]
+        assert torch.all(advantages[row][~mask[row]] == 0)
+        if values.numel() == 0:
+            continue
+        base = values.mean()
+        # weight_norm=mean keeps each completion's mean advantage: A_i = mean_t A_i * w_t
+        if base.abs() > 1e-6:
+            weights_seen.append(values / base)
+    assert weights_seen, "the batch needs a completion with non-zero advantage"
+    metrics = trainer._metrics["train"]
+    for name in ("kl_mean", "kl_max", "onset_rate", "segment_len_mean", "in_segment_frac", "weight_mean",
+                 "weight_std", "weight_min", "weight_max", "no_ground_truth_frac", "teacher_truncated_frac"):
+        assert f"gear/{name}" in metrics, name
+    assert metrics["gear/kl_mean"][-1] > 0
+    assert metrics["gear/kl_max"][-1] >= metrics["gear/kl_mean"][-1]
+
+
+def test_missing_ground_truth_column_fails_before_training(tmp_path):
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "1+1?"}], "answer": "2"}] * 4)
+    with pytest.raises(ValueError) as err:
+        make_trainer(tmp_path, dataset=data)
+    message = str(err.value)
+    assert "'ground_truth'" in message and "answer" in message and "prompt" in message
+
+
+def test_rows_without_ground_truth_get_plain_grpo_weights_and_are_counted(tmp_path):
+    data = math_rows(8, ground_truths=["4", None])  # rows alternate: with and without ground truth
+    trainer = make_trainer(tmp_path, dataset=data, args=tiny_args(tmp_path, shuffle_dataset=False, num_generations=2))
+    rows = first_batch(trainer)
+    batch = generate(trainer, rows)
+    has_truth = torch.tensor([row["ground_truth"] is not None for row in rows])
+    assert 0 < has_truth.sum() < len(rows)
+    mask = batch["completion_mask"].bool()
+    advantages = batch["advantages"]
+    scalar = advantages.sum(-1) / mask.sum(-1).clamp(min=1)
+    for row in torch.nonzero(~has_truth).flatten().tolist():
+        expected = torch.where(mask[row], scalar[row], torch.zeros(()))
+        assert torch.allclose(advantages[row], expected), "no ground truth must mean weight 1 on every model token"
+    frac = trainer._metrics["train"]["gear/no_ground_truth_frac"][-1]
+    assert frac == pytest.approx(float((~has_truth).float().mean()))
+
+
+def test_teacher_prompt_truncation_is_counted(tmp_path):
+    long_question = "Count the apples in this very long story. " * 40 + "How many apples?"
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": long_question}], "ground_truth": "17"}] * 4)
+    trainer = make_trainer(tmp_path, dataset=data, args=tiny_args(tmp_path, max_teacher_prompt_length=96))
+    generate(trainer, first_batch(trainer))
+    assert trainer._metrics["train"]["gear/teacher_truncated_frac"][-1] == 1.0
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"])
+def test_every_grpo_loss_type_trains_with_token_advantages(tmp_path, loss_type):
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, loss_type=loss_type, onset_threshold=0.05))
+    batch = generate(trainer, first_batch(trainer))
+    assert batch["advantages"].dim() == 2
+    loss, grads = loss_and_grads(trainer, batch)
+    assert torch.isfinite(loss)
+    assert any(torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads.values())
+
+
+def params_snapshot(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def assert_some_changed(before, model):
+    after = dict(model.named_parameters())
+    assert any(not torch.equal(before[n], after[n].detach()) for n in before), "no trainable parameter changed"
+
+
+def test_num_iterations_and_gradient_accumulation(tmp_path):
+    args = tiny_args(tmp_path, num_iterations=2, gradient_accumulation_steps=2, max_steps=2)
+    trainer = make_trainer(tmp_path, args=args)
+    before = params_snapshot(trainer.model)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert_some_changed(before, trainer.model)
+    logged = [entry for entry in trainer.state.log_history if "gear/weight_std" in entry]
+    assert logged
+
+
+@pytest.mark.parametrize("teacher", ["live", "base"])
+def test_lora_training_with_live_and_base_teacher(tmp_path, teacher):
+    from peft import LoraConfig
+
+    args = tiny_args(tmp_path, teacher=teacher)
+    trainer = make_trainer(
+        tmp_path, args=args, peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    )
+    before = params_snapshot(trainer.model)
+    assert before and all("lora" in name for name in before)
+    trainer.train()
+    assert_some_changed(before, trainer.model)
+
+
+def test_base_teacher_without_peft_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="teacher: base"):
+        make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="base"))
+
+
+def test_base_teacher_disables_the_adapters(tmp_path):
+    """With non-zero adapters, `base` must really switch them off: its KL differs from the live teacher's."""
+    from peft import LoraConfig
+
+    peft = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="live"), peft_config=peft)
+    rows = first_batch(trainer)
+    batch = generate(trainer, rows)
+    mask = batch["completion_mask"].bool()
+    prompts = trainer._teacher_prompts([r["prompt"] for r in rows], [r["ground_truth"] for r in rows])
+    live_kl, _ = trainer._divergence(batch, prompts.input_ids, mask)
+    trainer.args.teacher = "base"
+    base_kl, _ = trainer._divergence(batch, prompts.input_ids, mask)
+    assert mask.any()
+    assert not torch.allclose(live_kl[mask], base_kl[mask])
