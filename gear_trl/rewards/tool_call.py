@@ -1,0 +1,330 @@
+"""Single-turn tool-call correctness against a BFCL possible answer, in TRL's reward-function signature.
+
+    tool_call_accuracy(completions, possible_answer, tools, **kwargs) -> list[float | None]
+
+A completion scores 1.0 when its tool calls are exactly the expected calls, 0.0 otherwise. The columns are those of
+the shared tool-use schema (`data/README.md`, "BFCL (tool use)"): `possible_answer` is a JSON string,
+`[{tool_name: {param: [allowed values...]}}]`, one entry per expected call, `""` among a parameter's allowed values
+meaning it may be left out; `tools` is a JSON string of OpenAI-style tool schemas. Rows with an empty
+`possible_answer` (multi-turn rows, scored by another reward) get None, which TRL leaves out of this reward's mean.
+
+The checking follows BFCL's AST checker in spirit (written independently):
+
+- the number of calls equals the number of expected calls, and calls and expected calls pair up one-to-one, in any
+  order (for one expected call this is just "the one call matches");
+- a call matches an expected call when the names are equal, every parameter the tool's schema requires is given,
+  every given parameter is both declared by the tool and listed in the expected call, every given value is one of the
+  allowed values, and every listed parameter left out has `""` among its allowed values;
+- a value is allowed when it has the schema's type (an integer passes for a `number`; a boolean never passes for a
+  number) and equals an allowed value: strings after `normalize_string`, numbers numerically, arrays element by
+  element, objects key by key against BFCL's nested `{key: [allowed...]}`. An allowed value whose type is not the
+  schema's (BFCL writes variable names such as `"data['sales']"` for arrays, `None` for some floats) is compared
+  literally, without the type check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from gear_trl.data.bfcl import OPTIONAL_MARKER, json_type_accepts
+
+ToolCall = dict[str, Any]
+"""A parsed call: `{"name": str | None, "arguments": dict}`; `name` is None for a call that could not be parsed."""
+
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+
+# BFCL compares strings ignoring case, spaces and a few separators, so that "April 1, 2024", "april 1 2024" and
+# "April-1-2024" are one answer, and treats ' and " alike.
+_STRING_NOISE = str.maketrans({",": None, ".": None, "/": None, "-": None, "_": None, "*": None, "^": None, "'": '"'})
+_WHITESPACE = re.compile(r"\s+")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Parsing completions
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _invalid_call() -> ToolCall:
+    return {"name": None, "arguments": {}}
+
+
+def _load_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _call_from_fields(name: Any, arguments: Any) -> ToolCall:
+    # Arguments come as a dict (TRL's parsed tool calls) or as a JSON string (OpenAI's wire format); a call without
+    # arguments is a call of a function that takes none.
+    if arguments is None:
+        arguments = {}
+    elif isinstance(arguments, str):
+        arguments = _load_json(arguments) if arguments.strip() else {}
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return _invalid_call()
+    return {"name": name, "arguments": arguments}
+
+
+def parse_text_tool_calls(text: str) -> list[ToolCall]:
+    """The calls in Qwen3-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks of `text`.
+
+    Blocks inside `<think>...</think>` are reasoning, not calls; an unclosed `<think>` hides the rest of the text, and
+    text before a lone `</think>` (the opening tag was in the prompt) is reasoning too. A block whose body is not a
+    JSON object with a string `name` and object `arguments` (or an unclosed block) is an invalid call, which matches
+    no expected call.
+    """
+    if "</think>" in text and "<think>" not in text:
+        text = text.rsplit("</think>", 1)[1]
+    text = _THINK_BLOCK.sub("", text)
+    calls = []
+    for match in _TOOL_CALL_BLOCK.finditer(text):
+        body = _load_json(match.group(1).strip())
+        if not isinstance(body, dict) or not match.group(0).endswith("</tool_call>"):
+            calls.append(_invalid_call())
+        else:
+            calls.append(_call_from_fields(body.get("name"), body.get("arguments", body.get("parameters"))))
+    return calls
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal-style content parts
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def _message_tool_calls(message: dict[str, Any]) -> list[ToolCall]:
+    tool_calls = message.get("tool_calls")
+    if not tool_calls:
+        return parse_text_tool_calls(_message_text(message.get("content")))
+    if not isinstance(tool_calls, list):
+        return [_invalid_call()]
+    calls = []
+    for tool_call in tool_calls:
+        function = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else None
+        if not isinstance(function, dict):
+            calls.append(_invalid_call())
+        else:
+            calls.append(_call_from_fields(function.get("name"), function.get("arguments")))
+    return calls
+
+
+def parse_tool_calls(completion: Any) -> list[ToolCall]:
+    """The tool calls of a completion, in order.
+
+    A completion is a string (raw text with `<tool_call>` blocks) or a list of messages (TRL's conversational
+    completions). In a message list only assistant messages count: their `tool_calls` (`[{"type": "function",
+    "function": {"name", "arguments": dict | JSON string}}]`, already parsed by TRL) when present, their `content`'s
+    `<tool_call>` blocks otherwise. Anything else is no calls.
+    """
+    if isinstance(completion, str):
+        return parse_text_tool_calls(completion)
+    if isinstance(completion, dict):
+        completion = [completion]
+    if not isinstance(completion, (list, tuple)):
+        return []
+    calls = []
+    for message in completion:
+        if isinstance(message, str):
+            calls.extend(parse_text_tool_calls(message))
+        elif isinstance(message, dict) and message.get("role", "assistant") == "assistant":
+            calls.extend(_message_tool_calls(message))
+    return calls
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checking calls against a possible answer
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def normalize_string(text: str) -> str:
+    """`text` lower-cased, without whitespace or any of `, . / - _ * ^`, with `'` read as `"` (BFCL's string match)."""
+    return _WHITESPACE.sub("", text.casefold().translate(_STRING_NOISE))
+
+
+def _literal_equal(value: Any, expected: Any) -> bool:
+    # Equality without a schema: strings normalized, numbers by value, booleans only with booleans.
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return isinstance(expected, bool) and isinstance(value, bool) and value == expected
+    if isinstance(expected, (int, float)):
+        return isinstance(value, (int, float)) and float(value) == float(expected)
+    if isinstance(expected, str):
+        return isinstance(value, str) and normalize_string(value) == normalize_string(expected)
+    if isinstance(expected, (list, tuple)):
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(expected)
+            and all(_literal_equal(v, e) for v, e in zip(value, expected, strict=True))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(value, dict)
+            and value.keys() == expected.keys()
+            and all(_literal_equal(value[key], expected[key]) for key in expected)
+        )
+    return value == expected
+
+
+def _schema(node: Any) -> dict[str, Any]:
+    return node if isinstance(node, dict) else {}
+
+
+def _object_matches(value: Any, allowed_by_key: dict[str, Any], schema: dict[str, Any]) -> bool:
+    # BFCL's allowed value for an object is itself {key: [allowed values...]}, with "" marking optional keys.
+    if not isinstance(value, dict):
+        return False
+    properties = _schema(schema.get("properties"))
+    for key, item in value.items():
+        if key not in allowed_by_key or not value_allowed(item, allowed_by_key[key], _schema(properties.get(key))):
+            return False
+    return all(key in value or _is_optional(allowed) for key, allowed in allowed_by_key.items())
+
+
+def value_equal(value: Any, expected: Any, schema: dict[str, Any]) -> bool:
+    """Whether `value` (from a model's call) equals one allowed value `expected` of a parameter with `schema`."""
+    json_type = schema.get("type") if isinstance(schema.get("type"), str) else None
+    if json_type is None or not json_type_accepts(json_type, expected):
+        return _literal_equal(value, expected)
+    if not json_type_accepts(json_type, value):
+        return False
+    if json_type == "object":
+        return _object_matches(value, expected, schema)
+    if json_type == "array":
+        items = _schema(schema.get("items"))
+        return len(value) == len(expected) and all(
+            value_equal(v, e, items) for v, e in zip(value, expected, strict=True)
+        )
+    if json_type == "string":
+        return normalize_string(value) == normalize_string(expected)
+    if json_type == "number":
+        return float(value) == float(expected)
+    return value == expected
+
+
+def _is_optional(allowed: Any) -> bool:
+    return isinstance(allowed, list) and OPTIONAL_MARKER in allowed
+
+
+def value_allowed(value: Any, allowed: Any, schema: dict[str, Any]) -> bool:
+    """Whether `value` equals one of a parameter's `allowed` values (`""`, the optional marker, is not a value)."""
+    allowed = allowed if isinstance(allowed, list) else [allowed]
+    return any(value_equal(value, expected, schema) for expected in allowed if expected != OPTIONAL_MARKER)
+
+
+def call_matches(call: ToolCall, expected: dict[str, Any], tools_by_name: dict[str, dict[str, Any]]) -> bool:
+    """Whether one parsed call satisfies one expected call `{tool_name: {param: [allowed...]}}`.
+
+    `tools_by_name` maps tool names to their `parameters` schemas; without a schema for the expected tool only the
+    possible answer is checked.
+    """
+    if not isinstance(expected, dict) or len(expected) != 1:
+        return False
+    ((name, allowed_by_param),) = expected.items()
+    arguments = call.get("arguments")
+    if call.get("name") != name or not isinstance(arguments, dict) or not isinstance(allowed_by_param, dict):
+        return False
+    parameters = tools_by_name.get(name)
+    properties, required = None, []
+    if parameters is not None:
+        properties = _schema(parameters.get("properties"))
+        required = parameters.get("required") if isinstance(parameters.get("required"), list) else []
+    if any(param not in arguments for param in required):
+        return False
+    for param, value in arguments.items():
+        if param not in allowed_by_param or (properties is not None and param not in properties):
+            return False
+        schema = _schema(properties.get(param)) if properties is not None else {}
+        if not value_allowed(value, allowed_by_param[param], schema):
+            return False
+    return all(param in arguments or _is_optional(allowed) for param, allowed in allowed_by_param.items())
+
+
+def _has_perfect_matching(edges: list[list[int]], n_right: int) -> bool:
+    # Kuhn's augmenting paths: can every left node (expected call) get its own right node (model call)?
+    owner = [-1] * n_right
+
+    def augment(left: int, seen: list[bool]) -> bool:
+        for right in edges[left]:
+            if not seen[right]:
+                seen[right] = True
+                if owner[right] == -1 or augment(owner[right], seen):
+                    owner[right] = left
+                    return True
+        return False
+
+    return all(augment(left, [False] * n_right) for left in range(len(edges)))
+
+
+def _as_json(value: Any) -> Any:
+    return _load_json(value) if isinstance(value, str) else value
+
+
+def tools_by_name(tools: Any) -> dict[str, dict[str, Any]]:
+    """`{tool name: parameters schema}` from OpenAI-style tool schemas (a list or its JSON string)."""
+    tools = _as_json(tools)
+    result = {}
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            result[function["name"]] = _schema(function.get("parameters"))
+    return result
+
+
+def check_calls(calls: Sequence[ToolCall], possible_answer: Any, tools: Any) -> bool:
+    """Whether `calls` are exactly the expected calls of `possible_answer`, in any order.
+
+    Args:
+        calls: parsed calls, `[{"name": str, "arguments": dict}]` (as from `parse_tool_calls`).
+        possible_answer: `[{tool_name: {param: [allowed values...]}}]`, one entry per expected call, or its JSON
+            string.
+        tools: the row's OpenAI-style tool schemas, or their JSON string.
+    """
+    expected_calls = _as_json(possible_answer)
+    if not isinstance(expected_calls, list) or len(calls) != len(expected_calls):
+        return False
+    schemas = tools_by_name(tools)
+    edges = [
+        [index for index, call in enumerate(calls) if isinstance(call, dict) and call_matches(call, expected, schemas)]
+        for expected in expected_calls
+    ]
+    return _has_perfect_matching(edges, len(calls))
+
+
+def tool_call_accuracy(
+    completions: list[Any], possible_answer: list[str], tools: list[str], **kwargs: Any
+) -> list[float | None]:
+    """1.0 for each completion whose tool calls match its row's `possible_answer` (see `check_calls`), else 0.0.
+
+    None for rows whose `possible_answer` is empty (`""` or None: multi-turn rows). A completion that is not text or
+    messages, or whose calls cannot be parsed, scores 0.0; this never raises on model output.
+    """
+    rewards: list[float | None] = []
+    for completion, answer, row_tools in zip(completions, possible_answer, tools, strict=True):
+        if answer is None or answer == "":
+            rewards.append(None)
+            continue
+        rewards.append(1.0 if check_calls(parse_tool_calls(completion), answer, row_tools) else 0.0)
+    return rewards
+
+
+__all__ = [
+    "ToolCall",
+    "call_matches",
+    "check_calls",
+    "normalize_string",
+    "parse_text_tool_calls",
+    "parse_tool_calls",
+    "tool_call_accuracy",
+    "tools_by_name",
+    "value_allowed",
+    "value_equal",
+]
