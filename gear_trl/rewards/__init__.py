@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 
 from .math import accuracy_reward, format_reward
+from .multi_turn import multi_turn_execution_reward, multi_turn_state_reward
 from .tool_call import tool_call_accuracy
 
 RewardFunc = Callable[..., list]
@@ -18,6 +19,8 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "accuracy": accuracy_reward,
     "format": format_reward,
     "tool_call_accuracy": tool_call_accuracy,
+    "multi_turn_state": multi_turn_state_reward,
+    "multi_turn_execution": multi_turn_execution_reward,
 }
 
 
@@ -46,4 +49,13 @@ def _reading_ground_truth_from(func: RewardFunc, column: str) -> RewardFunc:
     return wrapped
 
 
-__all__ = ["REWARD_FUNCS", "RewardFunc", "accuracy_reward", "format_reward", "get_reward_funcs", "tool_call_accuracy"]
+__all__ = [
+    "REWARD_FUNCS",
+    "RewardFunc",
+    "accuracy_reward",
+    "format_reward",
+    "get_reward_funcs",
+    "multi_turn_execution_reward",
+    "multi_turn_state_reward",
+    "tool_call_accuracy",
+]

@@ -1,0 +1,32 @@
+"""Tool-use environments for TRL's `environment_factory`: executable, stateful BFCL API classes.
+
+Each class is a TRL environment on its own (public methods are the tools; `reset(**row)` loads the row's
+`initial_config`); `BFCLEnvironment` combines the classes a BFCL multi-turn task involves. Every environment has
+`state()`, `load_state()`, `state_key()` (a GiGPO anchor state) and `execute({"name", "arguments"})`, hidden from
+TRL's tool discovery by `not_a_tool`.
+"""
+
+from .base import APIEnvironment, ToolError, not_a_tool, tool_names
+from .bfcl import API_CLASSES, FUNCTION_OWNERS, BFCLEnvironment, environment_class, environment_name
+from .file_system import GorillaFileSystem
+from .math_api import MathAPI
+from .message import MessageAPI
+from .ticket import TicketAPI
+from .twitter import TwitterAPI
+
+__all__ = [
+    "API_CLASSES",
+    "FUNCTION_OWNERS",
+    "APIEnvironment",
+    "BFCLEnvironment",
+    "GorillaFileSystem",
+    "MathAPI",
+    "MessageAPI",
+    "TicketAPI",
+    "ToolError",
+    "TwitterAPI",
+    "environment_class",
+    "environment_name",
+    "not_a_tool",
+    "tool_names",
+]
