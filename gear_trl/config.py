@@ -154,9 +154,7 @@ class GEARConfig(GRPOConfig):
     )
     gigpo_gamma: float = field(default=0.95, metadata={"help": "GiGPO discount for step returns, in [0, 1]."})
     gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO weight of the step advantage (paper: 1.0)."})
-    gigpo_mode: str = field(
-        default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."}
-    )
+    gigpo_mode: str = field(default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."})
     gigpo_similarity_threshold: float | None = field(
         default=None,
         metadata={

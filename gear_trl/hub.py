@@ -32,7 +32,9 @@ def check_hub_access(token: str | None = None) -> str:
     except concurrent.futures.TimeoutError as err:
         raise HubAccessError(f"`push_to_hub` is set but the Hub did not answer within {_TIMEOUT_S} s. {hint}") from err
     except Exception as err:  # network errors, invalid tokens: all mean the push would fail
-        raise HubAccessError(f"`push_to_hub` is set but the Hub rejected or could not check the token: {err}. {hint}") from err
+        raise HubAccessError(
+            f"`push_to_hub` is set but the Hub rejected or could not check the token: {err}. {hint}"
+        ) from err
     finally:
         pool.shutdown(wait=False)
     return whoami.get("name", "")

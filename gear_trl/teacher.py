@@ -67,8 +67,9 @@ class TeacherPrompts:
 class TeacherPromptBuilder:
     """Builds and tokenizes teacher prompts the same way the trainer tokenizes student prompts.
 
-    `tokenize(prompt)` must return the token ids of a prompt with the generation prompt appended, exactly as the
-    student's prompt is tokenized, so that the completion tokens that follow line up for both.
+    `tokenize(prompt, tools)` must return the token ids of a prompt (rendered with those tool schemas, or None) with
+    the generation prompt appended, exactly as the student's prompt is tokenized, so that the completion tokens that
+    follow line up for both.
     """
 
     def __init__(self, tokenize, tokenizer, template: str, max_length: int | None = None):
@@ -77,27 +78,29 @@ class TeacherPromptBuilder:
         self.template = template
         self.max_length = max_length
 
-    def __call__(self, prompts: list, ground_truths: list, render=None) -> TeacherPrompts:
-        """`render`, when given, turns a ground truth into the text the template receives (e.g. tool calls)."""
+    def __call__(self, prompts: list, ground_truths: list, tools: list | None = None, render=None) -> TeacherPrompts:
+        """`tools[i]`: tool schemas of prompt i (or None); `render`, when given, turns a ground truth into the text
+        the template receives (e.g. tool calls written as the chat template writes them)."""
         ids, usable, truncated = [], [], []
-        for prompt, truth in zip(prompts, ground_truths, strict=True):
+        tools = tools if tools is not None else [None] * len(prompts)
+        for prompt, truth, row_tools in zip(prompts, ground_truths, tools, strict=True):
             if not has_ground_truth(truth):
                 # Same prompt as the student: its divergence is computed (every rank runs the same passes) and
                 # then discarded by the trainer, which gives the row plain GRPO weights.
-                ids.append(self.tokenize(prompt))
+                ids.append(self.tokenize(prompt, row_tools))
                 usable.append(False)
                 truncated.append(False)
                 continue
             text = render(truth) if render is not None else truth
-            row_ids, was_truncated = self._fit(prompt, text)
+            row_ids, was_truncated = self._fit(prompt, text, row_tools)
             ids.append(row_ids)
             usable.append(True)
             truncated.append(was_truncated)
         return TeacherPrompts(ids, usable, truncated)
 
-    def _fit(self, prompt, truth_text) -> tuple[list[int], bool]:
+    def _fit(self, prompt, truth_text, tools) -> tuple[list[int], bool]:
         full = teacher_prompt(prompt, truth_text, self.template)
-        row_ids = self.tokenize(full)
+        row_ids = self.tokenize(full, tools)
         if self.max_length is None or len(row_ids) <= self.max_length:
             return row_ids, False
         # Shorten the question from its start (its end usually states what is asked) and keep the ground truth.
@@ -111,7 +114,7 @@ class TeacherPromptBuilder:
                 shortened = ""
             else:
                 shortened = ELLIPSIS + self.tokenizer.decode(question_ids[-keep:])
-            row_ids = self.tokenize(with_question(prompt, shortened + hint))
+            row_ids = self.tokenize(with_question(prompt, shortened + hint), tools)
             if len(row_ids) <= self.max_length or keep <= 0:
                 break
         if len(row_ids) > self.max_length:
@@ -119,3 +122,35 @@ class TeacherPromptBuilder:
             # the ground truth and the generation prompt that the completion must follow.
             row_ids = row_ids[-self.max_length :]
         return row_ids, True
+
+
+def tool_calls_text(processing_class, calls: list[dict], chat_template: str | None = None) -> str:
+    """Reference tool calls written exactly as the chat template writes an assistant's tool calls.
+
+    Renders one assistant turn with the calls and one without, and keeps what differs, so the text matches the
+    model's own tool-call format (e.g. Qwen3's `<tool_call>` blocks) without knowing the template.
+    """
+    tool_calls = [
+        {"type": "function", "function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+        for call in calls
+    ]
+    user = {"role": "user", "content": "."}
+
+    def render(message):
+        return processing_class.apply_chat_template(
+            [user, message], tokenize=False, chat_template=chat_template, add_generation_prompt=False
+        )
+
+    # Compare token ids rather than characters, so the cut never splits a marker such as `<tool_call>`.
+    tokenizer = getattr(processing_class, "tokenizer", processing_class)
+    with_calls = tokenizer(
+        render({"role": "assistant", "content": "", "tool_calls": tool_calls}), add_special_tokens=False
+    )["input_ids"]
+    without = tokenizer(render({"role": "assistant", "content": ""}), add_special_tokens=False)["input_ids"]
+    start = 0
+    while start < min(len(with_calls), len(without)) and with_calls[start] == without[start]:
+        start += 1
+    end = 0
+    while end < min(len(with_calls), len(without)) - start and with_calls[-1 - end] == without[-1 - end]:
+        end += 1
+    return tokenizer.decode(with_calls[start : len(with_calls) - end]).strip()

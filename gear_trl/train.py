@@ -30,8 +30,8 @@ class GEARScriptArguments(ScriptArguments):
         default="auto",
         metadata={
             "help": "Dataset adapter mapping rows to `prompt` + ground truth: `auto` (by columns), `gsm8k` "
-            "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `generic` (prompt, "
-            "ground_truth)."
+            "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `tool_use` (prompt, tools, "
+            "ground_truth: BFCL-style rows), `generic` (prompt, ground_truth)."
         },
     )
     reward_funcs: list[str] = field(
@@ -39,6 +39,13 @@ class GEARScriptArguments(ScriptArguments):
         metadata={"help": "Reward functions by registered name (see `gear_trl.rewards.REWARD_FUNCS`), summed."},
     )
     system_prompt: str | None = field(default=None, metadata={"help": "Optional system message for every prompt."})
+    environment: str | None = field(
+        default=None,
+        metadata={
+            "help": "Executable tool environment passed to TRL as `environment_factory` (e.g. `bfcl`); its methods "
+            "become the tools of a multi-turn rollout. None: no tool execution."
+        },
+    )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Use only the first N training rows (quick experiments)."}
     )
@@ -72,7 +79,9 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
     from .data import prepare_dataset
 
     if not script_args.dataset_name:
-        raise ValueError("The recipe needs `dataset_name` (a Hub dataset id or a local folder such as data/math/generic).")
+        raise ValueError(
+            "The recipe needs `dataset_name` (a Hub dataset id or a local folder such as data/math/generic)."
+        )
     dataset = load_dataset(script_args.dataset_name, name=script_args.dataset_config)
     if script_args.dataset_train_split not in dataset:
         raise ValueError(
@@ -118,6 +127,12 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
         model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
     training_args.model_init_kwargs = model_init_kwargs
 
+    environment_factory = None
+    if script_args.environment:
+        from .envs import get_environment_factory
+
+        environment_factory = get_environment_factory(script_args.environment)
+
     trainer = GEARTrainer(
         model=model_args.model_name_or_path,
         reward_funcs=reward_funcs,
@@ -125,6 +140,7 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
+        environment_factory=environment_factory,
     )
 
     checkpoint = training_args.resume_from_checkpoint

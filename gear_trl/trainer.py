@@ -14,11 +14,12 @@ gathers stay in lockstep: rows without a ground truth still go through the teach
 
 from __future__ import annotations
 
+import json
 import textwrap
 from contextlib import nullcontext
 
 import torch
-from accelerate.utils import is_peft_model
+from accelerate.utils import gather_object, is_peft_model
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.models.utils import disable_gradient_checkpointing
@@ -26,8 +27,10 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .config import GEARConfig
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
+from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .hub import check_hub_access
-from .teacher import TeacherPromptBuilder
+from .rollout import ToolRolloutMixin, step_anchors, tool_stats
+from .teacher import TeacherPromptBuilder, tool_calls_text
 
 GEAR_PAPER = {
     "title": "GEAR: Granularity-Adaptive Advantage Reweighting for LLM Agents via Self-Distillation",
@@ -43,7 +46,7 @@ GEAR_PAPER = {
 }
 
 
-class GEARTrainer(GRPOTrainer):
+class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     """GRPO whose advantage is redistributed over tokens by GEAR (see `GEARConfig` for every knob).
 
     Takes the same arguments as [`~trl.GRPOTrainer`]; `args` must be a [`GEARConfig`]. The training dataset must have
@@ -79,16 +82,24 @@ class GEARTrainer(GRPOTrainer):
     # The GEAR step: runs once per generation batch, so `num_iterations > 1` and gradient accumulation reuse it.
 
     def _generate_and_score_completions(self, inputs):
+        self._set_batch_row_tools(inputs)
         output = super()._generate_and_score_completions(inputs)
-        if not self.args.uses_teacher:
-            return output
         mode = "train" if self.model.training else "eval"
+        record = self._rollout
         mask = output["completion_mask"].bool()
         if "tool_mask" in output:
             mask = mask & output["tool_mask"].bool()
+        if self.tools or self._batch_row_tools is not None:
+            self._log_tool_metrics(mode, record.completions)
+
+        if self.args.credit in ("gigpo", "gear+gigpo"):
+            output["advantages"] = self._gigpo_token_advantages(mode, mask, record)
+        if not self.args.uses_teacher:
+            return output
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
-        teacher = self._teacher_prompts([row["prompt"] for row in inputs], ground_truths)
+        tools = [self._prompt_tools(i) for i in range(len(inputs))]
+        teacher = self._teacher_prompts(record.prompts, ground_truths, tools, render=self._render_ground_truth)
         kl, entropy = self._divergence(output, teacher.input_ids, mask)
 
         has_truth = torch.tensor(teacher.has_ground_truth, device=mask.device)
@@ -116,24 +127,77 @@ class GEARTrainer(GRPOTrainer):
         # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
         weights = torch.where(has_truth[:, None], weights, mask.float())
         segment_ids = torch.where(has_truth[:, None], segment_ids, torch.full_like(segment_ids, -1))
-        output["advantages"] = output["advantages"][:, None] * weights
+        advantages = output["advantages"]
+        output["advantages"] = (advantages[:, None] if advantages.dim() == 1 else advantages) * weights
 
         self._log_gear_metrics(mode, kl, mask, segment_ids, weights, has_truth, teacher.truncated)
         return output
 
-    def _tokenize_prompt(self, prompt) -> list[int]:
-        """Token ids of one prompt with the generation prompt, exactly as GRPOTrainer tokenizes student prompts."""
+    def _render_ground_truth(self, ground_truth):
+        """Reference tool calls (a JSON list of {name, arguments}) are shown as the chat template writes tool calls;
+        any other ground truth is shown as text."""
+        calls = ground_truth
+        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("["):
+            try:
+                calls = json.loads(ground_truth)
+            except json.JSONDecodeError:
+                return ground_truth
+        if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
+            return tool_calls_text(self.processing_class, calls, self.chat_template)
+        return ground_truth
+
+    def _gigpo_token_advantages(self, mode, mask, record) -> torch.Tensor:
+        """GiGPO's episode + step advantage of every model token, [B, T] (0 on tool results and padding).
+
+        Groups span ranks, so anchors and rewards of the whole generation batch are gathered, the advantages are
+        computed identically on every rank, and each rank keeps its own slice.
+        """
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        weights = self.reward_weights.to(record.rewards_per_func.device)
+        rewards = torch.nan_to_num((record.rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).cpu()
+        step_index = step_index_from_mask(mask)
+        steps = (step_index.max(dim=1).values + 1).clamp(min=0).tolist()
+        history = record.state_history
+        local = []
+        for i, num_steps in enumerate(steps):
+            anchors = step_anchors(record.prompts[i], record.completions[i], history[i] if history else None)
+            # Rollouts whose last turn was cut to nothing have fewer token runs than turns; a run without a turn
+            # gets a unique anchor (a singleton group, step advantage 0).
+            rank = self.accelerator.process_index
+            anchors = anchors[:num_steps] + [f"unmatched:{rank}:{i}:{k}" for k in range(len(anchors), num_steps)]
+            local.append(anchors)
+        all_anchors = gather_object(local)
+        group_ids = torch.arange(len(all_anchors)) // num_generations
+        step_advs, stats = gigpo_advantages_with_stats(
+            rewards,
+            group_ids,
+            all_anchors,
+            gamma=self.args.gigpo_gamma,
+            omega=self.args.gigpo_omega,
+            mode=self.args.gigpo_mode,
+            similarity_threshold=self.args.gigpo_similarity_threshold,
+        )
+        start = self.accelerator.process_index * len(steps)
+        self._metrics[mode]["gigpo/step_groups"].append(stats["num_step_groups"])
+        self._metrics[mode]["gigpo/singleton_frac"].append(stats["singleton_step_group_frac"])
+        self._metrics[mode]["gigpo/step_adv_std"].append(stats["step_adv_std"])
+        return step_advantages_to_tokens(step_advs[start : start + len(steps)], step_index).to(mask.device)
+
+    def _log_tool_metrics(self, mode, completions) -> None:
+        stats = tool_stats(completions)
+        names = sorted(stats)
+        totals = self.accelerator.reduce(
+            torch.tensor([float(stats[n]) for n in names], device=self.accelerator.device), reduction="sum"
+        )
+        totals = dict(zip(names, totals.tolist(), strict=True))
+        self._metrics[mode]["tools/turns_per_rollout"].append(totals["turns"] / max(totals["rollouts"], 1.0))
+        self._metrics[mode]["tools/error_rate"].append(totals["tool_errors"] / max(totals["tool_calls"], 1.0))
+        self._metrics[mode]["tools/parse_failures"].append(totals["parse_failures"] / max(totals["rollouts"], 1.0))
+
+    def _tokenize_prompt(self, prompt, tools=None) -> list[int]:
+        """Token ids of one prompt with the generation prompt, exactly as student prompts are tokenized."""
         if is_conversational({"prompt": prompt}):
-            tokenized = self.processing_class.apply_chat_template(
-                conversation=[prompt],
-                tools=self.tools or None,
-                chat_template=self.chat_template,
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=True,
-                **self.chat_template_kwargs,
-            )
-            return list(tokenized["input_ids"][0])
+            return self._tokenize_one(prompt, tools)
         return list(self.processing_class(text=[prompt])["input_ids"][0])
 
     @torch.no_grad()
@@ -147,7 +211,9 @@ class GEARTrainer(GRPOTrainer):
             padding_side="left",
         ).to(device)
         teacher_mask = pad(
-            [torch.ones(len(ids), dtype=torch.long) for ids in teacher_prompt_ids], padding_value=0, padding_side="left"
+            [torch.ones(len(ids), dtype=torch.long) for ids in teacher_prompt_ids],
+            padding_value=0,
+            padding_side="left",
         ).to(device)
         student_input = torch.cat([output["prompt_ids"], completion_ids], dim=1)
         student_attention = torch.cat([output["prompt_mask"], completion_mask], dim=1)
@@ -156,7 +222,9 @@ class GEARTrainer(GRPOTrainer):
 
         causal_lm = self._causal_lm()
         lm_head = causal_lm.get_output_embeddings()
-        batch_size = self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
+        batch_size = (
+            self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
+        )
         kl_rows, entropy_rows = [], []
         for start in range(0, completion_ids.size(0), batch_size):
             rows = slice(start, start + batch_size)

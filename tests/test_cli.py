@@ -110,8 +110,24 @@ def test_run_saves_model_and_card_then_resumes_from_its_checkpoint(tmp_path, mon
 
 @pytest.mark.slow
 def test_lora_run_saves_only_the_adapter(tmp_path):
-    main(*args_for(tmp_path, "--max_steps", "1", "--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8",
-                   "--lora_target_modules", "q_proj", "v_proj", "--save_strategy", "no"))
+    main(
+        *args_for(
+            tmp_path,
+            "--max_steps",
+            "1",
+            "--use_peft",
+            "true",
+            "--lora_r",
+            "4",
+            "--lora_alpha",
+            "8",
+            "--lora_target_modules",
+            "q_proj",
+            "v_proj",
+            "--save_strategy",
+            "no",
+        )
+    )
     out = tmp_path / "run"
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["r"] == 4

@@ -13,7 +13,12 @@ def make(**kwargs):
 def test_defaults_are_the_documented_ones():
     config = make()
     assert (config.credit, config.onset_threshold, config.entropy_threshold) == ("gear", 0.1, 0.5)
-    assert (config.weight_alpha, config.weight_eps, config.weight_lambda, config.weight_norm) == (1.0, 0.5, 1.0, "mean")
+    assert (config.weight_alpha, config.weight_eps, config.weight_lambda, config.weight_norm) == (
+        1.0,
+        0.5,
+        1.0,
+        "mean",
+    )
     assert config.teacher == "live" and "{ground_truth}" in config.teacher_template
 
 
@@ -50,8 +55,8 @@ def test_out_of_range_values_name_the_field_and_range(field, value, fragment):
 
 
 @pytest.mark.parametrize(
-    "field,value", [("divergence", "js"), ("normalize", "zscore"), ("weight_norm", "sum"), ("teacher", "ema"),
-                    ("gigpo_mode", "std")]
+    "field,value",
+    [("divergence", "js"), ("normalize", "zscore"), ("weight_norm", "sum"), ("teacher", "ema"), ("gigpo_mode", "std")],
 )
 def test_unknown_choices_are_rejected(field, value):
     with pytest.raises(ValueError, match=f"`{field}` must be one of"):

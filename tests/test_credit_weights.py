@@ -137,3 +137,15 @@ def test_invalid_arguments_are_named(kwargs, argument):
 def test_advantages_must_be_one_per_row():
     with pytest.raises(ValueError, match="advantages"):
         weights(advantages=(1.0, 2.0))
+
+
+def test_per_token_advantages_take_their_sign_token_by_token():
+    """gear+gigpo: step-level advantages differ in sign within a completion; each token's weight follows its own."""
+    from gear_trl.credit import weights_from_signal
+
+    signal = torch.tensor([[0.5, 0.5, 0.5, 0.5]])
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    advantages = torch.tensor([[1.0, 1.0, -1.0, 0.0]])
+    weights = weights_from_signal(signal, mask, advantages, alpha=1.0, eps=0.9, lam=1.0, weight_norm="none")
+    expected = torch.tensor([[math.exp(-0.5), math.exp(-0.5), math.exp(0.5), 1.0]])
+    torch.testing.assert_close(weights, expected)

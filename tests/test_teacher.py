@@ -39,10 +39,10 @@ def test_has_ground_truth():
 def _builder(max_length=None):
     tokenizer = AutoTokenizer.from_pretrained("data/tiny-qwen3")
 
-    def tokenize(prompt):
-        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)[
-            "input_ids"
-        ]
+    def tokenize(prompt, tools=None):
+        return tokenizer.apply_chat_template(
+            prompt, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
 
     return tokenizer, tokenize, TeacherPromptBuilder(tokenize, tokenizer, TEMPLATE, max_length)
 
@@ -74,3 +74,32 @@ def test_short_prompts_are_not_truncated():
     _, _, builder = _builder(max_length=500)
     result = builder([[{"role": "user", "content": "1+1?"}]], ["2"])
     assert result.truncated == [False]
+
+
+def test_tool_calls_are_written_as_the_chat_template_writes_them():
+    from gear_trl.teacher import tool_calls_text
+
+    tokenizer = AutoTokenizer.from_pretrained("data/tiny-qwen3")
+    calls = [{"name": "cd", "arguments": {"folder": "docs"}}, {"name": "ls", "arguments": {}}]
+    text = tool_calls_text(tokenizer, calls)
+    assert text.startswith("<tool_call>") and text.endswith("</tool_call>")
+    assert text.count("<tool_call>") == 2 and '"folder": "docs"' in text and '"name": "ls"' in text
+    assert "<|im_start|>" not in text and "<|im_end|>" not in text
+
+
+def test_builder_renders_each_rows_tools_into_the_teacher_prompt():
+    tokenizer, tokenize, builder = _builder()
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup_weather",
+                "description": "Weather",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    prompts = [[{"role": "user", "content": "Weather?"}]] * 2
+    result = builder(prompts, ["sunny", "rain"], tools=[tools, None])
+    assert "lookup_weather" in tokenizer.decode(result.input_ids[0])
+    assert "lookup_weather" not in tokenizer.decode(result.input_ids[1])

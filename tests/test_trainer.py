@@ -129,8 +129,19 @@ def test_gear_reweights_advantages_preserving_each_completions_mean(tmp_path):
             weights_seen.append(values / base)
     assert weights_seen, "the batch needs a completion with non-zero advantage"
     metrics = trainer._metrics["train"]
-    for name in ("kl_mean", "kl_max", "onset_rate", "segment_len_mean", "in_segment_frac", "weight_mean",
-                 "weight_std", "weight_min", "weight_max", "no_ground_truth_frac", "teacher_truncated_frac"):
+    for name in (
+        "kl_mean",
+        "kl_max",
+        "onset_rate",
+        "segment_len_mean",
+        "in_segment_frac",
+        "weight_mean",
+        "weight_std",
+        "weight_min",
+        "weight_max",
+        "no_ground_truth_frac",
+        "teacher_truncated_frac",
+    ):
         assert f"gear/{name}" in metrics, name
     assert metrics["gear/kl_mean"][-1] > 0
     assert metrics["gear/kl_max"][-1] >= metrics["gear/kl_mean"][-1]

@@ -125,9 +125,7 @@ def gigpo_advantages_with_stats(
         0 when there are none) and ``step_adv_std`` (unbiased std of A_S over
         all steps, before omega; 0 with fewer than two steps).
     """
-    rewards, group_ids = _validate(
-        rewards, group_ids, step_anchors, step_rewards, gamma, mode, similarity_threshold
-    )
+    rewards, group_ids = _validate(rewards, group_ids, step_anchors, step_rewards, gamma, mode, similarity_threshold)
     device = rewards.device
     n = rewards.shape[0]
     lengths = [len(anchors) for anchors in step_anchors]
@@ -164,9 +162,7 @@ def gigpo_advantages_with_stats(
     stats = {
         "num_steps": float(num_steps),
         "num_step_groups": float(num_groups),
-        "singleton_step_group_frac": (
-            float((sizes == 1).sum()) / num_groups if num_groups else 0.0
-        ),
+        "singleton_step_group_frac": (float((sizes == 1).sum()) / num_groups if num_groups else 0.0),
         "step_adv_std": float(step_adv.std()) if num_steps > 1 else 0.0,
     }
     return advantages, stats
@@ -206,16 +202,12 @@ def step_advantages_to_tokens(step_advs: Sequence[Tensor], step_index: Tensor) -
         tokens of step k, 0 where ``step_index`` is -1.
     """
     if step_index.dim() != 2:
-        raise ValueError(
-            f"step_index must be 2-D [B, T], got shape {tuple(step_index.shape)}"
-        )
+        raise ValueError(f"step_index must be 2-D [B, T], got shape {tuple(step_index.shape)}")
     if step_index.is_floating_point() or step_index.dtype == torch.bool:
         raise ValueError(f"step_index must be an integer tensor, got {step_index.dtype}")
     batch = step_index.shape[0]
     if len(step_advs) != batch:
-        raise ValueError(
-            f"step_advs has {len(step_advs)} rows but step_index has {batch}"
-        )
+        raise ValueError(f"step_advs has {len(step_advs)} rows but step_index has {batch}")
     device = step_index.device
     lengths = torch.tensor([int(a.numel()) for a in step_advs], dtype=torch.long, device=device)
     if step_index.numel():
@@ -291,9 +283,7 @@ def _step_groups(
             try:
                 hit = seen.get(anchor)
             except TypeError:
-                raise ValueError(
-                    f"step_anchors[{i}][{k}] is not hashable: {type(anchor).__name__}"
-                ) from None
+                raise ValueError(f"step_anchors[{i}][{k}] is not hashable: {type(anchor).__name__}") from None
             if hit is None and similarity_threshold is not None and isinstance(anchor, str):
                 hit = _first_similar(anchor, reps, similarity_threshold)
             if hit is None:
@@ -343,39 +333,27 @@ def _validate(
         raise ValueError("rewards contains NaN or infinite values")
     n = rewards.shape[0]
     if group_ids.dim() != 1 or group_ids.shape[0] != n:
-        raise ValueError(
-            f"group_ids must have shape [N] = [{n}] like rewards, got {tuple(group_ids.shape)}"
-        )
+        raise ValueError(f"group_ids must have shape [N] = [{n}] like rewards, got {tuple(group_ids.shape)}")
     if group_ids.is_floating_point() or group_ids.is_complex():
         raise ValueError(f"group_ids must be an integer tensor, got {group_ids.dtype}")
     if isinstance(step_anchors, (str, bytes)) or len(step_anchors) != n:
-        raise ValueError(
-            f"step_anchors must be a list of N = {n} per-rollout lists, "
-            f"got length {len(step_anchors)}"
-        )
+        raise ValueError(f"step_anchors must be a list of N = {n} per-rollout lists, got length {len(step_anchors)}")
     for i, anchors in enumerate(step_anchors):
         # A bare string would silently become one step per character.
         if isinstance(anchors, (str, bytes)) or not isinstance(anchors, Sequence):
-            raise ValueError(
-                f"step_anchors[{i}] must be a list of anchors, got {type(anchors).__name__}"
-            )
+            raise ValueError(f"step_anchors[{i}] must be a list of anchors, got {type(anchors).__name__}")
     if step_rewards is not None:
         if len(step_rewards) != n:
-            raise ValueError(
-                f"step_rewards must have N = {n} per-rollout lists, got {len(step_rewards)}"
-            )
+            raise ValueError(f"step_rewards must have N = {n} per-rollout lists, got {len(step_rewards)}")
         for i, (per_step, anchors) in enumerate(zip(step_rewards, step_anchors)):
             if len(per_step) != len(anchors):
                 raise ValueError(
-                    f"step_rewards[{i}] has {len(per_step)} entries but "
-                    f"step_anchors[{i}] has {len(anchors)} steps"
+                    f"step_rewards[{i}] has {len(per_step)} entries but step_anchors[{i}] has {len(anchors)} steps"
                 )
     if mode not in GIGPO_MODES:
         raise ValueError(f"mode must be one of {GIGPO_MODES}, got {mode!r}")
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     if similarity_threshold is not None and not 0.0 < similarity_threshold <= 1.0:
-        raise ValueError(
-            f"similarity_threshold must be None or in (0, 1], got {similarity_threshold}"
-        )
+        raise ValueError(f"similarity_threshold must be None or in (0, 1], got {similarity_threshold}")
     return rewards, group_ids

@@ -91,13 +91,16 @@ def weights_from_signal(
     Args:
         signal: [B, T] float, ``s_t`` (0 at masked-out positions).
         mask: [B, T] bool (or 0/1), model-written tokens.
-        advantages: [B] float, ``A_i``.
+        advantages: [B] float, ``A_i``; or [B, T] float per-token advantages (GiGPO's
+            step-level ones), whose sign is then taken token by token.
 
     Returns:
         [B, T] float32 weights; 0 at masked-out positions.
     """
     mask_f = mask.to(device=signal.device, dtype=torch.float32)
-    sign = advantages.detach().to(device=signal.device, dtype=torch.float32).sign().unsqueeze(1)
+    sign = advantages.detach().to(device=signal.device, dtype=torch.float32).sign()
+    if sign.dim() == 1:
+        sign = sign.unsqueeze(1)
     clipped = torch.exp(-sign * alpha * signal).clamp(1 - eps, 1 + eps)
     weights = ((1 - lam) + lam * clipped) * mask_f
 

@@ -17,19 +17,23 @@ from typing import Any
 from datasets import Dataset, DatasetDict
 
 from .math import GENERIC, GSM8K, MATH, MATH_PROMPT_TEMPLATE, MathAdapter
+from .tool_use import TOOL_USE, ToolUseAdapter
 
-DATASET_ADAPTERS: dict[str, MathAdapter] = {adapter.name: adapter for adapter in (GSM8K, MATH, GENERIC)}
+Adapter = MathAdapter | ToolUseAdapter
+
+# Tool-use rows also have `prompt` and `ground_truth`, so `auto` must try the tool-use adapter before `generic`.
+DATASET_ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (GSM8K, MATH, TOOL_USE, GENERIC)}
 """Adapters by name, in the order `adapter="auto"` tries them."""
 
 
-def get_adapter(name: str) -> MathAdapter:
+def get_adapter(name: str) -> Adapter:
     """The adapter registered under `name`."""
     if name not in DATASET_ADAPTERS:
         raise ValueError(f"Unknown dataset adapter {name!r}; known adapters: {sorted(DATASET_ADAPTERS)} or 'auto'.")
     return DATASET_ADAPTERS[name]
 
 
-def detect_adapter(column_names: list[str]) -> MathAdapter:
+def detect_adapter(column_names: list[str]) -> Adapter:
     """The first registered adapter whose input columns are all present."""
     for adapter in DATASET_ADAPTERS.values():
         if adapter.matches(column_names):
@@ -82,6 +86,7 @@ __all__ = [
     "DATASET_ADAPTERS",
     "MATH_PROMPT_TEMPLATE",
     "MathAdapter",
+    "ToolUseAdapter",
     "detect_adapter",
     "get_adapter",
     "prepare_dataset",

@@ -14,11 +14,23 @@ from .message import MessageAPI
 from .ticket import TicketAPI
 from .twitter import TwitterAPI
 
+ENVIRONMENTS = {"bfcl": BFCLEnvironment}
+"""Environment factories by the name a recipe gives in `environment`."""
+
+
+def get_environment_factory(name: str):
+    """The environment class registered under `name` (TRL's `environment_factory`)."""
+    if name not in ENVIRONMENTS:
+        raise ValueError(f"Unknown environment {name!r}; known environments: {sorted(ENVIRONMENTS)}.")
+    return ENVIRONMENTS[name]
+
+
 __all__ = [
     "API_CLASSES",
     "FUNCTION_OWNERS",
     "APIEnvironment",
     "BFCLEnvironment",
+    "ENVIRONMENTS",
     "GorillaFileSystem",
     "MathAPI",
     "MessageAPI",
@@ -27,6 +39,7 @@ __all__ = [
     "TwitterAPI",
     "environment_class",
     "environment_name",
+    "get_environment_factory",
     "not_a_tool",
     "tool_names",
 ]

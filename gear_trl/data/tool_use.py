@@ -1,0 +1,53 @@
+"""Tool-use task plug-in: rows already in gear_trl's tool-use schema (see data/README.md, "BFCL").
+
+Schema: `prompt` (messages), `tools` (JSON list of tool schemas), `ground_truth` (JSON list of reference calls
+`{"name", "arguments"}`), and optionally `possible_answer` (single-turn answer sets), `initial_config` and
+`involved_classes` (multi-turn environment state). The adapter checks the JSON fields and keeps every column the
+rewards and environments read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+OPTIONAL_COLUMNS = {"id": "", "category": "", "possible_answer": "", "initial_config": "", "involved_classes": "[]"}
+
+
+@dataclass(frozen=True)
+class ToolUseAdapter:
+    name: str = "tool_use"
+    columns: tuple[str, ...] = ("prompt", "tools", "ground_truth")
+
+    def matches(self, column_names: list[str]) -> bool:
+        return all(column in column_names for column in self.columns)
+
+    def __call__(
+        self,
+        row: dict[str, Any],
+        *,
+        ground_truth_column: str = "ground_truth",
+        system_prompt: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        messages = [dict(message) for message in row["prompt"]]
+        if system_prompt is not None:
+            if messages and messages[0]["role"] == "system":
+                messages = messages[1:]
+            messages = [{"role": "system", "content": system_prompt}, *messages]
+        tools = row["tools"]
+        parsed = json.loads(tools) if isinstance(tools, str) else tools
+        if not isinstance(parsed, list):
+            raise ValueError(f"Row {row.get('id', '?')}: `tools` must be a JSON list of tool schemas.")
+        example = {
+            "prompt": messages,
+            "tools": tools if isinstance(tools, str) else json.dumps(tools),
+            ground_truth_column: row["ground_truth"] or None,
+        }
+        for column, default in OPTIONAL_COLUMNS.items():
+            example[column] = row.get(column) or default
+        return example
+
+
+TOOL_USE = ToolUseAdapter()

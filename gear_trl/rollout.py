@@ -1,0 +1,216 @@
+"""Multi-turn rollouts on TRL's tool loop: per-row tool schemas, lockstep tool rounds, and per-step records.
+
+`ToolRolloutMixin` sits in front of `GRPOTrainer` in `GEARTrainer`'s bases and overrides a few of its methods:
+
+- `_tokenize_prompts`: a dataset with a `tools` column (JSON list of tool schemas) renders each prompt with its own
+  tools, as BFCL-style data needs; without the column TRL's behaviour is unchanged.
+- `_tool_call_loop` / `_generate_single_turn`: TRL generates once per tool round, and ranks whose rollouts stop
+  calling tools leave the loop early. Under ZeRO-3 every generation gathers parameters collectively, so unequal
+  round counts hang or crash the run. Here every rank polls, before each round, whether any rank still has a round to
+  run; a rank that is done joins with a throwaway generation until no rank is left, so all ranks make the same number
+  of generate calls.
+- `_generate` / `_calculate_rewards`: record what GiGPO and the tool metrics need (the environment's state key after
+  every tool call, the prompts as generated, the completions as messages, the gathered rewards).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+TOOL_ERROR_PREFIXES = ("Error", "error")
+
+
+@dataclass
+class RolloutRecord:
+    """What one generation batch produced on this rank, kept for credit assignment and metrics."""
+
+    prompts: list = field(default_factory=list)
+    completions: list = field(default_factory=list)
+    rewards_per_func: torch.Tensor | None = None  # [N_global, F], gathered over ranks
+    state_history: list[list[str]] | None = None  # per rollout: state key after each tool call, in call order
+
+
+def row_tools(row: dict) -> list[dict] | None:
+    """The tool schemas of a dataset row's `tools` column (a JSON string or a list), or None."""
+    tools = row.get("tools")
+    if tools is None or tools == "":
+        return None
+    if isinstance(tools, str):
+        tools = json.loads(tools)
+    return list(tools) or None
+
+
+class ToolRolloutMixin:
+    """Mixed into GEARTrainer before GRPOTrainer; see the module docstring."""
+
+    _batch_row_tools: list | None = None
+    _tool_rounds_in_lockstep = False
+    _rollout: RolloutRecord | None = None
+
+    # --- per-row tool schemas ---------------------------------------------------------------------------------------
+
+    def _set_batch_row_tools(self, inputs: list[dict]) -> None:
+        tools = [row_tools(row) for row in inputs]
+        self._batch_row_tools = tools if any(t is not None for t in tools) else None
+
+    def _prompt_tools(self, index: int):
+        """Tools rendered into prompt `index` of the current batch: the row's own, else the trainer's."""
+        if self._batch_row_tools is not None and self._batch_row_tools[index] is not None:
+            return self._batch_row_tools[index]
+        if self.environment_factories is not None:
+            return self._env_tools[self._batch_environments[index]] or None
+        return self.tools or None
+
+    def _tokenize_prompts(self, prompts: list):
+        if self._batch_row_tools is None or self._is_vlm:
+            return super()._tokenize_prompts(prompts)
+        prompt_ids = [self._tokenize_one(prompt, self._prompt_tools(i)) for i, prompt in enumerate(prompts)]
+        return prompt_ids, None, {}
+
+    def _tokenize_one(self, prompt, tools) -> list[int]:
+        """Token ids of one conversational prompt with the generation prompt, as TRL tokenizes prompts."""
+        tokenized = self.processing_class.apply_chat_template(
+            conversation=[prompt],
+            tools=tools,
+            chat_template=self.chat_template,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            **self.chat_template_kwargs,
+        )
+        return list(tokenized["input_ids"][0])
+
+    # --- lockstep tool rounds -----------------------------------------------------------------------------------------
+
+    def _any_rank_generating(self, generating: bool) -> bool:
+        flag = torch.tensor([1 if generating else 0], device=self.accelerator.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
+        self._tool_rounds_in_lockstep = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        try:
+            result = super()._tool_call_loop(
+                prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
+            )
+            if self._tool_rounds_in_lockstep:
+                # This rank has no round left; match every round another rank still runs with a throwaway
+                # generation, so the collective parameter gathers of generation stay paired across ranks.
+                while self._any_rank_generating(False):
+                    super()._generate_single_turn([prompt_ids[0]], None, {}, num_generations=1)
+        finally:
+            self._tool_rounds_in_lockstep = False
+        return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self._tool_rounds_in_lockstep:
+            self._any_rank_generating(True)  # pairs with the polls of ranks that are already done
+        return super()._generate_single_turn(
+            prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
+        )
+
+    # --- records for GiGPO and metrics ----------------------------------------------------------------------------
+
+    def _generate(self, prompts: list):
+        history = None
+        if self.environments and getattr(self, "_sync_tool_dicts", None):
+            history = [[] for _ in self.environments]
+            for index, (environment, tools) in enumerate(zip(self.environments, self._sync_tool_dicts, strict=True)):
+                if callable(getattr(environment, "state_key", None)):
+                    for name, tool in list(tools.items()):
+                        tools[name] = _recording(tool, environment, history[index])
+        self._rollout = RolloutRecord(state_history=history)
+        return super()._generate(prompts)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        record = self._rollout or RolloutRecord()
+        record.prompts, record.completions, record.rewards_per_func = prompts, completions, rewards_per_func
+        self._rollout = record
+        return rewards_per_func
+
+
+def _recording(tool, environment, history: list[str]):
+    @functools.wraps(tool)
+    def call(*args, **kwargs):
+        try:
+            return tool(*args, **kwargs)
+        finally:
+            history.append(environment.state_key())
+
+    return call
+
+
+# --- reading rollouts (pure functions of messages) ------------------------------------------------------------------
+
+
+def assistant_turns(completion: Any) -> list[dict]:
+    """The assistant messages of a conversational completion, in order (a string completion is one turn)."""
+    if isinstance(completion, str):
+        return [{"role": "assistant", "content": completion}]
+    return [m for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
+
+
+def step_anchors(prompt: Any, completion: Any, state_history: list[str] | None) -> list[str]:
+    """GiGPO anchor state of each assistant turn of one rollout (GIGPO.md, step 3).
+
+    Turn 0 acts on the prompt. Turn k > 0 acts on what the tools returned after turn k - 1: the environment's
+    `state_key()` after the last of those calls when the environment has one, else the text of those tool results.
+    """
+    prompt_text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False)
+    if isinstance(completion, str):
+        return ["prompt:" + prompt_text]
+    anchors: list[str] = []
+    calls_so_far = 0
+    results: list[str] = []
+    for message in completion:
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            calls_so_far += 1
+            results.append(str(message.get("content", "")))
+        elif role == "assistant":
+            if not anchors:
+                anchors.append("prompt:" + prompt_text)
+            elif state_history is not None and 0 < calls_so_far <= len(state_history):
+                anchors.append("state:" + state_history[calls_so_far - 1])
+            else:
+                anchors.append("tools:" + "\n".join(results))
+            results = []
+    return anchors
+
+
+def tool_stats(completions: list) -> dict[str, float]:
+    """Counts over a batch of rollouts: rollouts, assistant turns, tool calls, tool errors, unparsed tool calls."""
+    rollouts = turns = calls = errors = parse_failures = 0
+    for completion in completions:
+        rollouts += 1
+        if isinstance(completion, str):
+            turns += 1
+            continue
+        for message in completion:
+            if not isinstance(message, dict):
+                continue
+            if message.get("role") == "assistant":
+                turns += 1
+                content = message.get("content") or ""
+                if isinstance(content, str) and "<tool_call>" in content and not message.get("tool_calls"):
+                    parse_failures += 1
+            elif message.get("role") == "tool":
+                calls += 1
+                content = message.get("content")
+                text = content if isinstance(content, str) else json.dumps(content, default=str)
+                if text.lstrip("{\"' ").startswith(TOOL_ERROR_PREFIXES):
+                    errors += 1
+    return {
+        "rollouts": rollouts,
+        "turns": turns,
+        "tool_calls": calls,
+        "tool_errors": errors,
+        "parse_failures": parse_failures,
+    }
