@@ -82,9 +82,7 @@ def test_episode_advantage_is_per_episode_not_per_step_row():
 
 def test_singleton_step_groups_give_zero_step_advantage():
     rewards = torch.tensor([1.0, 0.0])
-    advs, stats = gigpo_advantages_with_stats(
-        rewards, torch.tensor([0, 0]), [["a", "b"], ["c", "d"]], mode="mean"
-    )
+    advs, stats = gigpo_advantages_with_stats(rewards, torch.tensor([0, 0]), [["a", "b"], ["c", "d"]], mode="mean")
     _close(advs[0], [0.5, 0.5])
     _close(advs[1], [-0.5, -0.5])
     assert stats["singleton_step_group_frac"] == 1.0
@@ -177,9 +175,7 @@ def test_similarity_grouping():
     exact, exact_stats = gigpo_advantages_with_stats(rewards, group_ids, anchors, mode="mean")
     _close(exact[0], [0.5])
     assert exact_stats["num_step_groups"] == 4.0
-    similar, stats = gigpo_advantages_with_stats(
-        rewards, group_ids, anchors, mode="mean", similarity_threshold=0.95
-    )
+    similar, stats = gigpo_advantages_with_stats(rewards, group_ids, anchors, mode="mean", similarity_threshold=0.95)
     # Group 0: near-identical anchors pooled, step returns {1, 0} -> +-0.5.
     _close(similar[0], [1.0])
     _close(similar[1], [-1.0])
@@ -218,9 +214,7 @@ def test_non_string_anchors_match_exactly():
 
 def test_empty_rollouts():
     # The empty rollout still counts in its group's episode statistics.
-    advs = gigpo_advantages(
-        torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), [["s"], []], mode="mean"
-    )
+    advs = gigpo_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0]), [["s"], []], mode="mean")
     _close(advs[0], [0.5])
     assert advs[1].shape == (0,) and advs[1].dtype == torch.float32
     advs, stats = gigpo_advantages_with_stats(torch.tensor([1.0]), torch.tensor([0]), [[]])
