@@ -57,6 +57,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     _name = "GEAR"
     _paper = GEAR_PAPER
 
+    _capture_generation_pass = False  # read GRPO's no-grad student pass of the current batch
+    _pending_gear_batch = None  # batch whose weights the loss's forward will compute
+    _student_hidden = None
+
     def __init__(self, model, reward_funcs=None, args: GEARConfig | None = None, train_dataset=None, **kwargs):
         if args is None:
             args = GEARConfig(output_dir="GEAR")
@@ -79,16 +83,20 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         )
 
     # ----------------------------------------------------------------------------------------------------------------
-    # The GEAR step: runs once per generation batch, so `num_iterations > 1` and gradient accumulation reuse it.
+    # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the
+    # GRPO step makes anyway: its own no-grad pass over the batch when it runs one (old log-probs for
+    # `num_iterations > 1`, vLLM importance sampling), else the loss's forward, whose backbone output is read by a hook
+    # before the loss needs the advantages.
 
     def _generate_and_score_completions(self, inputs):
         self._set_batch_row_tools(inputs)
+        self._student_hidden = None
+        self._capture_generation_pass = self.args.uses_teacher and self._grpo_runs_student_pass()
         output = super()._generate_and_score_completions(inputs)
+        self._capture_generation_pass = False
         mode = "train" if self.model.training else "eval"
         record = self._rollout
-        mask = output["completion_mask"].bool()
-        if "tool_mask" in output:
-            mask = mask & output["tool_mask"].bool()
+        mask = _model_token_mask(output)
         if self.tools or self._batch_row_tools is not None:
             self._log_tool_metrics(mode, record.completions)
 
@@ -100,9 +108,77 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         teacher = self._teacher_prompts(record.prompts, ground_truths, tools, render=self._render_ground_truth)
-        kl, entropy = self._divergence(output, teacher.input_ids, mask)
+        output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
+        output["gear_base_advantages"] = output["advantages"]
+        output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
+        output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
+        if self._student_hidden is not None:
+            output["advantages"] = self._gear_advantages(output, self._student_hidden, mode)
+            self._student_hidden = None
+            for key in ("gear_teacher_hidden", "gear_base_advantages", "gear_has_truth", "gear_truncated"):
+                del output[key]
+        return output
 
-        has_truth = torch.tensor(teacher.has_ground_truth, device=mask.device)
+    def _grpo_runs_student_pass(self) -> bool:
+        """Whether GRPOTrainer computes old log-probs with a no-grad pass of the policy (its own condition)."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        return self.args.gradient_accumulation_steps % generate_every != 0 or (
+            self.use_vllm and self.vllm_importance_sampling_correction
+        )
+
+    def _compute_loss(self, model, inputs):
+        self._pending_gear_batch = inputs if "gear_teacher_hidden" in inputs else None
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._pending_gear_batch = None
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        batch = getattr(self, "_pending_gear_batch", None)
+        if not (self._capture_generation_pass or batch is not None):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+        captured = []
+
+        def keep_hidden(module, module_args, output):
+            captured.append(output.last_hidden_state[:, -logits_to_keep - 1 : -1].detach())
+
+        handle = self._backbone().register_forward_hook(keep_hidden)
+        try:
+            result = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+        finally:
+            handle.remove()
+        student_hidden = torch.cat(captured)
+        if self._capture_generation_pass:  # GRPO's own no-grad pass, during generation
+            self._capture_generation_pass = False
+            self._student_hidden = student_hidden
+        else:  # the loss's forward: the advantages are read right after this returns
+            self._pending_gear_batch = None
+            mode = "train" if self.model.training else "eval"
+            batch["advantages"] = self._gear_advantages(batch, student_hidden, mode)
+        return result
+
+    @torch.no_grad()
+    def _gear_advantages(self, batch, student_hidden: torch.Tensor, mode: str) -> torch.Tensor:
+        """Per-token advantages A_i * w_t [B, T] from student and teacher final hidden states [B, T, H]."""
+        mask = _model_token_mask(batch)
+        lm_head = self._causal_lm().get_output_embeddings()
+        with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
+            kl, entropy = reverse_kl_and_entropy(
+                student_hidden,
+                batch["gear_teacher_hidden"],
+                lm_head.weight,
+                mask,
+                temperature=self.temperature,
+                chunk_size=self.args.divergence_chunk_size,
+                lm_head_bias=lm_head.bias,
+                divergence=self.args.divergence,
+                top_k=self.args.divergence_top_k,
+                token_ids=batch["completion_ids"],
+            )
         signal, segment_ids = segment_signal(
             kl,
             entropy,
@@ -110,28 +186,27 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             mode=self.args.credit,
             onset_threshold=self.args.onset_threshold,
             entropy_threshold=self.args.entropy_threshold,
-            turn_starts=_turn_starts(mask) if "tool_mask" in output else None,
+            turn_starts=_turn_starts(mask) if "tool_mask" in batch else None,
             fixed_segment_len=self.args.fixed_segment_len,
             max_segment_len=self.args.max_segment_len,
             normalize=self.args.normalize,
         )
+        base = batch["gear_base_advantages"]
         weights = weights_from_signal(
             signal,
             mask,
-            output["advantages"],
+            base,
             alpha=self.args.weight_alpha,
             eps=self.args.weight_eps,
             lam=self.args.weight_lambda,
             weight_norm=self.args.weight_norm,
         )
         # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
+        has_truth = batch["gear_has_truth"]
         weights = torch.where(has_truth[:, None], weights, mask.float())
         segment_ids = torch.where(has_truth[:, None], segment_ids, torch.full_like(segment_ids, -1))
-        advantages = output["advantages"]
-        output["advantages"] = (advantages[:, None] if advantages.dim() == 1 else advantages) * weights
-
-        self._log_gear_metrics(mode, kl, mask, segment_ids, weights, has_truth, teacher.truncated)
-        return output
+        self._log_gear_metrics(mode, kl, mask, segment_ids, weights, has_truth, batch["gear_truncated"])
+        return (base[:, None] if base.dim() == 1 else base) * weights
 
     def _render_ground_truth(self, ground_truth):
         """Reference tool calls (a JSON list of {name, arguments}) are shown as the chat template writes tool calls;
@@ -201,8 +276,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         return list(self.processing_class(text=[prompt])["input_ids"][0])
 
     @torch.no_grad()
-    def _divergence(self, output, teacher_prompt_ids: list[list[int]], mask: torch.Tensor):
-        """Reverse KL(student || teacher) and student entropy, [B, T] each, over the completion tokens."""
+    def _teacher_hidden(self, output, teacher_prompt_ids: list[list[int]]) -> torch.Tensor:
+        """The teacher's final hidden states [B, T, H] over the completion tokens, after its own prompts."""
         device = self.accelerator.device
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         teacher_ids = pad(
@@ -215,58 +290,46 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             padding_value=0,
             padding_side="left",
         ).to(device)
-        student_input = torch.cat([output["prompt_ids"], completion_ids], dim=1)
-        student_attention = torch.cat([output["prompt_mask"], completion_mask], dim=1)
-        teacher_input = torch.cat([teacher_ids, completion_ids], dim=1)
-        teacher_attention = torch.cat([teacher_mask, completion_mask], dim=1)
-
-        causal_lm = self._causal_lm()
-        lm_head = causal_lm.get_output_embeddings()
+        input_ids = torch.cat([teacher_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([teacher_mask, completion_mask], dim=1)
         batch_size = (
             self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
         )
-        kl_rows, entropy_rows = [], []
-        for start in range(0, completion_ids.size(0), batch_size):
-            rows = slice(start, start + batch_size)
-            keep = completion_ids.size(1)
-            student_hidden = self._final_hidden(student_input[rows], student_attention[rows], keep)
-            teacher_context = use_adapter(self.model, None) if self.args.teacher == "base" else nullcontext()
-            with teacher_context:
-                teacher_hidden = self._final_hidden(teacher_input[rows], teacher_attention[rows], keep)
-            with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
-                kl, entropy = reverse_kl_and_entropy(
-                    student_hidden,
-                    teacher_hidden,
-                    lm_head.weight,
-                    mask[rows],
-                    temperature=self.temperature,
-                    chunk_size=self.args.divergence_chunk_size,
-                    lm_head_bias=lm_head.bias,
-                    divergence=self.args.divergence,
-                    top_k=self.args.divergence_top_k,
-                    token_ids=completion_ids[rows],
-                )
-            kl_rows.append(kl)
-            entropy_rows.append(entropy)
-        return torch.cat(kl_rows), torch.cat(entropy_rows)
+        context = use_adapter(self.model, None) if self.args.teacher == "base" else nullcontext()
+        hidden = []
+        with context:
+            for start in range(0, input_ids.size(0), batch_size):
+                rows = slice(start, start + batch_size)
+                hidden.append(self._final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
+        return torch.cat(hidden)
+
+    def _student_hidden_pass(self, output) -> torch.Tensor:
+        """The student's final hidden states [B, T, H] by a forward of its own (tests and tools; training reuses a
+        forward GRPO makes anyway)."""
+        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        with torch.no_grad():
+            return self._final_hidden(input_ids, attention_mask, output["completion_ids"].size(1))
 
     def _causal_lm(self):
         unwrapped = self.accelerator.unwrap_model(self.model)
         return unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
 
+    def _backbone(self):
+        causal_lm = self._causal_lm()
+        return getattr(causal_lm, causal_lm.base_model_prefix)
+
     def _final_hidden(self, input_ids, attention_mask, keep: int) -> torch.Tensor:
         """Final hidden states [B, keep, H] at the positions that predict the last `keep` tokens.
 
-        Runs the backbone only, so the LM head is applied later in chunks. Position ids follow the attention mask,
-        so a prompt's left padding does not shift its positions (teacher and student prompts are padded differently).
+        Runs the backbone only, so the LM head is applied later in chunks. Called like GRPOTrainer calls the model
+        (no position ids): Qwen3's rotary attention depends on relative positions only, so left padding is harmless
+        and student states read from GRPO's own forwards line up with these.
         """
-        causal_lm = self._causal_lm()
-        backbone = getattr(causal_lm, causal_lm.base_model_prefix)
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             with self.accelerator.autocast():
-                hidden = backbone(
-                    input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+                hidden = self._backbone()(
+                    input_ids=input_ids, attention_mask=attention_mask, use_cache=False
                 ).last_hidden_state
         return hidden[:, -keep - 1 : -1]
 
@@ -288,7 +351,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 w.sum(),
                 (w * w).sum(),
                 has_truth.numel() - has_truth.float().sum(),
-                torch.tensor(float(sum(truncated)), device=device),
+                truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
             ]
         )
@@ -320,6 +383,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         }
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
+
+
+def _model_token_mask(batch) -> torch.Tensor:
+    """Model-written, non-padding completion tokens, [B, T] bool."""
+    mask = batch["completion_mask"].bool()
+    if "tool_mask" in batch:
+        mask = mask & batch["tool_mask"].bool()
+    return mask
 
 
 def _turn_starts(mask: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from gear_trl.train import load_splits, parse_args
 from gear_trl.envs import BFCLEnvironment
 from gear_trl.rewards import get_reward_funcs
 from tests.scripted import ScriptedTrainer, call_text
+from tests.utils import weighted
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def make(tmp_path, *overrides, script=solve_or_wander):
 
 def test_tool_rollouts_execute_in_the_environment_and_get_credit(tmp_path):
     trainer = make(tmp_path)
-    batch = trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    batch = weighted(trainer, trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader()))))
     record = trainer._rollout
     rewards = record.rewards_per_func[:, 0]
     # the scripted reference calls succeed in the real environment, the wandering rollouts do not

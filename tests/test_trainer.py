@@ -12,6 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.rewards import get_reward_funcs
+from tests.utils import weighted
 
 TINY = "data/tiny-qwen3"
 
@@ -96,13 +97,13 @@ def test_neutral_credit_matches_grpo_loss_and_gradients(tmp_path, credit, extra)
     grpo_batch = generate(grpo, rows)
     gear_batch = generate(gear, rows)
     assert torch.equal(grpo_batch["completion_ids"], gear_batch["completion_ids"])
+
+    grpo_loss, grpo_grads = loss_and_grads(grpo, grpo_batch)
+    gear_loss, gear_grads = loss_and_grads(gear, gear_batch)
     if credit == "none":
         assert gear_batch["advantages"].dim() == 1
     else:  # alpha = 0 gives weight 1 everywhere: the [B, T] path must be neutral
         assert gear_batch["advantages"].dim() == 2
-
-    grpo_loss, grpo_grads = loss_and_grads(grpo, grpo_batch)
-    gear_loss, gear_grads = loss_and_grads(gear, gear_batch)
     assert torch.allclose(grpo_loss, gear_loss, atol=1e-7), (grpo_loss, gear_loss)
     assert grpo_grads.keys() == gear_grads.keys() and grpo_grads
     for name in grpo_grads:
@@ -112,7 +113,7 @@ def test_neutral_credit_matches_grpo_loss_and_gradients(tmp_path, credit, extra)
 
 def test_gear_reweights_advantages_preserving_each_completions_mean(tmp_path):
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05))
-    batch = generate(trainer, first_batch(trainer))
+    batch = weighted(trainer, generate(trainer, first_batch(trainer)))
     advantages = batch["advantages"]
     mask = batch["completion_mask"].bool()
     assert advantages.shape == batch["completion_ids"].shape
@@ -159,7 +160,7 @@ def test_rows_without_ground_truth_get_plain_grpo_weights_and_are_counted(tmp_pa
     data = math_rows(8, ground_truths=["4", None])  # rows alternate: with and without ground truth
     trainer = make_trainer(tmp_path, dataset=data, args=tiny_args(tmp_path, shuffle_dataset=False, num_generations=2))
     rows = first_batch(trainer)
-    batch = generate(trainer, rows)
+    batch = weighted(trainer, generate(trainer, rows))
     has_truth = torch.tensor([row["ground_truth"] is not None for row in rows])
     assert 0 < has_truth.sum() < len(rows)
     mask = batch["completion_mask"].bool()
@@ -176,7 +177,7 @@ def test_teacher_prompt_truncation_is_counted(tmp_path):
     long_question = "Count the apples in this very long story. " * 40 + "How many apples?"
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": long_question}], "ground_truth": "17"}] * 4)
     trainer = make_trainer(tmp_path, dataset=data, args=tiny_args(tmp_path, max_teacher_prompt_length=96))
-    generate(trainer, first_batch(trainer))
+    weighted(trainer, generate(trainer, first_batch(trainer)))
     assert trainer._metrics["train"]["gear/teacher_truncated_frac"][-1] == 1.0
 
 
@@ -184,8 +185,8 @@ def test_teacher_prompt_truncation_is_counted(tmp_path):
 def test_every_grpo_loss_type_trains_with_token_advantages(tmp_path, loss_type):
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, loss_type=loss_type, onset_threshold=0.05))
     batch = generate(trainer, first_batch(trainer))
-    assert batch["advantages"].dim() == 2
     loss, grads = loss_and_grads(trainer, batch)
+    assert batch["advantages"].dim() == 2
     assert torch.isfinite(loss)
     assert any(torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads.values())
 
@@ -230,17 +231,38 @@ def test_base_teacher_without_peft_is_rejected(tmp_path):
 
 
 def test_base_teacher_disables_the_adapters(tmp_path):
-    """With non-zero adapters, `base` must really switch them off: its KL differs from the live teacher's."""
+    """With non-zero adapters, `base` must really switch them off: its hidden states differ from the live ones."""
     from peft import LoraConfig
 
     peft = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="live"), peft_config=peft)
     rows = first_batch(trainer)
     batch = generate(trainer, rows)
-    mask = batch["completion_mask"].bool()
     prompts = trainer._teacher_prompts([r["prompt"] for r in rows], [r["ground_truth"] for r in rows])
-    live_kl, _ = trainer._divergence(batch, prompts.input_ids, mask)
+    live = trainer._teacher_hidden(batch, prompts.input_ids)
     trainer.args.teacher = "base"
-    base_kl, _ = trainer._divergence(batch, prompts.input_ids, mask)
-    assert mask.any()
-    assert not torch.allclose(live_kl[mask], base_kl[mask])
+    base = trainer._teacher_hidden(batch, prompts.input_ids)
+    with trainer.model.disable_adapter():
+        expected = trainer._teacher_hidden(batch, prompts.input_ids)
+    assert not torch.allclose(live, base)
+    torch.testing.assert_close(base, expected)
+
+
+def test_student_states_from_grpos_pass_and_from_the_loss_forward_give_the_same_weights(tmp_path):
+    """GEAR never runs a student forward of its own: with num_iterations > 1 it reads GRPO's no-grad pass, else the
+    loss's forward. Both must equal the weights computed from an explicit student pass."""
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    deferred = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05), model=copy.deepcopy(model))
+    captured = make_trainer(
+        tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05, num_iterations=2), model=copy.deepcopy(model)
+    )
+    assert not deferred._grpo_runs_student_pass() and captured._grpo_runs_student_pass()
+    rows = first_batch(deferred)
+    late = generate(deferred, rows)
+    early = generate(captured, rows)
+    assert "gear_teacher_hidden" in late and early["advantages"].dim() == 2, "captured at generation time"
+    explicit = deferred._gear_advantages(dict(late), deferred._student_hidden_pass(late), "train")
+    weighted(deferred, late)
+    torch.testing.assert_close(late["advantages"], explicit, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(early["advantages"], explicit, atol=1e-5, rtol=1e-4)
+    assert late["advantages"].abs().sum() > 0
