@@ -152,6 +152,14 @@ class GEARConfig(GRPOConfig):
             "kept) and counted in `gear/teacher_truncated_frac`. None = no limit."
         },
     )
+    credit_report_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Every N steps, render a few rollouts with each token coloured by KL, entropy and weight (HTML and "
+            "PNG under output_dir/credit/) and log them as a table through `report_to`; 0 = never."
+        },
+    )
+    credit_report_rollouts: int = field(default=4, metadata={"help": "Rollouts per credit report."})
     gigpo_gamma: float = field(default=0.95, metadata={"help": "GiGPO discount for step returns, in [0, 1]."})
     gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO weight of the step advantage (paper: 1.0)."})
     gigpo_mode: str = field(default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."})
@@ -178,7 +186,11 @@ class GEARConfig(GRPOConfig):
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("gigpo_omega", self.gigpo_omega, 0.0, float("inf"))
-        for name in ("divergence_top_k", "divergence_chunk_size", "fixed_segment_len"):
+        if not isinstance(self.credit_report_steps, int) or self.credit_report_steps < 0:
+            raise ValueError(
+                f"`credit_report_steps` must be a non-negative integer, got {self.credit_report_steps!r}."
+            )
+        for name in ("divergence_top_k", "divergence_chunk_size", "fixed_segment_len", "credit_report_rollouts"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import textwrap
 from contextlib import nullcontext
+from dataclasses import dataclass, fields
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
@@ -31,6 +32,25 @@ from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
 from .teacher import TeacherPromptBuilder, tool_calls_text
+
+
+@dataclass
+class CreditTrace:
+    """Per-token credit of one batch, every tensor [B, T] (has_ground_truth: [B]): what GEAR computed and why."""
+
+    completion_ids: torch.Tensor
+    mask: torch.Tensor
+    kl: torch.Tensor
+    entropy: torch.Tensor
+    signal: torch.Tensor
+    segment_ids: torch.Tensor
+    weights: torch.Tensor
+    advantages: torch.Tensor
+    has_ground_truth: torch.Tensor
+
+    def to(self, device) -> CreditTrace:
+        return CreditTrace(**{f.name: getattr(self, f.name).detach().to(device) for f in fields(self)})
+
 
 GEAR_PAPER = {
     "title": "GEAR: Granularity-Adaptive Advantage Reweighting for LLM Agents via Self-Distillation",
@@ -164,6 +184,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     @torch.no_grad()
     def _gear_advantages(self, batch, student_hidden: torch.Tensor, mode: str) -> torch.Tensor:
         """Per-token advantages A_i * w_t [B, T] from student and teacher final hidden states [B, T, H]."""
+        trace = self._credit(batch, student_hidden)
+        self._log_gear_metrics(mode, trace, batch["gear_truncated"])
+        if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
+            self.last_credit_trace = trace.to("cpu")
+        return trace.advantages
+
+    @torch.no_grad()
+    def _credit(self, batch, student_hidden: torch.Tensor) -> CreditTrace:
         mask = _model_token_mask(batch)
         lm_head = self._causal_lm().get_output_embeddings()
         with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
@@ -205,8 +233,34 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         has_truth = batch["gear_has_truth"]
         weights = torch.where(has_truth[:, None], weights, mask.float())
         segment_ids = torch.where(has_truth[:, None], segment_ids, torch.full_like(segment_ids, -1))
-        self._log_gear_metrics(mode, kl, mask, segment_ids, weights, has_truth, batch["gear_truncated"])
-        return (base[:, None] if base.dim() == 1 else base) * weights
+        advantages = (base[:, None] if base.dim() == 1 else base) * weights
+        return CreditTrace(
+            completion_ids=batch["completion_ids"],
+            mask=mask,
+            kl=kl,
+            entropy=entropy,
+            signal=signal,
+            segment_ids=segment_ids,
+            weights=weights,
+            advantages=advantages,
+            has_ground_truth=has_truth,
+        )
+
+    def compute_credit(self, batch) -> CreditTrace:
+        """GEAR's per-token credit for a batch from `_generate_and_score_completions`, by an explicit student pass.
+
+        For inspection and evaluation; training reads the student's states from forwards it makes anyway.
+        """
+        if "gear_teacher_hidden" not in batch:
+            raise ValueError("The batch has no teacher states: build it with credit != none and num_iterations == 1.")
+        return self._credit(batch, self._student_hidden_pass(batch))
+
+    def _credit_report_due(self) -> bool:
+        step = self.state.global_step
+        if step % self.args.credit_report_steps or getattr(self, "_credit_reported_step", None) == step:
+            return False
+        self._credit_reported_step = step
+        return True
 
     def _render_ground_truth(self, ground_truth):
         """Reference tool calls (a JSON list of {name, arguments}) are shown as the chat template writes tool calls;
@@ -336,7 +390,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
 
-    def _log_gear_metrics(self, mode, kl, mask, segment_ids, weights, has_truth, truncated):
+    def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor):
+        kl, mask, segment_ids, weights, has_truth = (
+            trace.kl,
+            trace.mask,
+            trace.segment_ids,
+            trace.weights,
+            trace.has_ground_truth,
+        )
         device = mask.device
         m = mask.float()
         num_segments = (segment_ids.max(dim=1).values + 1).clamp(min=0).sum()
