@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,13 @@ HERE = Path(__file__).parent / "distributed"
 TIMEOUT_S = 420
 
 
-def launch(config: str, target: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.update(
         HF_HUB_OFFLINE="1",
@@ -29,7 +36,17 @@ def launch(config: str, target: list[str], tmp_path: Path) -> subprocess.Complet
         TRL_EXPERIMENTAL_SILENCE="1",
         OMP_NUM_THREADS="1",
     )
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(HERE / config), *target]
+    command = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(HERE / config),
+        "--main_process_port",
+        str(free_port()),
+        *launcher_args,
+        *target,
+    ]
     try:
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as err:
@@ -38,7 +55,7 @@ def launch(config: str, target: list[str], tmp_path: Path) -> subprocess.Complet
     return result
 
 
-def train(config: str, tmp_path: Path, *overrides: str) -> Path:
+def train(config: str, tmp_path: Path, *overrides: str, launcher_args: tuple[str, ...] = ()) -> Path:
     out = tmp_path / "run"
     target = [
         "-m",
@@ -55,7 +72,7 @@ def train(config: str, tmp_path: Path, *overrides: str) -> Path:
         "16",
         *overrides,
     ]
-    launch(config, target, tmp_path)
+    launch(config, target, tmp_path, *launcher_args)
     return out
 
 
@@ -82,8 +99,17 @@ def test_tool_rounds_stay_in_lockstep_under_zero3_when_ranks_need_different_roun
     assert ranks[0]["generate_calls"] == ranks[1]["generate_calls"]
 
 
-def test_gear_full_finetune_under_zero3_saves_a_consolidated_model(tmp_path):
-    out = train("zero3_cpu.yaml", tmp_path)
+def test_gear_full_finetune_under_zero3_saves_a_consolidated_16bit_model(tmp_path):
+    out = train(
+        "zero3_cpu.yaml",
+        tmp_path,
+        "--bf16",
+        "true",
+        "--dtype",
+        "bfloat16",
+        launcher_args=("--mixed_precision", "bf16"),
+    )
+    import torch
     from safetensors.torch import load_file
     from transformers import AutoConfig
 
@@ -91,6 +117,7 @@ def test_gear_full_finetune_under_zero3_saves_a_consolidated_model(tmp_path):
     config = AutoConfig.from_pretrained(out)
     embed = weights["model.embed_tokens.weight"]
     assert tuple(embed.shape) == (config.vocab_size, config.hidden_size), "weights must be gathered, not shards"
+    assert {w.dtype for w in weights.values()} == {torch.bfloat16}
     assert "GEAR" in (out / "README.md").read_text()
 
 
