@@ -112,20 +112,26 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
     return train, evaluate
 
 
-def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
+def build_trainer(
+    script_args, training_args, model_args, train_dataset, eval_dataset=None, *, model=None, processing_class=None
+):
+    """The GEARTrainer a recipe describes. `model`: an already loaded model (e.g. a trained LoRA adapter) used
+    instead of `model_args.model_name_or_path` and `use_peft`."""
     from .rewards import get_reward_funcs
     from .trainer import GEARTrainer
 
     reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.ground_truth_column)
-    train_dataset, eval_dataset = load_splits(script_args, training_args)
-
-    model_init_kwargs = dict(training_args.model_init_kwargs or {})
-    model_init_kwargs.setdefault("revision", model_args.model_revision)
-    if model_args.dtype is not None:
-        model_init_kwargs.setdefault("dtype", model_args.dtype)
-    if model_args.attn_implementation is not None:
-        model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
-    training_args.model_init_kwargs = model_init_kwargs
+    if model is None:
+        model_init_kwargs = dict(training_args.model_init_kwargs or {})
+        model_init_kwargs.setdefault("revision", model_args.model_revision)
+        if model_args.dtype is not None:
+            model_init_kwargs.setdefault("dtype", model_args.dtype)
+        if model_args.attn_implementation is not None:
+            model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
+        training_args.model_init_kwargs = model_init_kwargs
+        model, peft_config = model_args.model_name_or_path, get_peft_config(model_args)
+    else:
+        training_args.model_init_kwargs, peft_config = None, None
 
     environment_factory = None
     if script_args.environment:
@@ -133,15 +139,21 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
 
         environment_factory = get_environment_factory(script_args.environment)
 
-    trainer = GEARTrainer(
-        model=model_args.model_name_or_path,
+    return GEARTrainer(
+        model=model,
         reward_funcs=reward_funcs,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
-        peft_config=get_peft_config(model_args),
+        peft_config=peft_config,
         environment_factory=environment_factory,
+        processing_class=processing_class,
     )
+
+
+def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
+    train_dataset, eval_dataset = load_splits(script_args, training_args)
+    trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
 
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint is None and os.path.isdir(training_args.output_dir):

@@ -26,6 +26,7 @@ from trl.data_utils import is_conversational
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
+from .callbacks import CreditReportCallback
 from .config import GEARConfig
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
@@ -80,6 +81,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     _capture_generation_pass = False  # read GRPO's no-grad student pass of the current batch
     _pending_gear_batch = None  # batch whose weights the loss's forward will compute
     _student_hidden = None
+    last_credit_trace: CreditTrace | None = None  # set every `credit_report_steps` steps for CreditReportCallback
 
     def __init__(self, model, reward_funcs=None, args: GEARConfig | None = None, train_dataset=None, **kwargs):
         if args is None:
@@ -98,6 +100,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 "`teacher: base` uses the initial model by disabling the PEFT adapters, so it needs a PEFT model "
                 "(pass `peft_config` / `use_peft: true`). Use `teacher: live` for full fine-tuning."
             )
+        if args.credit_report_steps > 0 and args.uses_teacher:
+            self.add_callback(CreditReportCallback(self))
         self._teacher_prompts = TeacherPromptBuilder(
             self._tokenize_prompt, self._tokenizer, args.teacher_template, args.max_teacher_prompt_length
         )

@@ -1,0 +1,139 @@
+"""CreditReportCallback on a real two-step GEAR run: HTML and PNG per report, and the report in TensorBoard."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from gear_trl import GEARConfig, GEARTrainer
+from gear_trl.callbacks import CreditReportCallback
+from gear_trl.rewards import get_reward_funcs
+from gear_trl.trainer import CreditTrace
+
+TINY = "data/tiny-qwen3"
+
+
+def digit_share(completions, **kwargs):
+    """A reward the random tiny model varies on, so advantages and weights are not all neutral."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [sum(ch.isdigit() or ch == " " for ch in text) / max(len(text), 1) for text in texts]
+
+
+@pytest.mark.slow
+def test_two_step_run_writes_credit_reports_and_logs_them_to_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {i} + 2?"}], "ground_truth": str(i + 2)} for i in range(8)
+    ]
+    args = GEARConfig(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=12,
+        max_steps=2,
+        learning_rate=1e-3,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to="tensorboard",
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        beta=0.0,
+        onset_threshold=0.05,
+        credit_report_steps=1,
+        credit_report_rollouts=2,
+    )
+    trainer = GEARTrainer(
+        model=AutoModelForCausalLM.from_pretrained(TINY),
+        reward_funcs=[*get_reward_funcs(["accuracy"]), digit_share],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=AutoTokenizer.from_pretrained(TINY),
+    )
+    if not any(isinstance(c, CreditReportCallback) for c in trainer.callback_handler.callbacks):
+        trainer.add_callback(CreditReportCallback(trainer))
+    trainer.train()
+
+    credit = tmp_path / "run" / "credit"
+    assert sorted(os.listdir(credit)) == ["step_00001.html", "step_00001.png", "step_00002.html", "step_00002.png"]
+    page = (credit / "step_00002.html").read_text()
+    assert page.count('<section class="rollout">') == 2 and "data-weight" in page
+    assert (credit / "step_00002.png").stat().st_size > 1000
+    assert getattr(trainer, "last_credit_trace", None) is None  # cleared after each report
+
+    events = glob.glob(str(tmp_path / "run" / "**" / "events.out.tfevents*"), recursive=True)
+    assert events
+    tags = {"images": set(), "tensors": set()}
+    for path in events:
+        accumulator = EventAccumulator(path, size_guidance={"images": 0, "tensors": 0})
+        accumulator.Reload()
+        for kind in tags:
+            tags[kind] |= set(accumulator.Tags().get(kind, []))
+    assert "credit/tokens" in tags["images"]
+    assert any(tag.startswith("credit/rollouts") for tag in tags["tensors"])  # add_text is stored as a tensor
+
+
+def hand_made_trace(tokenizer, rows=3):
+    ids = torch.tensor([tokenizer("So the answer is \\boxed{5}.")["input_ids"]] * rows)
+    shape = ids.shape
+    weights = torch.linspace(0.6, 1.4, shape[1]).repeat(rows, 1)
+    return CreditTrace(
+        completion_ids=ids,
+        mask=torch.ones(shape, dtype=torch.bool),
+        kl=torch.rand(shape),
+        entropy=torch.rand(shape),
+        signal=torch.rand(shape),
+        segment_ids=torch.tensor([[-1, 0, 0] + [-1] * (shape[1] - 3)] * rows),
+        weights=weights,
+        advantages=0.5 * weights,
+        has_ground_truth=torch.ones(rows, dtype=torch.bool),
+    )
+
+
+class Recorder:
+    """A stand-in for wandb / trackio that records what is logged."""
+
+    def __init__(self, name):
+        self.module = types.ModuleType(name)
+        self.logged = []
+        self.module.run = object()
+        self.module.Table = lambda columns, data: ("table", columns, data)
+        self.module.Image = lambda path: ("image", path)
+        self.module.log = lambda logs, **kwargs: self.logged.append((logs, kwargs))
+
+
+def test_report_goes_to_wandb_and_trackio_from_the_main_process_only(tmp_path, monkeypatch):
+    tokenizer = AutoTokenizer.from_pretrained(TINY)
+    recorders = {name: Recorder(name) for name in ("wandb", "trackio")}
+    for name, recorder in recorders.items():
+        monkeypatch.setitem(sys.modules, name, recorder.module)
+    trainer = SimpleNamespace(_tokenizer=tokenizer, last_credit_trace=hand_made_trace(tokenizer))
+    args = SimpleNamespace(output_dir=str(tmp_path), report_to=["wandb", "trackio"], credit_report_rollouts=2,
+                           credit="gear")  # fmt: skip
+    callback = CreditReportCallback(trainer)
+
+    worker = SimpleNamespace(global_step=7, is_world_process_zero=False)
+    callback.on_step_end(args, worker, None)
+    assert trainer.last_credit_trace is None and not (tmp_path / "credit").exists()
+
+    trainer.last_credit_trace = hand_made_trace(tokenizer)
+    callback.on_step_end(args, SimpleNamespace(global_step=7, is_world_process_zero=True), None)
+    assert trainer.last_credit_trace is None
+    assert sorted(os.listdir(tmp_path / "credit")) == ["step_00007.html", "step_00007.png"]
+    for name, recorder in recorders.items():
+        ((logs, _),) = recorder.logged
+        kind, columns, data = logs["credit/rollouts"]
+        assert kind == "table" and columns[:3] == ["step", "rollout", "text"]
+        assert len(data) == 2 and data[0][0] == 7 and "boxed" in data[0][2]
+        assert data[0][columns.index("onsets")] == 1 and data[0][columns.index("advantage")] == pytest.approx(0.5)
+        assert logs["credit/tokens"] == ("image", str(tmp_path / "credit" / "step_00007.png"))

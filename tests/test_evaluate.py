@@ -1,0 +1,197 @@
+"""Evaluation as users run it: the in-process `evaluate`, LoRA adapters, the CLI and its JSON report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from gear_trl.evaluate import evaluate, is_adapter_dir, load_eval_split, load_model, main, prompt_ids
+from gear_trl.rewards import get_reward_funcs
+
+TINY = "data/tiny-qwen3"
+GSM8K = "data/math/gsm8k_style"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return AutoModelForCausalLM.from_pretrained(TINY), AutoTokenizer.from_pretrained(TINY)
+
+
+@pytest.fixture(scope="module")
+def gsm8k_rows():
+    dataset, adapter = load_eval_split(GSM8K, "test", limit=3)
+    assert adapter == "gsm8k"
+    return dataset
+
+
+def test_evaluate_reports_accuracy_and_every_sample(tiny, gsm8k_rows):
+    model, tokenizer = tiny
+    model.train()
+    report = evaluate(
+        model,
+        tokenizer,
+        gsm8k_rows,
+        get_reward_funcs(["accuracy", "format"]),
+        batch_size=2,
+        max_new_tokens=8,
+        progress=False,
+        reward_names=["accuracy", "format"],
+    )
+    assert report["n"] == 3 and report["num_samples"] == 1 and len(report["per_sample"]) == 3
+    assert 0.0 <= report["accuracy"] <= 1.0 and report["mean_reward"] is not None
+    assert set(report["rewards"]) == {"accuracy", "format"} and "pass_at_k" not in report
+    for index, sample in enumerate(report["per_sample"]):
+        assert sample["index"] == index and sample["sample"] == 0
+        assert sample["prompt"] == gsm8k_rows[index]["prompt"]
+        assert sample["ground_truth"] == gsm8k_rows[index]["ground_truth"]
+        assert isinstance(sample["completion"], str) and set(sample["rewards"]) == {"accuracy", "format"}
+        assert sample["reward"] == pytest.approx(sum(sample["rewards"].values()))
+    assert model.training  # generation ran in eval mode; the caller's mode is restored
+    model.eval()
+
+
+def test_sampling_draws_k_completions_per_prompt_and_reports_pass_at_k(tiny, gsm8k_rows):
+    model, tokenizer = tiny
+    report = evaluate(
+        model,
+        tokenizer,
+        gsm8k_rows,
+        get_reward_funcs(["accuracy"]),
+        max_new_tokens=4,
+        temperature=1.0,
+        num_samples=2,
+        progress=False,
+    )
+    assert len(report["per_sample"]) == 6 and [s["sample"] for s in report["per_sample"][:2]] == [0, 1]
+    assert 0.0 <= report["pass_at_k"] <= 1.0
+    with pytest.raises(ValueError, match="Greedy"):
+        evaluate(model, tokenizer, gsm8k_rows, get_reward_funcs(["accuracy"]), num_samples=2, progress=False)
+
+
+class Answers:
+    """Stands in for a model that answers every prompt with a fixed completion (then stops)."""
+
+    training = False
+
+    def __init__(self, tokenizer, text):
+        self.answer = tokenizer(text)["input_ids"] + [tokenizer.eos_token_id]
+        self.generation_config = None
+        self.eos = tokenizer.eos_token_id
+
+    def eval(self):
+        return self
+
+    def train(self, mode=True):
+        return self
+
+    def parameters(self):
+        yield torch.zeros(1)
+
+    def generate(self, input_ids, attention_mask, generation_config):
+        answer = torch.tensor(self.answer).repeat(input_ids.size(0), 1)
+        padding = torch.full((input_ids.size(0), 3), self.eos)  # what generate leaves after a row has stopped
+        return torch.cat([input_ids, answer, padding], dim=1)
+
+
+def test_a_correct_answer_scores_one_and_stops_at_eos(tiny, gsm8k_rows):
+    _, tokenizer = tiny
+    truth = gsm8k_rows[0]["ground_truth"]
+    report = evaluate(
+        Answers(tokenizer, f"So the answer is \\boxed{{{truth}}}."),
+        tokenizer,
+        gsm8k_rows.select([0]),
+        get_reward_funcs(["accuracy"]),
+        progress=False,
+    )
+    sample = report["per_sample"][0]
+    assert report["accuracy"] == 1.0 and sample["finished"]
+    assert sample["completion"] == f"So the answer is \\boxed{{{truth}}}."
+
+
+def test_chat_template_kwargs_reach_the_template(tiny, gsm8k_rows):
+    _, tokenizer = tiny
+    default = tokenizer.decode(prompt_ids(tokenizer, gsm8k_rows[0]))
+    no_thinking = tokenizer.decode(prompt_ids(tokenizer, gsm8k_rows[0], {"enable_thinking": False}))
+    assert default.endswith("<|im_start|>assistant\n")
+    assert no_thinking.endswith("<think>\n\n</think>\n\n")
+
+
+def test_multi_turn_tool_rows_are_skipped_and_counted(tiny):
+    dataset, adapter = load_eval_split("data/bfcl_tiny", "test")
+    assert adapter == "tool_use"
+    model, tokenizer = tiny
+    report = evaluate(model, tokenizer, dataset, get_reward_funcs(["tool_call_accuracy"]), progress=False)
+    assert report["n"] == 0 and report["skipped_multi_turn"] == len(dataset) and report["accuracy"] is None
+
+
+def test_single_turn_tool_rows_are_rendered_with_their_tools_and_scored(tiny):
+    dataset, _ = load_eval_split("data/bfcl", "simple", dataset_config="single_turn", limit=2)
+    model, tokenizer = tiny
+    report = evaluate(
+        model, tokenizer, dataset, get_reward_funcs(["tool_call_accuracy"]), max_new_tokens=4, progress=False
+    )
+    assert report["n"] == 2 and report["accuracy"] in (0.0, 0.5, 1.0)
+
+
+def test_a_lora_adapter_loads_on_its_base_and_evaluates(tmp_path, gsm8k_rows):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    peft_model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(TINY), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    )
+    with torch.no_grad():  # a trained adapter: B is no longer zero
+        for name, param in peft_model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)
+    adapter_dir = tmp_path / "adapter"
+    peft_model.save_pretrained(adapter_dir)  # no tokenizer saved: it must come from the base
+    assert is_adapter_dir(str(adapter_dir)) and not is_adapter_dir(TINY)
+
+    model, tokenizer = load_model(str(adapter_dir))
+    base, _ = load_model(TINY)
+    ids = torch.tensor([tokenizer("What is 2 + 3?")["input_ids"]])
+    with torch.no_grad():
+        assert not torch.allclose(model(ids).logits, base(ids).logits, atol=1e-4), "the adapter was not applied"
+    report = evaluate(model, tokenizer, gsm8k_rows, get_reward_funcs(["accuracy"]), max_new_tokens=4, progress=False)
+    assert report["n"] == 3 and 0.0 <= report["accuracy"] <= 1.0
+
+
+def test_cli_writes_the_json_report(tmp_path, capsys):
+    output = tmp_path / "report.json"
+    main(
+        [
+            "--model",
+            TINY,
+            "--dataset",
+            "data/arith",
+            "--split",
+            "test",
+            "--dataset_format",
+            "auto",
+            "--limit",
+            "3",
+            "--batch-size",
+            "2",
+            "--max-new-tokens",
+            "6",
+            "--enable-thinking",
+            "false",
+            "--output",
+            str(output),
+            "--no-progress",
+        ]
+    )
+    report = json.loads(output.read_text())
+    for key in ("model", "dataset", "split", "n", "accuracy", "mean_reward", "per_sample", "config"):
+        assert key in report, key
+    assert (report["model"], report["dataset"], report["split"], report["n"]) == (TINY, "data/arith", "test", 3)
+    assert len(report["per_sample"]) == 3 and 0.0 <= report["accuracy"] <= 1.0
+    assert report["config"]["reward"] == ["accuracy"] and report["config"]["dataset_format"] == "generic"
+    assert report["config"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert set(report["per_sample"][0]) >= {"prompt", "completion", "ground_truth", "reward"}
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "accuracy" in line and str(output) in line
