@@ -87,15 +87,17 @@ def reverse_kl_and_entropy(
     teacher_rows = teacher_hidden[mask]
     sampled_rows = token_ids.to(device)[mask] if divergence == "sampled" else None
 
+    # Peak extra memory is about three [chunk, V] float32 tensors (student and teacher log-probs, student probs):
+    # log-softmax, the KL difference and the dot products below are done in place or as batched dots.
     kl_chunks, entropy_chunks = [], []
     for start in range(0, student_rows.shape[0], chunk_size):
         rows = slice(start, start + chunk_size)
         log_ps = _log_probs(student_rows[rows], lm_head_weight, lm_head_bias, temperature)
         log_pt = _log_probs(teacher_rows[rows], lm_head_weight, lm_head_bias, temperature)
         ps = log_ps.exp()
-        entropy_chunks.append(-(ps * log_ps).sum(dim=-1))
+        entropy_chunks.append(-_row_dot(ps, log_ps))
         if divergence == "full":
-            kl = (ps * (log_ps - log_pt)).sum(dim=-1)
+            kl = _row_dot(ps, log_pt.neg_().add_(log_ps))  # log_pt now holds log_ps - log_pt
         elif divergence == "topk":
             support = log_ps.topk(min(top_k, vocab), dim=-1).indices
             log_ps_k = log_ps.gather(-1, support)
@@ -106,6 +108,7 @@ def reverse_kl_and_entropy(
         else:
             y = sampled_rows[rows].unsqueeze(-1)
             kl = (log_ps.gather(-1, y) - log_pt.gather(-1, y)).squeeze(-1)
+        del log_ps, log_pt, ps
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is
         # clamped by definition (spec step 2).
         kl_chunks.append(kl.clamp_min(0.0))
@@ -121,6 +124,13 @@ def reverse_kl_and_entropy(
 def _log_probs(
     hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
 ) -> torch.Tensor:
-    """[N, H] hidden states -> [N, V] float32 log-probabilities at ``temperature``."""
-    logits = F.linear(hidden.to(weight.dtype), weight, None if bias is None else bias.to(weight.dtype))
-    return F.log_softmax(logits.float() / temperature, dim=-1)
+    """[N, H] hidden states -> [N, V] float32 log-probabilities at ``temperature``, normalized in place."""
+    logits = F.linear(hidden.to(weight.dtype), weight, None if bias is None else bias.to(weight.dtype)).float()
+    if temperature != 1.0:
+        logits.div_(temperature)
+    return logits.sub_(logits.logsumexp(dim=-1, keepdim=True))
+
+
+def _row_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row-wise dot product of two [N, V] tensors as a batched matmul, without an [N, V] temporary."""
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
