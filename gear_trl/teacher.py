@@ -7,6 +7,7 @@ the trainer appends the completion. Kept free of trainer state so it can be test
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,20 +84,26 @@ class TeacherPromptBuilder:
         the template receives (e.g. tool calls written as the chat template writes them)."""
         ids, usable, truncated = [], [], []
         tools = tools if tools is not None else [None] * len(prompts)
+        # GRPO repeats each prompt num_generations times in a row: build each distinct teacher prompt once.
+        built: dict[str, tuple[list[int], bool, bool]] = {}
         for prompt, truth, row_tools in zip(prompts, ground_truths, tools, strict=True):
-            if not has_ground_truth(truth):
-                # Same prompt as the student: its divergence is computed (every rank runs the same passes) and
-                # then discarded by the trainer, which gives the row plain GRPO weights.
-                ids.append(self.tokenize(prompt, row_tools))
-                usable.append(False)
-                truncated.append(False)
-                continue
-            text = render(truth) if render is not None else truth
-            row_ids, was_truncated = self._fit(prompt, text, row_tools)
-            ids.append(row_ids)
-            usable.append(True)
-            truncated.append(was_truncated)
+            key = json.dumps([prompt, truth, row_tools], sort_keys=True, default=str)
+            if key not in built:
+                built[key] = self._build(prompt, truth, row_tools, render)
+            row_ids, row_usable, row_truncated = built[key]
+            ids.append(list(row_ids))
+            usable.append(row_usable)
+            truncated.append(row_truncated)
         return TeacherPrompts(ids, usable, truncated)
+
+    def _build(self, prompt, truth, tools, render) -> tuple[list[int], bool, bool]:
+        if not has_ground_truth(truth):
+            # Same prompt as the student: its divergence is computed (every rank runs the same passes) and then
+            # discarded by the trainer, which gives the row plain GRPO weights.
+            return self.tokenize(prompt, tools), False, False
+        text = render(truth) if render is not None else truth
+        row_ids, was_truncated = self._fit(prompt, text, tools)
+        return row_ids, True, was_truncated
 
     def _fit(self, prompt, truth_text, tools) -> tuple[list[int], bool]:
         full = teacher_prompt(prompt, truth_text, self.template)

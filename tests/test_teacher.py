@@ -103,3 +103,18 @@ def test_builder_renders_each_rows_tools_into_the_teacher_prompt():
     result = builder(prompts, ["sunny", "rain"], tools=[tools, None])
     assert "lookup_weather" in tokenizer.decode(result.input_ids[0])
     assert "lookup_weather" not in tokenizer.decode(result.input_ids[1])
+
+
+def test_repeated_prompts_are_tokenized_once():
+    tokenizer, tokenize, _ = _builder()
+    calls = []
+
+    def counting(prompt, tools=None):
+        calls.append(prompt)
+        return tokenize(prompt, tools)
+
+    builder = TeacherPromptBuilder(counting, tokenizer, TEMPLATE)
+    prompts = [[{"role": "user", "content": "2+2?"}]] * 4 + [[{"role": "user", "content": "3+3?"}]] * 4
+    result = builder(prompts, ["4"] * 4 + ["6"] * 4)
+    assert len(calls) == 2
+    assert result.input_ids[0] == result.input_ids[3] != result.input_ids[4]
