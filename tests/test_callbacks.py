@@ -10,56 +10,27 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
-from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.callbacks import CreditReportCallback
-from gear_trl.rewards import get_reward_funcs
 from gear_trl.trainer import CreditTrace
-
-TINY = "data/tiny-qwen3"
-
-
-def digit_share(completions, **kwargs):
-    """A reward the random tiny model varies on, so advantages and weights are not all neutral."""
-    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-    return [sum(ch.isdigit() or ch == " " for ch in text) / max(len(text), 1) for text in texts]
+from tests.utils import TINY, make_trainer, tiny_args
 
 
 @pytest.mark.slow
 def test_two_step_run_writes_credit_reports_and_logs_them_to_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    rows = [
-        {"prompt": [{"role": "user", "content": f"What is {i} + 2?"}], "ground_truth": str(i + 2)} for i in range(8)
-    ]
-    args = GEARConfig(
+    args = tiny_args(
+        tmp_path,
         output_dir=str(tmp_path / "run"),
-        per_device_train_batch_size=4,
-        num_generations=4,
         max_completion_length=12,
-        max_steps=2,
-        learning_rate=1e-3,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
         report_to="tensorboard",
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
-        beta=0.0,
         onset_threshold=0.05,
         credit_report_steps=1,
         credit_report_rollouts=2,
     )
-    trainer = GEARTrainer(
-        model=AutoModelForCausalLM.from_pretrained(TINY),
-        reward_funcs=[*get_reward_funcs(["accuracy"]), digit_share],
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=AutoTokenizer.from_pretrained(TINY),
-    )
+    trainer = make_trainer(tmp_path, args=args)
     if not any(isinstance(c, CreditReportCallback) for c in trainer.callback_handler.callbacks):
         trainer.add_callback(CreditReportCallback(trainer))
     trainer.train()

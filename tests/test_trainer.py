@@ -7,62 +7,12 @@ import copy
 import pytest
 import torch
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from gear_trl import GEARConfig, GEARTrainer
-from gear_trl.rewards import get_reward_funcs
-from tests.utils import weighted
-
-TINY = "data/tiny-qwen3"
+from tests.utils import TINY, make_trainer, math_rows, tiny_args, weighted
 
 pytestmark = pytest.mark.slow
-
-
-def tiny_args(tmp_path, cls=GEARConfig, **overrides):
-    base = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=16,
-        max_steps=2,
-        learning_rate=1e-3,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to="none",
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
-        beta=0.0,
-    )
-    base.update(overrides)
-    return cls(**base)
-
-
-def math_rows(n=8, ground_truths=None):
-    rows = []
-    for i in range(n):
-        truth = str(i + 2) if ground_truths is None else ground_truths[i % len(ground_truths)]
-        rows.append({"prompt": [{"role": "user", "content": f"What is {i} + 2?"}], "ground_truth": truth})
-    return Dataset.from_list(rows)
-
-
-def digit_share(completions, **kwargs):
-    """A reward a random tiny model varies on, so advantages (and gradients) are not all zero."""
-    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-    return [sum(ch.isdigit() or ch == " " for ch in text) / max(len(text), 1) for text in texts]
-
-
-def make_trainer(tmp_path, cls=GEARTrainer, args=None, dataset=None, model=None, **kwargs):
-    return cls(
-        model=model if model is not None else AutoModelForCausalLM.from_pretrained(TINY),
-        reward_funcs=[*get_reward_funcs(["accuracy"]), digit_share],
-        args=args if args is not None else tiny_args(tmp_path),
-        train_dataset=dataset if dataset is not None else math_rows(),
-        processing_class=AutoTokenizer.from_pretrained(TINY),
-        **kwargs,
-    )
 
 
 def first_batch(trainer):

@@ -75,6 +75,15 @@ def generic_ground_truth(ground_truth: Any) -> str | None:
     return text or None
 
 
+def with_system_prompt(messages: list[dict], system_prompt: str | None) -> list[dict]:
+    """`messages` with their system message replaced by (or, without one, preceded by) `system_prompt`."""
+    if system_prompt is None:
+        return messages
+    if messages and messages[0]["role"] == "system":
+        messages = messages[1:]
+    return [{"role": "system", "content": system_prompt}, *messages]
+
+
 @dataclass(frozen=True)
 class MathAdapter:
     """How to read one dataset format: which column holds the question, which the answer, and how to get the ground
@@ -111,10 +120,7 @@ class MathAdapter:
             messages = [{"role": "user", "content": prompt_template.format(question=question)}]
         else:
             messages = [dict(message) for message in question]
-        if system_prompt is not None:
-            if messages and messages[0]["role"] == "system":
-                messages = messages[1:]
-            messages = [{"role": "system", "content": system_prompt}, *messages]
+        messages = with_system_prompt(messages, system_prompt)
         return {"prompt": messages, ground_truth_column: self.extract_ground_truth(row[self.answer_column])}
 
 

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .math import with_system_prompt
+
 OPTIONAL_COLUMNS = {"id": "", "category": "", "possible_answer": "", "initial_config": "", "involved_classes": "[]"}
 
 
@@ -31,11 +33,7 @@ class ToolUseAdapter:
         system_prompt: str | None = None,
         **_: Any,
     ) -> dict[str, Any]:
-        messages = [dict(message) for message in row["prompt"]]
-        if system_prompt is not None:
-            if messages and messages[0]["role"] == "system":
-                messages = messages[1:]
-            messages = [{"role": "system", "content": system_prompt}, *messages]
+        messages = with_system_prompt([dict(message) for message in row["prompt"]], system_prompt)
         tools = row["tools"]
         parsed = json.loads(tools) if isinstance(tools, str) else tools
         if not isinstance(parsed, list):
