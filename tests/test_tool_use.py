@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from gear_trl.train import load_splits, parse_args
 from gear_trl.envs import BFCLEnvironment
 from gear_trl.rewards import get_reward_funcs
+from gear_trl.train import load_splits, parse_args
 from tests.scripted import ScriptedTrainer, call_text
 from tests.utils import weighted
 
