@@ -1,0 +1,55 @@
+"""Smoke test of bench/overhead.py: its core runs on the tiny shape and writes a complete report (no speed checks)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "overhead.py"
+
+pytestmark = pytest.mark.slow
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("gear_bench_overhead", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_overhead_benchmark_reports_every_configuration(tmp_path):
+    bench = load_bench()
+    argv = ["--shape", "tiny", "--reps", "1", "--warmup", "0", "--completion-length", "16", "--out-dir", str(tmp_path)]
+    bench.main(argv, log=lambda *args: None)
+
+    report = json.loads((tmp_path / "overhead_cpu.json").read_text())
+    assert (tmp_path / "overhead_cpu.md").read_text().startswith("# GEAR overhead")
+    results = report["shapes"]["tiny"]["results"]
+    for name in bench.TRAINER_CONFIGS:
+        assert "error" not in results[name], (name, results[name])
+        assert results[name]["step_s"]["median"] > 0, name
+        assert results[name]["phases_s"]["loss"]["median"] > 0, name
+        assert results[name]["phases_s"]["rewards"]["median"] > 0, name
+    for name in bench.TRAINER_CONFIGS:
+        if name.startswith("sdpo/") or (name.startswith("gear/") and name != "gear/none"):
+            assert results[name]["phases_s"]["teacher"]["median"] > 0, name
+    for name in bench.PSEUDO_CONFIGS:
+        assert results[name]["step_s"]["median"] > 0, name
+    assert {t["target"] for t in report["targets"]} >= {"step_time", "extra_peak_memory", "gigpo_fraction"}
+
+
+def test_cuda_shape_is_qwen3_4b_in_bf16():
+    """The --device cuda model cannot run here; check its geometry on the meta device."""
+    bench = load_bench()
+    args = bench.parse_args(["--device", "cuda"])
+    (shape,) = bench.make_shapes(args)
+    assert (shape.name, shape.batch, shape.length) == ("qwen3-4b", 8, 4096)
+    described = bench.describe_model(shape)
+    assert described["dtype"] == "torch.bfloat16"
+    assert (described["hidden_size"], described["layers"], described["vocab_size"]) == (2560, 36, 151_936)
+    assert 4.0e9 < described["parameters"] < 4.05e9
