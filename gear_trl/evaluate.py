@@ -1,6 +1,6 @@
 """Evaluate a saved model or LoRA adapter on a dataset split, scored with the task's own reward.
 
-    python -m gear_trl.evaluate --model outputs/tiny-gear-math --dataset data/arith --split test --output report.json
+    python -m gear_trl.evaluate --model outputs/tiny-gear-math --dataset data/math/generic --split test --output report.json
     python -m gear_trl.evaluate --model Qwen/Qwen3-4B --dataset openai/gsm8k --dataset_config main \
         --dataset_format gsm8k --split test --enable-thinking false --max-new-tokens 1024
     python -m gear_trl.evaluate --model outputs/run --dataset data/bfcl --dataset_config single_turn --split simple \
@@ -367,7 +367,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("--model", required=True, help="Model directory, Hub id, or LoRA adapter directory.")
-    add("--dataset", required=True, help="Dataset: a local folder (data/arith) or a Hub id.")
+    add("--dataset", required=True, help="Dataset: a local folder (data/math/generic) or a Hub id.")
     add("--split", default="test", help="Split to evaluate (default: test).")
     add("--dataset_config", "--dataset-config", default=None, help="Dataset configuration name.")
     add(

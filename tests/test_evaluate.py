@@ -167,7 +167,7 @@ def test_cli_writes_the_json_report(tmp_path, capsys):
             "--model",
             TINY,
             "--dataset",
-            "data/arith",
+            "data/math/generic",
             "--split",
             "test",
             "--dataset_format",
@@ -188,7 +188,7 @@ def test_cli_writes_the_json_report(tmp_path, capsys):
     report = json.loads(output.read_text())
     for key in ("model", "dataset", "split", "n", "accuracy", "mean_reward", "per_sample", "config"):
         assert key in report, key
-    assert (report["model"], report["dataset"], report["split"], report["n"]) == (TINY, "data/arith", "test", 3)
+    assert (report["model"], report["dataset"], report["split"], report["n"]) == (TINY, "data/math/generic", "test", 3)
     assert len(report["per_sample"]) == 3 and 0.0 <= report["accuracy"] <= 1.0
     assert report["config"]["reward"] == ["accuracy"] and report["config"]["dataset_format"] == "generic"
     assert report["config"]["chat_template_kwargs"] == {"enable_thinking": False}
