@@ -6,11 +6,13 @@ sized for two CPU processes) and the same entry point a user runs.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,12 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 HERE = Path(__file__).parent / "distributed"
 TIMEOUT_S = 420
+
+
+@functools.cache
+def extensions_dir() -> str:
+    """One build folder for DeepSpeed's CPU ops for the whole session (each build takes tens of seconds)."""
+    return os.environ.get("TORCH_EXTENSIONS_DIR") or tempfile.mkdtemp(prefix="torch_extensions_")
 
 
 def free_port() -> int:
@@ -32,7 +40,7 @@ def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) 
     env.update(
         HF_HUB_OFFLINE="1",
         DS_ACCELERATOR="cpu",
-        TORCH_EXTENSIONS_DIR=str(tmp_path / "torch_extensions"),
+        TORCH_EXTENSIONS_DIR=extensions_dir(),
         TRL_EXPERIMENTAL_SILENCE="1",
         OMP_NUM_THREADS="1",
     )
