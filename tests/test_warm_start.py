@@ -1,0 +1,94 @@
+"""The arithmetic task (`data/arith/`) and the warm-started tiny model (`data/tiny-qwen3-arith/`) that the demo and
+the RL tests start from: it loads offline, stays small, and is partly right on the task."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import load_dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
+from gear_trl.data.math import GENERIC, boxed_spans
+from gear_trl.rewards.math import accuracy_reward
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+MODEL_DIR = DATA_DIR / "tiny-qwen3-arith"
+TASK_DIR = DATA_DIR / "arith"
+EXPRESSION = re.compile(r"\d+(?: [+-] \d+)+")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(MODEL_DIR)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return AutoModelForCausalLM.from_pretrained(MODEL_DIR).eval()
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_dataset(str(TASK_DIR))
+
+
+def test_model_loads_offline_and_is_small(model, tokenizer):
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set by conftest: nothing comes from the Hub
+    size = sum(f.stat().st_size for f in MODEL_DIR.iterdir() if f.is_file())
+    assert size < 20 * 2**20
+    assert model.dtype == torch.float32
+    assert model.config.vocab_size == len(tokenizer)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    assert model.config.eos_token_id == eos and model.generation_config.eos_token_id == eos
+    assert tokenizer.chat_template == AutoTokenizer.from_pretrained(DATA_DIR / "tiny-qwen3").chat_template
+
+
+def test_task_has_generic_train_and_test_splits(task):
+    assert set(task) == {"train", "test"}  # sft.jsonl is not picked up as a split
+    assert len(task["train"]) >= 1000 and len(task["test"]) >= 100
+    for split in task.values():
+        assert split.column_names == ["prompt", "ground_truth"]
+        for row in split.select(range(20)):
+            assert isinstance(row["prompt"], str) and row["ground_truth"].isdigit()
+            assert str(eval(EXPRESSION.search(row["prompt"]).group())) == row["ground_truth"]
+    expressions = {EXPRESSION.search(p).group() for p in task["train"]["prompt"]}
+    assert not any(EXPRESSION.search(p).group() in expressions for p in task["test"]["prompt"])
+
+
+def test_sft_rows_show_the_rl_prompt(task):
+    with open(TASK_DIR / "sft.jsonl") as handle:
+        rows = [json.loads(line) for line in handle]
+    train_prompts = {GENERIC(row)["prompt"][0]["content"]: row["ground_truth"] for row in task["train"]}
+    teacher_style = 0
+    for row in rows[:200]:
+        user, assistant = row["messages"]
+        assert (user["role"], assistant["role"]) == ("user", "assistant")
+        answer = re.search(r"\\boxed\{(\d+)\}", assistant["content"]).group(1)
+        hint = DEFAULT_MATH_TEACHER_TEMPLATE.format(ground_truth=answer)
+        if user["content"].endswith(hint):
+            teacher_style += 1
+            plain = user["content"][: -len(hint)]
+        else:
+            plain = user["content"]
+        if plain in train_prompts:  # the SFT problems start with the train problems, then fresh ones
+            assert train_prompts[plain] == answer
+    assert 0.15 <= teacher_style / 200 <= 0.45
+
+
+def test_greedy_decoding_is_partly_right(model, tokenizer, task):
+    rows = task["test"].select(range(16))
+    texts = [tokenizer.apply_chat_template(GENERIC(row)["prompt"], add_generation_prompt=True, tokenize=False)
+             for row in rows]  # fmt: skip
+    tokenizer.padding_side = "left"
+    batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        output = model.generate(**batch, max_new_tokens=48, do_sample=False)
+    completions = tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    rewards = accuracy_reward(completions, rows["ground_truth"])
+    assert 1 <= sum(rewards) <= len(rows) - 4, completions  # partly right: room for RL
+    assert sum(bool(boxed_spans(c)) for c in completions) >= 12, completions
