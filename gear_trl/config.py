@@ -90,8 +90,8 @@ class GEARConfig(GRPOConfig):
     divergence_chunk_size: int = field(
         default=128,
         metadata={
-            "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 4 x chunk x vocabulary "
-            "floats, independent of sequence length (our default)."
+            "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 3 x chunk x vocabulary "
+            "float32 values, independent of sequence length (our default)."
         },
     )
     normalize: str = field(

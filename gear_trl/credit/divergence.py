@@ -8,9 +8,9 @@ extra memory is O(chunk_size x V) instead of O(B x T x V).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 DIVERGENCES = ("full", "topk", "sampled")
+_SMALL_VOCAB = 8192  # see _row_dot
 
 
 @torch.no_grad()
@@ -30,8 +30,11 @@ def reverse_kl_and_entropy(
     """Reverse KL ``D_t = KL(pS || pT)`` and student entropy ``H_t`` per token.
 
     ``pS = softmax(h_S W^T / tau)``, ``pT = softmax(h_T W^T / tau)``. The matmul
-    runs in the LM head's dtype (an upcast copy of W would cost O(V x H));
-    logits are upcast to float32 before the temperature and softmax.
+    runs in the LM head's dtype (an upcast copy of W would cost O(V x H)) on
+    hidden states (and bias) scaled by ``1 / tau`` in float32; the logits are
+    float32 from there on. With ``zS, zT`` the logits at temperature,
+    ``H = lse(zS) - <pS, zS>`` and ``KL = <pS, zS - zT> - lse(zS) + lse(zT)``,
+    each row shifted by its max first, so no log-probability tensor is formed.
 
     Args:
         student_hidden: [B, T, H], student final hidden states; position t
@@ -83,54 +86,107 @@ def reverse_kl_and_entropy(
 
     device = student_hidden.device
     mask = mask.to(device=device, dtype=torch.bool)
+    kl_out = torch.zeros(batch, length, dtype=torch.float32, device=device)
+    entropy_out = torch.zeros_like(kl_out)
     student_rows = student_hidden[mask]
     teacher_rows = teacher_hidden[mask]
     sampled_rows = token_ids.to(device)[mask] if divergence == "sampled" else None
+    positions = student_rows.shape[0]
+    if positions == 0:
+        return kl_out, entropy_out
 
-    # Peak extra memory is about three [chunk, V] float32 tensors (student and teacher log-probs, student probs):
-    # log-softmax, the KL difference and the dot products below are done in place or as batched dots.
-    kl_chunks, entropy_chunks = [], []
-    for start in range(0, student_rows.shape[0], chunk_size):
-        rows = slice(start, start + chunk_size)
-        log_ps = _log_probs(student_rows[rows], lm_head_weight, lm_head_bias, temperature)
-        log_pt = _log_probs(teacher_rows[rows], lm_head_weight, lm_head_bias, temperature)
-        ps = log_ps.exp()
-        entropy_chunks.append(-_row_dot(ps, log_ps))
-        if divergence == "full":
-            kl = _row_dot(ps, log_pt.neg_().add_(log_ps))  # log_pt now holds log_ps - log_pt
+    # z = logits / tau: 1 / tau scales each chunk's [2n, H] rows and the bias (in float32, then cast to the head's
+    # dtype), never a [chunk, V] tensor.
+    scale = 1.0 / temperature
+    bias = lm_head_bias
+    if bias is not None and temperature != 1.0:
+        bias = bias.float() * scale
+    bias = None if bias is None else bias.to(lm_head_weight.dtype)
+
+    # Extra memory: three [chunk, V] float32 buffers, allocated once and reused by every chunk (fresh tensors
+    # per chunk cost page faults on CPU): the student and teacher logits side by side, and the student's exp.
+    chunk = min(chunk_size, positions)
+    logits_buf = torch.empty(2 * chunk, vocab, dtype=torch.float32, device=device)
+    exp_buf = torch.empty(chunk, vocab, dtype=torch.float32, device=device)
+    kl_rows = torch.empty(positions, dtype=torch.float32, device=device)
+    entropy_rows = torch.empty_like(kl_rows)
+    for start in range(0, positions, chunk):
+        n = min(chunk, positions - start)
+        rows = slice(start, start + n)
+        hidden_rows = torch.cat((student_rows[rows], teacher_rows[rows]))
+        if temperature != 1.0:
+            hidden_rows = hidden_rows.float().mul_(scale)
+        z = _lm_head(hidden_rows.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: 2 * n], exp_buf)
+        zs, zt = z[:n], z[n:]
+        # Subtract each row's max: zs = zS - max zS and zt = zT - max zT from here on. Softmax, KL and entropy are
+        # unchanged, and every term below stays small (|z| ~ 30-50 would otherwise cost fp32 digits).
+        shifted = zs if divergence == "topk" else z  # topk renormalizes over the support: no teacher logsumexp
+        shifted.sub_(shifted.amax(dim=-1, keepdim=True))
+        es = torch.exp(zs, out=exp_buf[:n])  # unnormalized pS = es / ss
+        ss = es.sum(dim=-1)
+        lse_s = ss.log()  # logsumexp(zs)
+        # H = lse(zS) - <pS, zS>, on the shifted logits.
+        full = divergence == "full"
+        dot_ss = _row_dot(es, zs, spare=zs if full else None)  # zs is not read again in "full"
+        entropy_rows[rows] = lse_s - dot_ss / ss
+        if full:
+            # KL(pS || pT) = <pS, zS - zT> - lse(zS) + lse(zT); zt is exponentiated in place once its dot is taken.
+            cross = (dot_ss - _row_dot(es, zt, spare=es)) / ss
+            kl = cross - (lse_s - zt.exp_().sum(dim=-1).log_())
         elif divergence == "topk":
-            support = log_ps.topk(min(top_k, vocab), dim=-1).indices
-            log_ps_k = log_ps.gather(-1, support)
-            log_pt_k = log_pt.gather(-1, support)
+            support = zs.topk(min(top_k, vocab), dim=-1).indices
+            log_ps_k = zs.gather(-1, support)
+            log_pt_k = zt.gather(-1, support)
             log_ps_k = log_ps_k - log_ps_k.logsumexp(dim=-1, keepdim=True)
             log_pt_k = log_pt_k - log_pt_k.logsumexp(dim=-1, keepdim=True)
             kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
         else:
             y = sampled_rows[rows].unsqueeze(-1)
-            kl = (log_ps.gather(-1, y) - log_pt.gather(-1, y)).squeeze(-1)
-        del log_ps, log_pt, ps
+            # log pS(y) - log pT(y) = (zs_y - lse(zs)) - (zt_y - lse(zt)).
+            delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
+            kl = delta - (lse_s - zt.exp_().sum(dim=-1).log_())
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is
         # clamped by definition (spec step 2).
-        kl_chunks.append(kl.clamp_min(0.0))
+        kl_rows[rows] = kl.clamp_min(0.0)
 
-    kl_out = torch.zeros(batch, length, dtype=torch.float32, device=device)
-    entropy_out = torch.zeros_like(kl_out)
-    if kl_chunks:
-        kl_out[mask] = torch.cat(kl_chunks)
-        entropy_out[mask] = torch.cat(entropy_chunks)
+    kl_out[mask] = kl_rows
+    entropy_out[mask] = entropy_rows
     return kl_out, entropy_out
 
 
-def _log_probs(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
+def _lm_head(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, scratch: torch.Tensor
 ) -> torch.Tensor:
-    """[N, H] hidden states -> [N, V] float32 log-probabilities at ``temperature``, normalized in place."""
-    logits = F.linear(hidden.to(weight.dtype), weight, None if bias is None else bias.to(weight.dtype)).float()
-    if temperature != 1.0:
-        logits.div_(temperature)
-    return logits.sub_(logits.logsumexp(dim=-1, keepdim=True))
+    """[N, H] rows in the head's dtype -> float32 logits written into ``out`` [N, V].
+
+    The matmul runs in the head's dtype; a 2-byte result is staged in ``scratch`` (a float32 buffer of at least
+    N x V / 2 elements), so a bf16 / fp16 head needs no extra [N, V] tensor either.
+    """
+    if weight.dtype == torch.float32:
+        target = out
+    elif weight.element_size() == 2:
+        target = scratch.view(-1).view(weight.dtype)[: out.numel()].view(out.shape)
+    else:
+        target = torch.empty(out.shape, dtype=weight.dtype, device=out.device)
+    if bias is None:
+        torch.mm(hidden, weight.t(), out=target)
+    else:
+        torch.addmm(bias, hidden, weight.t(), out=target)
+    if target is not out:
+        out.copy_(target)
+    return out
 
 
-def _row_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Row-wise dot product of two [N, V] tensors as a batched matmul, without an [N, V] temporary."""
-    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+def _row_dot(a: torch.Tensor, b: torch.Tensor, spare: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise dot product of two [N, V] tensors (N >= 1), without an [N, V] temporary.
+
+    ``spare``, if given, is one of the two, free to be overwritten. On CPU: one BLAS dot per row, since a batched
+    [1, V] x [V, 1] matmul (``bmm``) was 5-8x slower there and less accurate (bench/results/NOTES.md, "Divergence
+    pass"); below ``_SMALL_VOCAB`` columns, where the per-row calls cost more than the arithmetic, an in-place product
+    into ``spare`` and a row sum. Elsewhere one ``bmm``.
+    """
+    if a.device.type != "cpu":
+        return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+    if spare is not None and a.shape[1] < _SMALL_VOCAB:
+        return torch.mul(a, b, out=spare).sum(dim=-1)
+    return torch.stack([torch.dot(x, y) for x, y in zip(a.unbind(), b.unbind())])
