@@ -14,7 +14,6 @@ import os
 
 from transformers import TrainerCallback
 
-from .inspect import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +75,9 @@ class CreditReportCallback(TrainerCallback):
 
     def report(self, args, state, trace, processing_class=None) -> tuple[str, str | None]:
         """Write `output_dir/credit/step_XXXXX.{html,png}` and log them; returns the two paths."""
+        # Imported here, not at module level: `python -m gear_trl.inspect` must not find its module already loaded.
+        from .inspect import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
+
         tokenizer = trainer_tokenizer(self.trainer) or getattr(processing_class, "tokenizer", processing_class)
         limit = self.num_rollouts or getattr(args, "credit_report_rollouts", 4)
         rows = trace_rows(trace, pad_token_id=tokenizer.pad_token_id)[:limit]
