@@ -1,5 +1,5 @@
 r"""Warm-start a tiny Qwen3 on the arithmetic task (`data/arith/`) with TRL's `SFTTrainer`, on CPU, into
-`data/tiny-qwen3-arith/`.
+`data/tiny-qwen3-arith/` (or, with `--task calc_tools`, on the multi-turn calculator task).
 
 The model is built from the committed tokenizer in `data/tiny-qwen3/` (`gear_trl.tiny.build_tiny_qwen3`), trained on
 `data/arith/sft.jsonl` with the loss on assistant tokens only (TRL swaps in its Qwen3 training template, which has
@@ -17,6 +17,18 @@ At the end the script samples completions for the test split the way the RL trai
 
     python data/make_arith_data.py
     python data/make_warm_start.py
+
+`--task calc_tools` warm-starts on the multi-turn calculator task instead (`data/calc_tools/`, made by
+`data/make_calc_tools_data.py`): SFT on `data/calc_tools/sft.jsonl` (conversations with tool calls and tool results,
+the loss on the assistant turns only), 768-token sequences, saved to `data/tiny-qwen3-calc/`. Its evaluation runs
+multi-turn rollouts on the test split the way GRPOTrainer's tool loop does (`gear_trl.tool_eval.tool_rollouts`: the
+model's calls executed in `gear_trl.envs.Calculator`, the results fed back) and scores them with
+`gear_trl.rewards.calculator.calculator_answer_reward`; the teacher prompt carries the reference calls with the
+task's teacher template. The other defaults (model size, steps, learning rate) are the arithmetic task's.
+`--no-eval` skips the final evaluation.
+
+    python data/make_calc_tools_data.py
+    python data/make_warm_start.py --task calc_tools [--max-steps N]
 """
 
 from __future__ import annotations
@@ -52,6 +64,23 @@ DEFAULT_TOKENIZER_DIR = REPO_ROOT / "data" / "tiny-qwen3"
 DEFAULT_SFT_FILE = REPO_ROOT / "data" / "arith" / "sft.jsonl"
 DEFAULT_TASK_DIR = REPO_ROOT / "data" / "arith"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "data" / "tiny-qwen3-arith"
+TASKS = {
+    "arith": {
+        "sft_file": DEFAULT_SFT_FILE,
+        "task_dir": DEFAULT_TASK_DIR,
+        "output_dir": DEFAULT_OUTPUT_DIR,
+        "max_length": 256,
+        "max_new_tokens": 48,
+    },
+    "calc_tools": {
+        "sft_file": REPO_ROOT / "data" / "calc_tools" / "sft.jsonl",
+        "task_dir": REPO_ROOT / "data" / "calc_tools",
+        "output_dir": REPO_ROOT / "data" / "tiny-qwen3-calc",
+        "max_length": 768,
+        "max_new_tokens": 256,  # the whole multi-turn completion, tool results included (max_completion_length)
+    },
+}
+"""Per task, the defaults of `--sft-file`, `--task-dir`, `--output-dir`, `--max-length` and `--max-new-tokens`."""
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -151,16 +180,96 @@ def summary(results: dict[str, dict[str, Any]]) -> str:
     return ", ".join(f"{name} acc {r['accuracy']:.3f} (boxed {r['boxed']:.2f})" for name, r in results.items())
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Evaluation of the calculator task: multi-turn tool rollouts, scored with the calculator reward
+# ---------------------------------------------------------------------------------------------------------------------
+
+MAX_TOOL_CALLING_ITERATIONS = 4
+"""Tool rounds per rollout, as `recipes/tiny/config_calc_tools.yaml` sets `max_tool_calling_iterations`."""
+
+
+def calc_teacher_template() -> str:
+    """`TEACHER_TEMPLATE` of `data/make_calc_tools_data.py` (a script, loaded from its file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_calc_tools_data", Path(__file__).with_name(
+        "make_calc_tools_data.py"))  # fmt: skip
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TEACHER_TEMPLATE
+
+
+def calc_prompt(row: dict[str, Any], tokenizer, teacher: bool = False) -> list[dict[str, str]]:
+    """The conversational prompt the RL trainer builds for a calculator row (the `tool_use` adapter); with `teacher`,
+    the teacher prompt: the reference calls as the chat template writes them, appended with the task's template."""
+    from gear_trl.data.tool_use import TOOL_USE
+    from gear_trl.teacher import tool_calls_text
+    from gear_trl.tool_eval import trainer_chat_template
+
+    messages = TOOL_USE(row)["prompt"]
+    if teacher:
+        calls = tool_calls_text(tokenizer, json.loads(row["ground_truth"]), trainer_chat_template(tokenizer))
+        messages = teacher_prompt(messages, calls, calc_teacher_template())
+    return messages
+
+
+def evaluate_calc(
+    model, tokenizer, rows, *, do_sample: bool, teacher: bool = False, max_new_tokens: int = 256, seed: int = 0
+) -> dict[str, Any]:
+    """Accuracy (mean `calculator_answer_reward`) of multi-turn rollouts on `rows`, the fraction of rollouts whose
+    last message has a `\\boxed{}`, and the mean number of tool calls per rollout."""
+    from gear_trl.envs import Calculator
+    from gear_trl.rewards.calculator import calculator_answer_reward, final_text
+    from gear_trl.tool_eval import score_rollouts, tool_rollouts
+
+    environments = []
+    for row in rows:
+        environments.append(Calculator())
+        environments[-1].reset(**row)
+    completions = tool_rollouts(
+        model,
+        tokenizer,
+        [calc_prompt(row, tokenizer, teacher=teacher) for row in rows],
+        [json.loads(row["tools"]) for row in rows],
+        environments,
+        do_sample=do_sample,
+        max_completion_length=max_new_tokens,
+        max_tool_calling_iterations=MAX_TOOL_CALLING_ITERATIONS,
+        seed=seed,
+    )
+    rewards = score_rollouts(calculator_answer_reward, completions, environments, rows)
+    calls = [sum(m["role"] == "tool" for m in completion) for completion in completions]
+    return {
+        "accuracy": sum(rewards) / len(rewards),
+        "boxed": sum(bool(boxed_spans(final_text(c))) for c in completions) / len(completions),
+        "tool_calls": sum(calls) / len(calls),
+        "completions": completions,
+    }
+
+
+def evaluate_all_calc(model, tokenizer, rows, max_new_tokens: int = 256, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """The three accuracies of the calculator task: greedy, sampled (T = 1) and sampled with the teacher prompt."""
+    kwargs = {"max_new_tokens": max_new_tokens, "seed": seed}
+    return {
+        "greedy": evaluate_calc(model, tokenizer, rows, do_sample=False, **kwargs),
+        "sampled": evaluate_calc(model, tokenizer, rows, do_sample=True, **kwargs),
+        "teacher_sampled": evaluate_calc(model, tokenizer, rows, do_sample=True, teacher=True, **kwargs),
+    }
+
+
 class EvalCallback(TrainerCallback):
     """Greedy and sampled accuracy on a few test rows every `every` steps (progress only; off by default)."""
 
-    def __init__(self, tokenizer, rows, every: int, max_new_tokens: int):
+    def __init__(self, tokenizer, rows, every: int, max_new_tokens: int, evaluate_fn=None):
         self.tokenizer, self.rows, self.every, self.max_new_tokens = tokenizer, rows, every, max_new_tokens
+        self.evaluate = evaluate_fn or evaluate
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.every and state.global_step % self.every == 0:
-            greedy = evaluate(model, self.tokenizer, self.rows, do_sample=False, max_new_tokens=self.max_new_tokens)
-            sampled = evaluate(model, self.tokenizer, self.rows, do_sample=True, max_new_tokens=self.max_new_tokens)
+            greedy = self.evaluate(model, self.tokenizer, self.rows, do_sample=False,
+                                   max_new_tokens=self.max_new_tokens)  # fmt: skip
+            sampled = self.evaluate(model, self.tokenizer, self.rows, do_sample=True,
+                                    max_new_tokens=self.max_new_tokens)  # fmt: skip
             print(f"[eval] step {state.global_step}: greedy {greedy['accuracy']:.3f}, sampled {sampled['accuracy']:.3f}",
                   flush=True)  # fmt: skip
 
@@ -191,10 +300,12 @@ def directory_size(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="arith",
+                        help="Task whose defaults apply: arith (data/arith) or calc_tools (data/calc_tools).")  # fmt: skip
     parser.add_argument("--tokenizer-dir", type=Path, default=DEFAULT_TOKENIZER_DIR)
-    parser.add_argument("--sft-file", type=Path, default=DEFAULT_SFT_FILE)
-    parser.add_argument("--task-dir", type=Path, default=DEFAULT_TASK_DIR)
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
+    parser.add_argument("--sft-file", type=Path, help="SFT conversations (default: the task's sft.jsonl).")
+    parser.add_argument("--task-dir", type=Path, help="Task folder with the test split (default: the task's).")
+    parser.add_argument("--output-dir", type=Path, help="Where the model goes (default: the task's).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--num-hidden-layers", type=int, default=4)
@@ -214,12 +325,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-steps", type=int, default=50)
     parser.add_argument("--lr-scheduler", default="cosine")
     parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--max-length", type=int, help="SFT sequence length (default: arith 256, calc_tools 768).")
+    parser.add_argument("--max-new-tokens", type=int,
+                        help="Evaluation completion length (default: arith 48, calc_tools 256).")  # fmt: skip
     parser.add_argument("--n-eval", type=int, default=200, help="Test rows for the final evaluation.")
     parser.add_argument("--eval-every", type=int, default=0, help="Progress evaluation on 32 test rows every N steps.")
     parser.add_argument("--threads", type=int, default=1, help="torch threads; more than 1 crawls on shared cores")
     parser.add_argument("--no-save", action="store_true", help="Train and evaluate only.")
+    parser.add_argument("--no-eval", action="store_true", help="Skip the final evaluation.")
     args = parser.parse_args(argv)
+    for key, value in TASKS[args.task].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    is_calc = args.task == "calc_tools"
 
     torch.set_num_threads(args.threads)
     set_seed(args.seed)
@@ -251,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
             use_cpu=True,
             bf16=False,
             assistant_only_loss=True,
-            max_length=256,
+            max_length=args.max_length,
             per_device_train_batch_size=args.batch_size,
             max_steps=args.max_steps,
             learning_rate=args.learning_rate,
@@ -268,7 +386,10 @@ def main(argv: list[str] | None = None) -> None:
         )
         callbacks = [ProgressCallback()]
         if args.eval_every:
-            callbacks.append(EvalCallback(tokenizer, test_rows[:32], args.eval_every, args.max_new_tokens))
+            evaluate_fn = evaluate_calc if is_calc else None
+            callbacks.append(
+                EvalCallback(tokenizer, test_rows[:32], args.eval_every, args.max_new_tokens, evaluate_fn)
+            )
         trainer = SFTTrainer(model=model, args=config, train_dataset=sft, processing_class=tokenizer,
                              callbacks=callbacks)  # fmt: skip
         start = time.time()
@@ -278,13 +399,18 @@ def main(argv: list[str] | None = None) -> None:
     epochs = args.max_steps * args.batch_size / len(sft)
     print(f"training: {args.max_steps} steps ({epochs:.1f} epochs) in {train_time:.0f}s", flush=True)
 
-    start = time.time()
-    results = evaluate_all(model, tokenizer, test_rows[: args.n_eval], max_new_tokens=args.max_new_tokens)
-    print(
-        f"evaluation on {min(args.n_eval, len(test_rows))} test rows ({time.time() - start:.0f}s): {summary(results)}"
-    )
-    for name in results:
-        print(f"  e.g. {name}: {results[name]['completions'][0]!r}")
+    if not args.no_eval:
+        start = time.time()
+        evaluate_all_fn = evaluate_all_calc if is_calc else evaluate_all
+        results = evaluate_all_fn(model, tokenizer, test_rows[: args.n_eval], max_new_tokens=args.max_new_tokens)
+        print(
+            f"evaluation on {min(args.n_eval, len(test_rows))} test rows ({time.time() - start:.0f}s): "
+            f"{summary(results)}"
+        )
+        for name in results:
+            if is_calc:
+                print(f"  {name}: {results[name]['tool_calls']:.2f} tool calls per rollout")
+            print(f"  e.g. {name}: {results[name]['completions'][0]!r}")
 
     if args.no_save:
         return

@@ -3,18 +3,20 @@
 Each class is a TRL environment on its own (public methods are the tools; `reset(**row)` loads the row's
 `initial_config`); `BFCLEnvironment` combines the classes a BFCL multi-turn task involves. Every environment has
 `state()`, `load_state()`, `state_key()` (a GiGPO anchor state) and `execute({"name", "arguments"})`, hidden from
-TRL's tool discovery by `not_a_tool`.
+TRL's tool discovery by `not_a_tool`. `Calculator` is not a BFCL class: it is the two-tool environment of the
+synthetic calculator task (`data/calc_tools/`), whose state is the list of results computed so far.
 """
 
 from .base import APIEnvironment, ToolError, not_a_tool, tool_names
 from .bfcl import API_CLASSES, FUNCTION_OWNERS, BFCLEnvironment, environment_class, environment_name
+from .calculator import Calculator
 from .file_system import GorillaFileSystem
 from .math_api import MathAPI
 from .message import MessageAPI
 from .ticket import TicketAPI
 from .twitter import TwitterAPI
 
-ENVIRONMENTS = {"bfcl": BFCLEnvironment}
+ENVIRONMENTS = {"bfcl": BFCLEnvironment, "calculator": Calculator}
 """Environment factories by the name a recipe gives in `environment`."""
 
 
@@ -27,10 +29,11 @@ def get_environment_factory(name: str):
 
 __all__ = [
     "API_CLASSES",
+    "ENVIRONMENTS",
     "FUNCTION_OWNERS",
     "APIEnvironment",
     "BFCLEnvironment",
-    "ENVIRONMENTS",
+    "Calculator",
     "GorillaFileSystem",
     "MathAPI",
     "MessageAPI",

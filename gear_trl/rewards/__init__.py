@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from .calculator import calculator_answer_reward
 from .math import accuracy_reward, format_reward
 from .multi_turn import multi_turn_execution_reward, multi_turn_state_reward
 from .tool_call import tool_call_accuracy
@@ -21,6 +22,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "tool_call_accuracy": tool_call_accuracy,
     "multi_turn_state": multi_turn_state_reward,
     "multi_turn_execution": multi_turn_execution_reward,
+    "calculator_answer": calculator_answer_reward,
 }
 
 
@@ -53,6 +55,7 @@ __all__ = [
     "REWARD_FUNCS",
     "RewardFunc",
     "accuracy_reward",
+    "calculator_answer_reward",
     "format_reward",
     "get_reward_funcs",
     "multi_turn_execution_reward",

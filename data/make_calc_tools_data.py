@@ -1,0 +1,247 @@
+r"""Generate the synthetic multi-turn calculator task under `data/calc_tools/` and its SFT warm-start data.
+
+Each problem chains one to three additions or subtractions of two-digit numbers ("Compute 84 + 17 - 39 with the
+calculator tools."). The model has two tools, `add(a, b)` and `subtract(a, b)` (`gear_trl.envs.Calculator`), must
+make one call per operation, left to right, read each result, feed it into the next call, and finally answer in
+`\boxed{}`:
+
+    assistant: <tool_call> {"name": "add", "arguments": {"a": 84, "b": 17}} </tool_call>
+    tool:      {"result": 101}
+    assistant: <tool_call> {"name": "subtract", "arguments": {"a": 101, "b": 39}} </tool_call>
+    tool:      {"result": 62}
+    assistant: The answer is \boxed{62}.
+
+One wrong call (a miscopied number, the wrong tool, the original operand instead of the last result) spoils the
+answer, and the reward (`gear_trl.rewards.calculator.calculator_answer_reward`) is 1 only for the right answer
+computed by the tools. The calculator's state is the list of results so far, so rollouts that have made the same
+calls share a GiGPO anchor state.
+
+Outputs (a pure function of `--seed` and the tokenizer; the test split is drawn first, so `--n-train` / `--n-sft` do
+not change it):
+
+- `data/calc_tools/train.jsonl`, `data/calc_tools/test.jsonl`: rows in the tool-use schema (`data/README.md`,
+  "BFCL (tool use)"; adapter `tool_use`): `id`, `category` (`calc_tools`), `prompt` (one user message), `tools` (JSON
+  schemas of the calculator's tools, exactly as TRL derives them from `Calculator`), `ground_truth` (JSON list of the
+  reference calls, shown to GEAR's teacher and run by the reward), `answer` (the final result as a string, for
+  readers; the reward recomputes it), `initial_config` (`""`: a fresh calculator) and `involved_classes`
+  (`["Calculator"]`). Test problems never occur in train (nor in the SFT data).
+- `data/calc_tools/sft.jsonl`: conversations for TRL's `SFTTrainer`, `{"messages": [...], "tools": JSON str}`: the
+  user message, then per call an assistant message `{"role": "assistant", "content": "", "tool_calls": [{"type":
+  "function", "function": {"name", "arguments"}}]}` and a `{"role": "tool", "name", "content"}` message holding what
+  the calculator returned, then the final assistant answer. A fraction (`--teacher-frac`, default 0.3) of rows are
+  *teacher-style*: the user message carries `TEACHER_TEMPLATE` with the reference calls written as the chat template
+  writes tool calls, appended exactly as GEARTrainer builds the teacher prompt (`gear_trl.teacher.teacher_prompt`
+  with `gear_trl.teacher.tool_calls_text`), so the model learns to make use of them. The SFT problems are the train
+  problems, then fresh ones (never test ones) up to `--n-sft`. `load_dataset("data/calc_tools")` ignores `sft.jsonl`,
+  so it gives the train and test splits only.
+
+    python data/make_calc_tools_data.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO_ROOT))
+
+from gear_trl.envs.base import tool_names
+from gear_trl.envs.calculator import Calculator
+from gear_trl.teacher import teacher_prompt, tool_calls_text
+
+QUESTION_TEMPLATES = [
+    "Compute {expr} with the calculator tools.",
+    "Use the calculator tools to work out {expr}.",
+    "What is {expr}? Use the calculator tools.",
+]
+INSTRUCTION = " Make one tool call per operation, from left to right, then give the final answer in \\boxed{}."
+TEACHER_TEMPLATE = (
+    "\n\nReference tool calls for this request:\n{ground_truth}\nUse them only to check your own choices; make the "
+    "calls yourself."
+)
+"""GEAR's `teacher_template` for this task; `recipes/tiny/config_calc_tools.yaml` sets the same string."""
+FINAL_ANSWER = "The answer is \\boxed{{{answer}}}."
+LOW, HIGH = 10, 99
+"""Operands are two-digit numbers."""
+MAX_RESULT = 999
+"""Every intermediate result lies in [0, MAX_RESULT]."""
+OPERATIONS = {"+": "add", "-": "subtract"}
+
+Problem = tuple[tuple[int, ...], tuple[str, ...]]
+"""(operands, operators): ((84, 17, 39), ("+", "-")) is 84 + 17 - 39."""
+
+
+def calculator_tools() -> list[dict]:
+    """The calculator's tool schemas, as TRL renders an environment's methods (`transformers.utils.get_json_schema`
+    of each tool, in TRL's alphabetical order)."""
+    from transformers.utils import get_json_schema
+
+    env = Calculator()
+    return [get_json_schema(getattr(env, name)) for name in tool_names(Calculator)]
+
+
+def sample_problem(rng: random.Random, n_ops_weights: list[float]) -> Problem:
+    """1 to len(n_ops_weights) operations of two-digit numbers, resampled until every partial result is in range."""
+    n_ops = rng.choices(range(1, len(n_ops_weights) + 1), weights=n_ops_weights)[0]
+    while True:
+        operands = tuple(rng.randint(LOW, HIGH) for _ in range(n_ops + 1))
+        operators = tuple(rng.choice("+-") for _ in range(n_ops))
+        if all(0 <= value <= MAX_RESULT for value in partial_results(operands, operators)):
+            return operands, operators
+
+
+def partial_results(operands: tuple[int, ...], operators: tuple[str, ...]) -> list[int]:
+    """Left-to-right results after each operation; the last one is the answer."""
+    value, results = operands[0], []
+    for operator, operand in zip(operators, operands[1:], strict=True):
+        value = value + operand if operator == "+" else value - operand
+        results.append(value)
+    return results
+
+
+def expression(operands: tuple[int, ...], operators: tuple[str, ...]) -> str:
+    parts = [str(operands[0])]
+    for operator, operand in zip(operators, operands[1:], strict=True):
+        parts += [operator, str(operand)]
+    return " ".join(parts)
+
+
+def reference_calls(operands: tuple[int, ...], operators: tuple[str, ...]) -> list[dict]:
+    """One call per operation, left to right, each on the previous result: `[{"name", "arguments": {"a", "b"}}]`."""
+    calls, left = [], operands[0]
+    for operator, operand, result in zip(operators, operands[1:], partial_results(operands, operators), strict=True):
+        calls.append({"name": OPERATIONS[operator], "arguments": {"a": left, "b": operand}})
+        left = result
+    return calls
+
+
+def draw_problems(rng: random.Random, n: int, exclude: set[Problem], n_ops_weights: list[float]) -> list[Problem]:
+    """`n` distinct problems, none in `exclude` (which is extended with them)."""
+    problems = []
+    while len(problems) < n:
+        problem = sample_problem(rng, n_ops_weights)
+        if problem not in exclude:
+            exclude.add(problem)
+            problems.append(problem)
+    return problems
+
+
+def task_row(problem: Problem, rng: random.Random, split: str, index: int, tools_json: str) -> dict:
+    """A tool-use-schema row (see the module docstring)."""
+    operands, operators = problem
+    question = rng.choice(QUESTION_TEMPLATES).format(expr=expression(operands, operators)) + INSTRUCTION
+    return {
+        "id": f"calc_tools_{split}_{index}",
+        "category": "calc_tools",
+        "prompt": [{"role": "user", "content": question}],
+        "tools": tools_json,
+        "ground_truth": json.dumps(reference_calls(operands, operators)),
+        "answer": str(partial_results(operands, operators)[-1]),
+        "initial_config": "",
+        "involved_classes": json.dumps([Calculator.class_name]),
+    }
+
+
+def conversation(calls: list[dict]) -> list[dict]:
+    """The assistant/tool messages of the reference solution, with the tool results the calculator returns."""
+    env = Calculator()
+    env.reset()
+    messages = []
+    for call in calls:
+        result = env.execute(call)
+        if result.startswith("Error"):
+            raise RuntimeError(f"Reference call {call} failed: {result}")
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
+        messages.append({"role": "tool", "name": call["name"], "content": result})
+    messages.append({"role": "assistant", "content": FINAL_ANSWER.format(answer=env.last_result())})
+    return messages
+
+
+def sft_row(row: dict, teacher_style: bool, render_calls) -> dict:
+    """The user message exactly as the RL trainer builds it (the teacher prompt for teacher-style rows), then the
+    reference conversation; `tools` as in the task row."""
+    messages = [dict(message) for message in row["prompt"]]
+    calls = json.loads(row["ground_truth"])
+    if teacher_style:
+        messages = teacher_prompt(messages, render_calls(calls), TEACHER_TEMPLATE)
+    return {"messages": [*messages, *conversation(calls)], "tools": row["tools"]}
+
+
+def trainer_chat_template(tokenizer) -> str | None:
+    """The chat template GRPOTrainer renders tool conversations with: TRL's prefix-preserving training template when
+    the tokenizer's own is not prefix-preserving (Qwen3's is not), else the tokenizer's (None)."""
+    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+
+    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+
+
+def parse_weights(text: str) -> list[float]:
+    weights = [float(part) for part in text.split(",")]
+    if not weights or any(w < 0 for w in weights) or not any(weights):
+        raise argparse.ArgumentTypeError(f"Expected comma-separated non-negative weights, got {text!r}.")
+    return weights
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "data" / "calc_tools")
+    parser.add_argument("--sft-out", type=Path, help="SFT file (default: <out-dir>/sft.jsonl).")
+    parser.add_argument("--tokenizer-dir", type=Path, default=REPO_ROOT / "data" / "tiny-qwen3",
+                        help="Tokenizer whose chat template writes the teacher's reference calls.")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--n-train", type=int, default=1500)
+    parser.add_argument("--n-test", type=int, default=200)
+    parser.add_argument("--n-sft", type=int, default=6000, help="SFT rows: the train problems, then fresh ones.")
+    parser.add_argument("--teacher-frac", type=float, default=0.3, help="Fraction of teacher-style SFT rows.")
+    parser.add_argument("--n-ops-weights", type=parse_weights, default=parse_weights("0.2,0.5,0.3"),
+                        help="Relative frequency of 1, 2, 3, ... operations per problem.")  # fmt: skip
+    args = parser.parse_args(argv)
+    sft_out = args.sft_out or args.out_dir / "sft.jsonl"
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
+    chat_template = trainer_chat_template(tokenizer)
+
+    def render_calls(calls: list[dict]) -> str:  # what GEARTrainer._render_ground_truth writes for the teacher
+        return tool_calls_text(tokenizer, calls, chat_template)
+
+    tools_json = json.dumps(calculator_tools())
+    rng = random.Random(args.seed)
+    seen: set[Problem] = set()
+    test = draw_problems(rng, args.n_test, seen, args.n_ops_weights)
+    test_rows = [task_row(problem, rng, "test", i, tools_json) for i, problem in enumerate(test)]
+    train = draw_problems(rng, args.n_train, seen, args.n_ops_weights)
+    train_rows = [task_row(problem, rng, "train", i, tools_json) for i, problem in enumerate(train)]
+    extra = draw_problems(rng, max(0, args.n_sft - args.n_train), seen, args.n_ops_weights)
+    extra_rows = [task_row(problem, rng, "sft", i, tools_json) for i, problem in enumerate(extra)]
+
+    sft_task_rows = (train_rows + extra_rows)[: args.n_sft]
+    n_teacher = round(args.teacher_frac * len(sft_task_rows))
+    teacher_rows = set(rng.sample(range(len(sft_task_rows)), n_teacher))
+    sft = [sft_row(row, index in teacher_rows, render_calls) for index, row in enumerate(sft_task_rows)]
+    rng.shuffle(sft)
+
+    write_jsonl(args.out_dir / "train.jsonl", train_rows)
+    write_jsonl(args.out_dir / "test.jsonl", test_rows)
+    write_jsonl(sft_out, sft)
+    print(
+        f"wrote {len(train_rows)} train and {len(test_rows)} test rows to {args.out_dir}, "
+        f"{len(sft)} SFT rows ({n_teacher} teacher-style) to {sft_out}"
+    )
+
+
+if __name__ == "__main__":
+    main()
