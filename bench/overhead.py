@@ -100,30 +100,30 @@ class Shape:
 
 
 QWEN3_VOCAB = 151_936
-VOCAB_BACKBONE = dict(
-    hidden_size=128,
-    intermediate_size=256,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=32,
-    vocab_size=QWEN3_VOCAB,
-    max_position_embeddings=8192,
-    tie_word_embeddings=True,
-)
-QWEN3_4B = dict(  # Qwen/Qwen3-4B's config.json geometry
-    hidden_size=2560,
-    intermediate_size=9728,
-    num_hidden_layers=36,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    head_dim=128,
-    vocab_size=QWEN3_VOCAB,
-    max_position_embeddings=40960,
-    rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
-)
+VOCAB_BACKBONE = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": QWEN3_VOCAB,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": True,
+}
+QWEN3_4B = {  # Qwen/Qwen3-4B's config.json geometry
+    "hidden_size": 2560,
+    "intermediate_size": 9728,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": QWEN3_VOCAB,
+    "max_position_embeddings": 40960,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0},
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+}
 
 
 def make_shapes(args) -> list[Shape]:
@@ -515,24 +515,24 @@ def make_trainer(name: str, model, tokenizer, dataset, shape: Shape, opts, outpu
     from gear_trl.rewards import get_reward_funcs
 
     cuda = opts.device == "cuda"
-    common = dict(
-        output_dir=output_dir,
-        per_device_train_batch_size=shape.batch,
-        num_generations=shape.num_generations,
-        max_completion_length=shape.length,
-        gradient_accumulation_steps=1,
-        num_iterations=opts.num_iterations,
-        beta=0.0,
-        temperature=1.0,
-        learning_rate=1e-6,
-        use_cpu=not cuda,
-        bf16=cuda,
-        gradient_checkpointing=cuda,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=1,
-        seed=opts.seed,
-    )
+    common = {
+        "output_dir": output_dir,
+        "per_device_train_batch_size": shape.batch,
+        "num_generations": shape.num_generations,
+        "max_completion_length": shape.length,
+        "gradient_accumulation_steps": 1,
+        "num_iterations": opts.num_iterations,
+        "beta": 0.0,
+        "temperature": 1.0,
+        "learning_rate": 1e-6,
+        "use_cpu": not cuda,
+        "bf16": cuda,
+        "gradient_checkpointing": cuda,
+        "report_to": "none",
+        "save_strategy": "no",
+        "logging_steps": 1,
+        "seed": opts.seed,
+    }
     reward_funcs = [*get_reward_funcs(["accuracy", "format"]), token_parity]
     if not name.startswith("sdpo/"):
         # GRPO and GEAR patch the model's forward (TRL's fused LM head; SDPO does not). Start from the model's own
@@ -1130,7 +1130,9 @@ def parse_args(argv=None):
     parser.add_argument("--num-generations", type=int, default=None)
     parser.add_argument("--completion-length", type=int, default=None, help="T")
     parser.add_argument("--num-iterations", type=int, default=1)
-    parser.add_argument("--divergence-chunk-size", type=int, default=128)
+    parser.add_argument(
+        "--divergence-chunk-size", type=int, default=None, help="default: GEARConfig's divergence_chunk_size"
+    )
     parser.add_argument("--sdpo-topk", type=int, default=20, help="SDPO distillation_topk (GEAR's divergence_top_k)")
     parser.add_argument(
         "--configs",
@@ -1254,6 +1256,10 @@ def main(argv=None, log=print) -> dict:
     shapes = make_shapes(args)
     if args.gear_src:
         _use_gear_src(args.gear_src)
+    if args.divergence_chunk_size is None:  # the default of the gear_trl being measured
+        from gear_trl.config import GEARConfig
+
+        args.divergence_chunk_size = GEARConfig.__dataclass_fields__["divergence_chunk_size"].default
     if args.dry_run:
         plan = [dict(asdict(s), **({} if s.model == "tiny" else describe_model(s))) for s in shapes]
         log(json.dumps(plan, indent=2))

@@ -52,7 +52,7 @@ class GEARConfig(GRPOConfig):
         divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
             student's `divergence_top_k` tokens, or from the sampled token only.
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
-        divergence_chunk_size (`int`, defaults to `128`): positions per LM-head chunk in the divergence pass; its extra
+        divergence_chunk_size (`int`, defaults to `64`): positions per LM-head chunk in the divergence pass; its extra
             memory is O(chunk x vocabulary).
         normalize (`str`, defaults to `"max"`): per-completion normalization of KL and entropy (`max` or `minmax`).
         onset_threshold (`float`, defaults to `0.1`): normalized KL at or above which a token opens a segment.
@@ -88,7 +88,7 @@ class GEARConfig(GRPOConfig):
     )
     divergence_top_k: int = field(default=20, metadata={"help": "k for `divergence: topk` (our default)."})
     divergence_chunk_size: int = field(
-        default=128,
+        default=64,
         metadata={
             "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 3 x chunk x vocabulary "
             "float32 values, independent of sequence length (our default)."
