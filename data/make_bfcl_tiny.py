@@ -42,8 +42,7 @@ def main() -> None:
     splits = {"test": kept[: args.test_size], "train": kept[args.test_size :]}
     for split, part in splits.items():
         with open(out / f"{split}.jsonl", "w") as handle:
-            for row in part:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in part)
         print(f"{split}: {len(part)} rows -> {out / f'{split}.jsonl'}")
 
 

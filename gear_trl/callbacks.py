@@ -14,7 +14,6 @@ import os
 
 from transformers import TrainerCallback
 
-
 logger = logging.getLogger(__name__)
 
 

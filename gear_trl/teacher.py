@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ def has_ground_truth(value: Any) -> bool:
     """A ground truth is usable unless it is None, NaN-like, or empty after stripping."""
     if value is None:
         return False
-    if isinstance(value, float) and value != value:  # NaN from pandas-backed datasets
+    if isinstance(value, float) and math.isnan(value):  # NaN from pandas-backed datasets
         return False
     if isinstance(value, (list, tuple, dict)):
         return len(value) > 0
@@ -47,7 +48,7 @@ def question_of(prompt: str | list[dict]) -> str:
         return prompt
     content = prompt[_last_user_index(prompt)]["content"]
     if not isinstance(content, str):
-        raise ValueError("Teacher prompts support text-only user messages (got structured content).")
+        raise TypeError("Teacher prompts support text-only user messages (got structured content).")
     return content
 
 

@@ -18,6 +18,7 @@ import json
 import textwrap
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
@@ -74,7 +75,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     the column named by `args.ground_truth_column` unless `args.credit` runs no teacher (`none`, `gigpo`).
     """
 
-    _tag_names = ["trl", "grpo", "gear"]
+    _tag_names: ClassVar[list[str]] = ["trl", "grpo", "gear"]
     _name = "GEAR"
     _paper = GEAR_PAPER
 
@@ -384,11 +385,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         (no position ids): Qwen3's rotary attention depends on relative positions only, so left padding is harmless
         and student states read from GRPO's own forwards line up with these.
         """
-        with disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            with self.accelerator.autocast():
-                hidden = self._backbone()(
-                    input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-                ).last_hidden_state
+        with (
+            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+            self.accelerator.autocast(),
+        ):
+            hidden = self._backbone()(
+                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            ).last_hidden_state
         return hidden[:, -keep - 1 : -1]
 
     # ----------------------------------------------------------------------------------------------------------------

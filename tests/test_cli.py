@@ -26,7 +26,7 @@ def test_every_shipped_recipe_parses():
         with open(recipe) as handle:
             use_cpu = yaml.safe_load(handle).get("use_cpu", False)
         overrides = [] if use_cpu else ["--use_cpu", "true", "--bf16", "false", "--use_vllm", "false"]
-        script_args, training_args, model_args = parse_args(["--config", recipe, *overrides])
+        script_args, _training_args, model_args = parse_args(["--config", recipe, *overrides])
         assert model_args.model_name_or_path and script_args.dataset_name, recipe
 
 

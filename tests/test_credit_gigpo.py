@@ -151,7 +151,7 @@ def test_step_rewards_supplied():
 
 def test_omega_scales_step_term_only():
     rewards, group_ids, anchors = _batch_two_groups()
-    kwargs = dict(gamma=0.5, mode="mean")
+    kwargs = {"gamma": 0.5, "mode": "mean"}
     episode_only = gigpo_advantages(rewards, group_ids, anchors, omega=0.0, **kwargs)
     # omega = 0 leaves A_E broadcast over steps.
     _close(episode_only[0], [0.5, 0.5])
@@ -189,7 +189,7 @@ def test_similarity_clusters_against_first_member():
     # b is close to a and c is close to b, but c is not close to a: greedy
     # clustering compares with the representative, so c opens its own group.
     a, b, c = "a" * 40, "a" * 38 + "bb", "a" * 36 + "bbbb"
-    ratio = lambda x, y: difflib.SequenceMatcher(None, x, y).ratio()  # noqa: E731
+    ratio = lambda x, y: difflib.SequenceMatcher(None, x, y).ratio()
     assert ratio(a, b) >= 0.95 and ratio(b, c) >= 0.95 and ratio(a, c) < 0.95
     _, stats = gigpo_advantages_with_stats(
         torch.tensor([1.0, 0.0, 0.5]),
@@ -285,28 +285,28 @@ def test_end_to_end_mask_to_token_advantages():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(group_ids=torch.tensor([0, 0, 0])), "group_ids"),
-        (dict(step_anchors=[["a"]]), "step_anchors"),
-        (dict(step_anchors=["ab", ["a"]]), r"step_anchors\[0\]"),
-        (dict(step_anchors=[[["unhashable"]], ["a"]]), r"step_anchors\[0\]\[0\]"),
-        (dict(step_rewards=[[1.0]]), "step_rewards"),
-        (dict(step_rewards=[[1.0, 2.0], [0.0]]), r"step_rewards\[0\]"),
-        (dict(mode="median"), "mean_std"),
-        (dict(gamma=1.5), "gamma"),
-        (dict(gamma=-0.1), "gamma"),
-        (dict(similarity_threshold=0.0), "similarity_threshold"),
-        (dict(similarity_threshold=1.5), "similarity_threshold"),
-        (dict(rewards=torch.ones(2, 1)), "rewards"),
-        (dict(rewards=torch.tensor([1.0, float("nan")])), "rewards"),
-        (dict(group_ids=torch.tensor([0.0, 0.0])), "group_ids"),
+        ({"group_ids": torch.tensor([0, 0, 0])}, "group_ids"),
+        ({"step_anchors": [["a"]]}, "step_anchors"),
+        ({"step_anchors": ["ab", ["a"]]}, r"step_anchors\[0\]"),
+        ({"step_anchors": [[["unhashable"]], ["a"]]}, r"step_anchors\[0\]\[0\]"),
+        ({"step_rewards": [[1.0]]}, "step_rewards"),
+        ({"step_rewards": [[1.0, 2.0], [0.0]]}, r"step_rewards\[0\]"),
+        ({"mode": "median"}, "mean_std"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"gamma": -0.1}, "gamma"),
+        ({"similarity_threshold": 0.0}, "similarity_threshold"),
+        ({"similarity_threshold": 1.5}, "similarity_threshold"),
+        ({"rewards": torch.ones(2, 1)}, "rewards"),
+        ({"rewards": torch.tensor([1.0, float("nan")])}, "rewards"),
+        ({"group_ids": torch.tensor([0.0, 0.0])}, "group_ids"),
     ],
 )
 def test_bad_inputs_raise(kwargs, match):
-    args = dict(
-        rewards=torch.tensor([1.0, 0.0]),
-        group_ids=torch.tensor([0, 0]),
-        step_anchors=[["a"], ["a"]],
-    )
+    args = {
+        "rewards": torch.tensor([1.0, 0.0]),
+        "group_ids": torch.tensor([0, 0]),
+        "step_anchors": [["a"], ["a"]],
+    }
     args.update(kwargs)
     rewards = args.pop("rewards")
     group_ids = args.pop("group_ids")

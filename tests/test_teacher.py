@@ -58,7 +58,7 @@ def test_builder_marks_rows_without_ground_truth_and_reuses_the_student_prompt()
 
 
 def test_truncation_keeps_ground_truth_and_generation_prompt_and_fits():
-    tokenizer, tokenize, builder = _builder(max_length=60)
+    tokenizer, _tokenize, builder = _builder(max_length=60)
     question = " ".join(f"apple{i}" for i in range(80)) + " How many apples?"
     result = builder([[{"role": "user", "content": question}]], ["80"])
     ids = result.input_ids[0]
@@ -88,7 +88,7 @@ def test_tool_calls_are_written_as_the_chat_template_writes_them():
 
 
 def test_builder_renders_each_rows_tools_into_the_teacher_prompt():
-    tokenizer, tokenize, builder = _builder()
+    tokenizer, _tokenize, builder = _builder()
     tools = [
         {
             "type": "function",

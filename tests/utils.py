@@ -22,22 +22,22 @@ TINY = "data/tiny-qwen3"
 
 
 def tiny_args(tmp_path, cls=GEARConfig, **overrides):
-    base = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=16,
-        max_steps=2,
-        learning_rate=1e-3,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to="none",
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
-        beta=0.0,
-    )
+    base = {
+        "output_dir": str(tmp_path / "out"),
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 16,
+        "max_steps": 2,
+        "learning_rate": 1e-3,
+        "use_cpu": True,
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "report_to": "none",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "seed": 0,
+        "beta": 0.0,
+    }
     base.update(overrides)
     return cls(**base)
 

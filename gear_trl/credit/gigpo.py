@@ -341,7 +341,7 @@ def _validate(
     for i, anchors in enumerate(step_anchors):
         # A bare string would silently become one step per character.
         if isinstance(anchors, (str, bytes)) or not isinstance(anchors, Sequence):
-            raise ValueError(f"step_anchors[{i}] must be a list of anchors, got {type(anchors).__name__}")
+            raise ValueError(f"step_anchors[{i}] must be a list of anchors, got {type(anchors).__name__}")  # noqa: TRY004 -- tests expect ValueError
     if step_rewards is not None:
         if len(step_rewards) != n:
             raise ValueError(f"step_rewards must have N = {n} per-rollout lists, got {len(step_rewards)}")

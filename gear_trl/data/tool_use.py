@@ -37,7 +37,7 @@ class ToolUseAdapter:
         tools = row["tools"]
         parsed = json.loads(tools) if isinstance(tools, str) else tools
         if not isinstance(parsed, list):
-            raise ValueError(f"Row {row.get('id', '?')}: `tools` must be a JSON list of tool schemas.")
+            raise TypeError(f"Row {row.get('id', '?')}: `tools` must be a JSON list of tool schemas.")
         example = {
             "prompt": messages,
             "tools": tools if isinstance(tools, str) else json.dumps(tools),

@@ -12,12 +12,12 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from trl import GRPOTrainer  # noqa: E402
+from trl import GRPOTrainer
 
-from gear_trl.envs import BFCLEnvironment  # noqa: E402
-from gear_trl.rewards import get_reward_funcs  # noqa: E402
-from gear_trl.train import load_splits, parse_args  # noqa: E402
-from tests.scripted import ScriptedTrainer, call_text  # noqa: E402
+from gear_trl.envs import BFCLEnvironment
+from gear_trl.rewards import get_reward_funcs
+from gear_trl.train import load_splits, parse_args
+from tests.scripted import ScriptedTrainer, call_text
 
 ROUNDS = {0: 3, 1: 1}
 
