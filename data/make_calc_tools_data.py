@@ -50,6 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
+from data.make_arith_data import expression, partial_results  # the arithmetic task's problems, written as text
 from gear_trl.envs.base import tool_names
 from gear_trl.envs.calculator import Calculator
 from gear_trl.teacher import teacher_prompt, tool_calls_text
@@ -93,22 +94,6 @@ def sample_problem(rng: random.Random, n_ops_weights: list[float]) -> Problem:
         operators = tuple(rng.choice("+-") for _ in range(n_ops))
         if all(0 <= value <= MAX_RESULT for value in partial_results(operands, operators)):
             return operands, operators
-
-
-def partial_results(operands: tuple[int, ...], operators: tuple[str, ...]) -> list[int]:
-    """Left-to-right results after each operation; the last one is the answer."""
-    value, results = operands[0], []
-    for operator, operand in zip(operators, operands[1:], strict=True):
-        value = value + operand if operator == "+" else value - operand
-        results.append(value)
-    return results
-
-
-def expression(operands: tuple[int, ...], operators: tuple[str, ...]) -> str:
-    parts = [str(operands[0])]
-    for operator, operand in zip(operators, operands[1:], strict=True):
-        parts += [operator, str(operand)]
-    return " ".join(parts)
 
 
 def reference_calls(operands: tuple[int, ...], operators: tuple[str, ...]) -> list[dict]:
