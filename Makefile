@@ -1,4 +1,4 @@
-# Fresh machine: `make demo` installs and trains GEAR on the tiny offline model; `make test` installs and runs the tests.
+# Fresh machine: `make demo` installs and trains GEAR on the tiny offline warm-started model; `make test` installs and runs the tests.
 PYTHON ?= python3
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
@@ -12,8 +12,14 @@ install:
 	$(PYTHON) -m pip install --quiet "torch==$(TORCH_VERSION)"
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 
+# GEAR from the warm-started tiny model (data/tiny-qwen3-arith), then greedy accuracy of the result on the 128
+# problems it trained on and on the held-out test split (the start scores 0.25 on both).
 demo: install
-	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_math.yaml --output_dir outputs/demo
+	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_arith.yaml --output_dir outputs/demo
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split train --limit 128 \
+		--max-new-tokens 48 --no-progress --output outputs/demo/eval_trained_on.json
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split test \
+		--max-new-tokens 48 --no-progress --output outputs/demo/eval_test.json
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
-"""A 20-step GEAR run of the demo recipe (recipes/tiny/config_math.yaml: the shipped tiny model on data/).
+"""A 20-step GEAR run of the test recipe (recipes/tiny/config_math.yaml: the random tiny model on data/math). The
+demo's recipe (recipes/tiny/config_arith.yaml, the warm-started model) runs in tests/test_learning_bench.py.
 
-The shipped tiny model has random weights and never earns the accuracy reward, so every advantage would be 0 and
+The random tiny model and never earns the accuracy reward, so every advantage would be 0 and
 every weight 1; a reward it does vary on (the share of digits it writes) is added, as in the trainer tests, so the
 run shows credit assignment at work: onsets found and weights that are not all 1.
 """
