@@ -30,8 +30,9 @@ class GEARScriptArguments(ScriptArguments):
         default="auto",
         metadata={
             "help": "Dataset adapter mapping rows to `prompt` + ground truth: `auto` (by columns), `gsm8k` "
-            "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `tool_use` (prompt, tools, "
-            "ground_truth: BFCL-style rows), `generic` (prompt, ground_truth)."
+            "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `aime` (problem, answer: "
+            "the answer itself), `tool_use` (prompt, tools, ground_truth: BFCL-style rows), `generic` (prompt, "
+            "ground_truth)."
         },
     )
     reward_funcs: list[str] = field(

@@ -123,3 +123,19 @@ def test_generator_reproduces_committed_files(tmp_path):
         for split in ("train", "test"):
             written = (tmp_path / directory / f"{split}.jsonl").read_text()
             assert written == (MATH_DIR / directory / f"{split}.jsonl").read_text(), f"{directory}/{split} differs"
+
+
+def test_aime_rows_use_their_answer_column_even_with_a_solution():
+    # AIME sets (e.g. HuggingFaceH4/aime_2024) carry problem, solution and answer; the answer is the ground truth,
+    # whatever the solution's last box says, and integer answers become strings.
+    rows = [
+        {"problem": "Find the remainder.", "solution": "So it is \\boxed{7}, hmm, \\boxed{207}.", "answer": "207"},
+        {"problem": "Find n.", "solution": "n = 33", "answer": 33},
+    ]
+    assert detect_adapter(list(rows[0])).name == "aime"
+    prepared = prepare_dataset(Dataset.from_list(rows[:1]))
+    assert prepared[0]["ground_truth"] == "207"
+    assert prepared[0]["prompt"][0]["content"] == MATH_PROMPT_TEMPLATE.format(question="Find the remainder.")
+    assert get_adapter("aime")(rows[1])["ground_truth"] == "33"
+    # MATH rows have no answer column and keep the math adapter.
+    assert detect_adapter(["problem", "level", "type", "solution"]).name == "math"

@@ -16,13 +16,14 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from .math import GENERIC, GSM8K, MATH, MATH_PROMPT_TEMPLATE, MathAdapter
+from .math import AIME, GENERIC, GSM8K, MATH, MATH_PROMPT_TEMPLATE, MathAdapter
 from .tool_use import TOOL_USE, ToolUseAdapter
 
 Adapter = MathAdapter | ToolUseAdapter
 
-# Tool-use rows also have `prompt` and `ground_truth`, so `auto` must try the tool-use adapter before `generic`.
-DATASET_ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (GSM8K, MATH, TOOL_USE, GENERIC)}
+# Tool-use rows also have `prompt` and `ground_truth`, so `auto` must try the tool-use adapter before `generic`;
+# AIME sets often carry a `solution` column too, so `aime` (its clean `answer`) comes before `math`.
+DATASET_ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (GSM8K, AIME, MATH, TOOL_USE, GENERIC)}
 """Adapters by name, in the order `adapter="auto"` tries them."""
 
 

@@ -126,4 +126,6 @@ class MathAdapter:
 
 GSM8K = MathAdapter("gsm8k", "question", "answer", gsm8k_ground_truth)
 MATH = MathAdapter("math", "problem", "solution", math_ground_truth)
+AIME = MathAdapter("aime", "problem", "answer", generic_ground_truth)
+"""AIME-style sets (e.g. HuggingFaceH4/aime_2024, split `train`): the `answer` column is the final answer itself."""
 GENERIC = MathAdapter("generic", "prompt", "ground_truth", generic_ground_truth)
