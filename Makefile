@@ -14,6 +14,9 @@ install:
 
 # GEAR from the warm-started tiny model (data/tiny-qwen3-arith), then greedy accuracy of the result on the 128
 # problems it trained on and on the held-out test split (the start scores 0.25 on both).
+# One torch thread: for a model this small a second thread gains little, and on a busy machine it makes every op
+# wait at an OpenMP barrier (a step took 11 s instead of 2 s beside another job).
+demo: export OMP_NUM_THREADS = 1
 demo: install
 	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_arith.yaml --output_dir outputs/demo
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split train --limit 128 \
