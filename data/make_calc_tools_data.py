@@ -53,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
 from data.make_arith_data import expression, partial_results  # the arithmetic task's problems, written as text
 from gear_trl.envs.base import tool_names
 from gear_trl.envs.calculator import Calculator
-from gear_trl.teacher import teacher_prompt, tool_calls_text
+from gear_trl.teacher import teacher_prompt, tool_calls_text, training_chat_template
 
 QUESTION_TEMPLATES = [
     "Compute {expr} with the calculator tools.",
@@ -157,14 +157,6 @@ def sft_row(row: dict, teacher_style: bool, render_calls) -> dict:
     return {"messages": [*messages, *conversation(calls)], "tools": row["tools"]}
 
 
-def trainer_chat_template(tokenizer) -> str | None:
-    """The chat template GRPOTrainer renders tool conversations with: TRL's prefix-preserving training template when
-    the tokenizer's own is not prefix-preserving (Qwen3's is not), else the tokenizer's (None)."""
-    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
-
-    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
-
-
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
@@ -198,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
-    chat_template = trainer_chat_template(tokenizer)
+    chat_template = training_chat_template(tokenizer)
 
     def render_calls(calls: list[dict]) -> str:  # what GEARTrainer._render_ground_truth writes for the teacher
         return tool_calls_text(tokenizer, calls, chat_template)

@@ -21,8 +21,8 @@ At the end the script samples completions for the test split the way the RL trai
 `--task calc_tools` warm-starts on the multi-turn calculator task instead (`data/calc_tools/`, made by
 `data/make_calc_tools_data.py`): SFT on `data/calc_tools/sft.jsonl` (conversations with tool calls and tool results,
 the loss on the assistant turns only), 768-token sequences, saved to `data/tiny-qwen3-calc/`. Its evaluation runs
-multi-turn rollouts on the test split the way GRPOTrainer's tool loop does (`gear_trl.tool_eval.tool_rollouts`: the
-model's calls executed in `gear_trl.envs.Calculator`, the results fed back) and scores them with
+multi-turn rollouts on the test split through GRPOTrainer's own tool loop (`gear_trl.evaluate.evaluate_multi_turn`:
+the model's calls executed in `gear_trl.envs.Calculator`, the results fed back) and scores them with
 `gear_trl.rewards.calculator.calculator_answer_reward`; the teacher prompt carries the reference calls with the
 task's teacher template. The other defaults (model size, steps, learning rate) are the arithmetic task's.
 `--no-eval` skips the final evaluation.
@@ -199,50 +199,49 @@ def calc_teacher_template() -> str:
     return module.TEACHER_TEMPLATE
 
 
-def calc_prompt(row: dict[str, Any], tokenizer, teacher: bool = False) -> list[dict[str, str]]:
-    """The conversational prompt the RL trainer builds for a calculator row (the `tool_use` adapter); with `teacher`,
-    the teacher prompt: the reference calls as the chat template writes them, appended with the task's template."""
+def calc_rows(rows: list[dict[str, Any]], tokenizer, teacher: bool = False) -> list[dict[str, Any]]:
+    """Calculator rows as the RL trainer prepares them (the `tool_use` adapter); with `teacher`, each prompt is the
+    teacher prompt: the reference calls as the trainer's chat template writes them, appended with the task's
+    template (as in the teacher-style SFT rows)."""
     from gear_trl.data.tool_use import TOOL_USE
-    from gear_trl.teacher import tool_calls_text
-    from gear_trl.tool_eval import trainer_chat_template
+    from gear_trl.teacher import tool_calls_text, training_chat_template
 
-    messages = TOOL_USE(row)["prompt"]
+    prepared = [TOOL_USE(row) for row in rows]
     if teacher:
-        calls = tool_calls_text(tokenizer, json.loads(row["ground_truth"]), trainer_chat_template(tokenizer))
-        messages = teacher_prompt(messages, calls, calc_teacher_template())
-    return messages
+        template = training_chat_template(tokenizer)
+        for row in prepared:
+            calls = tool_calls_text(tokenizer, json.loads(row["ground_truth"]), template)
+            row["prompt"] = teacher_prompt(row["prompt"], calls, calc_teacher_template())
+    return prepared
 
 
 def evaluate_calc(
     model, tokenizer, rows, *, do_sample: bool, teacher: bool = False, max_new_tokens: int = 256, seed: int = 0
 ) -> dict[str, Any]:
-    """Accuracy (mean `calculator_answer_reward`) of multi-turn rollouts on `rows`, the fraction of rollouts whose
-    last message has a `\\boxed{}`, and the mean number of tool calls per rollout."""
-    from gear_trl.envs import Calculator
+    """Accuracy (mean `calculator_answer_reward`) of multi-turn rollouts on `rows` (TRL's tool loop, through
+    `gear_trl.evaluate.evaluate_multi_turn`), the fraction of rollouts whose last message has a `\\boxed{}`, and
+    the mean number of tool calls per rollout."""
+    from gear_trl.evaluate import evaluate_multi_turn
     from gear_trl.rewards.calculator import calculator_answer_reward, final_text
-    from gear_trl.tool_eval import score_rollouts, tool_rollouts
 
-    environments = []
-    for row in rows:
-        environments.append(Calculator())
-        environments[-1].reset(**row)
-    completions = tool_rollouts(
+    report = evaluate_multi_turn(
         model,
         tokenizer,
-        [calc_prompt(row, tokenizer, teacher=teacher) for row in rows],
-        [json.loads(row["tools"]) for row in rows],
-        environments,
-        do_sample=do_sample,
-        max_completion_length=max_new_tokens,
+        calc_rows(rows, tokenizer, teacher=teacher),
+        [calculator_answer_reward],
+        "calculator",
+        batch_size=32,
+        max_new_tokens=max_new_tokens,
         max_tool_calling_iterations=MAX_TOOL_CALLING_ITERATIONS,
+        temperature=1.0 if do_sample else 0.0,
         seed=seed,
+        progress=False,
     )
-    rewards = score_rollouts(calculator_answer_reward, completions, environments, rows)
-    calls = [sum(m["role"] == "tool" for m in completion) for completion in completions]
+    completions = [sample["completion"] for sample in report["per_sample"]]
     return {
-        "accuracy": sum(rewards) / len(rewards),
+        "accuracy": report["accuracy"],
         "boxed": sum(bool(boxed_spans(final_text(c))) for c in completions) / len(completions),
-        "tool_calls": sum(calls) / len(calls),
+        "tool_calls": report["tool_calls"],
         "completions": completions,
     }
 
@@ -272,6 +271,22 @@ class EvalCallback(TrainerCallback):
                                     max_new_tokens=self.max_new_tokens)  # fmt: skip
             print(f"[eval] step {state.global_step}: greedy {greedy['accuracy']:.3f}, sampled {sampled['accuracy']:.3f}",
                   flush=True)  # fmt: skip
+
+
+class StopAndSnapshotCallback(TrainerCallback):
+    """Stops training after `stop_at` steps (the learning-rate schedule stays that of `max_steps`), and saves the
+    model's weights every `every` steps to `snapshot_dir/step-N` (for choosing where to stop: the calculator task
+    goes from 0 to nearly 1 accuracy within ~100 steps). Neither touches the random state, so a run stopped at step N
+    reproduces the snapshot at step N of a longer run."""
+
+    def __init__(self, stop_at: int | None, every: int = 0, snapshot_dir: Path | None = None):
+        self.stop_at, self.every, self.snapshot_dir = stop_at, every, snapshot_dir
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.every and self.snapshot_dir is not None and state.global_step % self.every == 0:
+            model.save_pretrained(self.snapshot_dir / f"step-{state.global_step}")
+        if self.stop_at is not None and state.global_step >= self.stop_at:
+            control.should_training_stop = True
 
 
 class ProgressCallback(TrainerCallback):
@@ -320,6 +335,10 @@ def main(argv: list[str] | None = None) -> None:
         "for about 350 steps; 0.06 gets off it in under 100.",
     )
     parser.add_argument("--max-steps", type=int, default=550)
+    parser.add_argument("--stop-at-step", type=int,
+                        help="Stop after this many steps, keeping the learning-rate schedule of --max-steps.")  # fmt: skip
+    parser.add_argument("--snapshot-every", type=int, default=0,
+                        help="Save the weights every N steps to <output-dir>-snapshots/step-N (calibration).")  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--warmup-steps", type=int, default=50)
@@ -385,6 +404,9 @@ def main(argv: list[str] | None = None) -> None:
             disable_tqdm=True,
         )
         callbacks = [ProgressCallback()]
+        if args.stop_at_step is not None or args.snapshot_every:
+            snapshot_dir = args.output_dir.with_name(args.output_dir.name + "-snapshots")
+            callbacks.append(StopAndSnapshotCallback(args.stop_at_step, args.snapshot_every, snapshot_dir))
         if args.eval_every:
             evaluate_fn = evaluate_calc if is_calc else None
             callbacks.append(
@@ -396,8 +418,9 @@ def main(argv: list[str] | None = None) -> None:
         trainer.train()
         train_time = time.time() - start
     model = trainer.model.to(torch.float32)
-    epochs = args.max_steps * args.batch_size / len(sft)
-    print(f"training: {args.max_steps} steps ({epochs:.1f} epochs) in {train_time:.0f}s", flush=True)
+    steps = trainer.state.global_step
+    epochs = steps * args.batch_size / len(sft)
+    print(f"training: {steps} of {args.max_steps} steps ({epochs:.1f} epochs) in {train_time:.0f}s", flush=True)
 
     if not args.no_eval:
         start = time.time()

@@ -11,12 +11,16 @@ named in that file, is loaded and the adapter merged). Rows are mapped through `
 every `dataset_format` a recipe accepts works here; prompts are rendered with the chat template (generation prompt
 added, each tool-use row with its own `tools`) and generated in left-padded batches. The reward is the task's own
 (`accuracy`, math-verify equivalence with the ground truth; `tool_call_accuracy` for tool-use data) unless
-`--reward` names others. Multi-turn tool-use rows need their tools executed over several turns, which this script
-does not do: they are skipped and counted (`skipped_multi_turn`); single-turn rows are scored with
-`tool_call_accuracy`.
+`--reward` names others. Multi-turn tool-use rows need their tools executed over several turns: with `--environment`
+(as a recipe's `environment`) every row is rolled out through TRL's own tool loop (`evaluate_multi_turn`) and scored
+with that environment's reward (`calculator_answer`, `multi_turn_state`); without it they are skipped and counted
+(`skipped_multi_turn`) and single-turn rows are scored with `tool_call_accuracy`.
 
-`evaluate(model, tokenizer, dataset, reward_funcs, ...)` is the same evaluation as a function, for benchmarks that
-hold a model in memory.
+    python -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --dataset_format tool_use \
+        --environment calculator --max-tool-calling-iterations 4
+
+`evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
+evaluations as functions, for benchmarks that hold a model in memory.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from collections.abc import Callable, Sequence
 ADAPTER_CONFIG = "adapter_config.json"
 TASK_REWARDS = {"tool_use": "tool_call_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
-EXECUTING_REWARDS = ("multi_turn_state", "multi_turn_execution")
+ENVIRONMENT_REWARDS = {"bfcl": "multi_turn_state", "calculator": "calculator_answer"}
+"""The task reward of multi-turn rollouts in each environment (`--environment`)."""
+EXECUTING_REWARDS = ("multi_turn_state", "multi_turn_execution", "calculator_answer")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -346,6 +352,191 @@ def evaluate(
     return result
 
 
+def _quiet_logs(trainer, progress: bool) -> None:
+    """Keep a trainer's evaluation progress bar (when `progress`) but not its printed metrics dict."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class BarOnly(ProgressCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            pass
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    if progress:
+        trainer.add_callback(BarOnly())
+
+
+def evaluate_multi_turn(
+    model,
+    tokenizer,
+    dataset,
+    reward_funcs: Sequence[Callable],
+    environment: str,
+    *,
+    batch_size: int = 16,
+    max_new_tokens: int = 256,
+    max_tool_calling_iterations: int | None = None,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    num_samples: int = 1,
+    chat_template_kwargs: dict | None = None,
+    ground_truth_column: str = "ground_truth",
+    seed: int = 0,
+    progress: bool = True,
+    reward_names: Sequence[str] | None = None,
+) -> dict:
+    """Multi-turn tool rollouts of every row, the tools executed in `environment`, scored with the rewards.
+
+    The rollouts are TRL's own: a `GEARTrainer` (credit `none`) is built around the model with the rows as its
+    evaluation set and `trainer.evaluate()` runs GRPOTrainer's generation and tool loop (the training chat template,
+    tool results fed back, `max_tool_calling_iterations` rounds, completions capped at `max_new_tokens` tokens).
+    Wrapped reward functions record each completion's rewards as the trainer scores them, so a score here is what
+    the RL trainer's reward sees. Greedy decoding (temperature 0) passes `do_sample=False` to generation.
+
+    Args: as `evaluate`, plus `environment`, a registered environment name (`gear_trl.envs`), and
+    `max_tool_calling_iterations` (None: TRL's default, unlimited).
+
+    Returns:
+        The same report as `evaluate` (`skipped_multi_turn` is 0; each `per_sample` `completion` is the rollout's
+        messages, tool calls and tool results included; `finished` whether its last turn ended with an
+        end-of-sequence token) plus `tool_calls`, the mean number of tool results per rollout.
+    """
+    import tempfile
+
+    import torch
+    from datasets import Dataset
+
+    from .config import GEARConfig
+    from .envs import get_environment_factory
+    from .trainer import GEARTrainer
+
+    if temperature < 0:
+        raise ValueError(f"`temperature` must be >= 0, got {temperature}.")
+    if num_samples < 1 or batch_size < 1:
+        raise ValueError("`num_samples` and `batch_size` must be at least 1.")
+    if temperature == 0 and num_samples > 1:
+        raise ValueError(
+            "Greedy decoding (temperature 0) gives one completion per prompt; set a temperature > 0 "
+            "to draw several samples."
+        )
+    rows = [dict(row) for row in dataset]
+    if not rows:
+        raise ValueError("The evaluation split is empty.")
+    names = list(reward_names or [getattr(func, "__name__", f"reward_{i}") for i, func in enumerate(reward_funcs)])
+    if len(names) != len(reward_funcs):
+        raise ValueError(f"{len(names)} reward names for {len(reward_funcs)} reward functions.")
+    index_column = "_eval_index"
+    data = Dataset.from_list([{**row, index_column: i} for i, row in enumerate(rows)])
+    stop = set(_stop_ids(model, tokenizer))
+
+    calls: list[list[tuple[list[int], list, list, list]]] = [[] for _ in reward_funcs]
+
+    def recording(k: int, func: Callable) -> Callable:
+        def reward(prompts, completions, completion_ids, **kwargs):
+            values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **kwargs)
+            calls[k].append((list(kwargs[index_column]), list(completions), list(completion_ids), list(values)))
+            return values
+
+        reward.__name__ = names[k]
+        return reward
+
+    device = next(model.parameters()).device
+    sampling = temperature > 0
+    was_training = model.training
+    with tempfile.TemporaryDirectory() as scratch:
+        config = GEARConfig(
+            output_dir=scratch,
+            credit="none",
+            use_cpu=device.type == "cpu",
+            bf16=False,
+            per_device_train_batch_size=2,
+            num_generations=2,
+            num_generations_eval=num_samples,
+            per_device_eval_batch_size=batch_size * num_samples,
+            max_completion_length=max_new_tokens,
+            max_tool_calling_iterations=max_tool_calling_iterations,
+            temperature=temperature if sampling else 1.0,
+            top_p=top_p,
+            top_k=top_k,
+            generation_kwargs=None if sampling else {"do_sample": False},
+            chat_template_kwargs=chat_template_kwargs,
+            ground_truth_column=ground_truth_column,
+            beta=0.0,
+            seed=seed,
+            report_to="none",
+            logging_strategy="no",
+            save_strategy="no",
+            disable_tqdm=not progress,
+            log_completions=False,
+            dataloader_num_workers=0,
+        )
+        trainer = GEARTrainer(
+            model=model,
+            reward_funcs=[recording(k, func) for k, func in enumerate(reward_funcs)],
+            args=config,
+            train_dataset=data,
+            eval_dataset=data,
+            processing_class=tokenizer,
+            environment_factory=get_environment_factory(environment),
+        )
+        _quiet_logs(trainer, progress)
+        try:
+            with torch.no_grad():
+                trainer.evaluate()
+        finally:
+            model.train(was_training)
+
+    per_sample, best, seen = [], {}, {}
+    for batch in zip(*calls, strict=True):
+        indices, completions, completion_ids, _ = batch[0]
+        columns = [[None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in call[3]]
+                   for call in batch]  # fmt: skip
+        for position, i in enumerate(indices):
+            values = [column[position] for column in columns]
+            applicable = [v for v in values if v is not None]
+            ids = completion_ids[position]
+            j = seen[i] = seen.get(i, -1) + 1
+            per_sample.append(
+                {
+                    "index": i,
+                    "sample": j,
+                    "prompt": rows[i]["prompt"],
+                    "completion": completions[position],
+                    "ground_truth": rows[i].get(ground_truth_column),
+                    "reward": sum(applicable) if applicable else None,
+                    "rewards": dict(zip(names, values, strict=True)),
+                    "finished": bool(ids) and ids[-1] in stop,
+                }
+            )
+            if values and values[0] is not None:
+                best[i] = max(best.get(i, -math.inf), values[0])
+    per_sample.sort(key=lambda s: (s["index"], s["sample"]))
+
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    def tool_results(completion) -> int:
+        return sum(isinstance(m, dict) and m.get("role") == "tool" for m in completion) if isinstance(
+            completion, list) else 0  # fmt: skip
+
+    result = {
+        "n": len(rows),
+        "num_samples": num_samples,
+        "accuracy": mean(s["rewards"][names[0]] for s in per_sample),
+        "mean_reward": mean(s["reward"] for s in per_sample),
+        "rewards": {name: mean(s["rewards"][name] for s in per_sample) for name in names},
+        "finished_frac": mean(float(s["finished"]) for s in per_sample),
+        "tool_calls": mean(tool_results(s["completion"]) for s in per_sample),
+        "skipped_multi_turn": 0,
+        "per_sample": per_sample,
+    }
+    if num_samples > 1:
+        result["pass_at_k"] = mean(best.values())
+    return result
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------------------------------
@@ -383,6 +574,19 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         help="Reward function(s) by registered name; the first gives `accuracy`. Default: the task's own "
         "(accuracy; tool_call_accuracy for tool_use data).",
+    )
+    add(
+        "--environment",
+        default=None,
+        help="Tool environment (as a recipe's `environment`, e.g. calculator, bfcl): roll out multi-turn rows with "
+        "their tools executed. Default reward: the environment's.",
+    )
+    add(
+        "--max-tool-calling-iterations",
+        "--max_tool_calling_iterations",
+        type=int,
+        default=None,
+        help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited).",
     )
     add("--batch-size", "--batch_size", type=int, default=16, help="Prompts per generate call.")
     add("--max-new-tokens", "--max_new_tokens", type=int, default=256)
@@ -430,10 +634,17 @@ def main(argv: list[str] | None = None) -> dict:
     from .rewards import get_reward_funcs
 
     reward_names = args.reward
-    if reward_names and any(name in EXECUTING_REWARDS for name in reward_names):
+    if args.environment is not None:
+        from .envs import get_environment_factory
+
+        get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
+        if not reward_names and args.environment not in ENVIRONMENT_REWARDS:
+            raise ValueError(f"Name the reward of environment {args.environment!r} with --reward.")
+        reward_names = reward_names or [ENVIRONMENT_REWARDS[args.environment]]
+    elif reward_names and any(name in EXECUTING_REWARDS for name in reward_names):
         raise ValueError(
-            f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; this "
-            "evaluation generates single turns without tools. Use tool_call_accuracy."
+            f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; pass --environment "
+            "to run them, or score single turns with tool_call_accuracy."
         )
     dataset, adapter = load_eval_split(
         args.dataset,
@@ -451,11 +662,15 @@ def main(argv: list[str] | None = None) -> dict:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer = load_model(args.model, dtype=args.dtype, device=device)
 
-    result = evaluate(
+    multi_turn = {}
+    if args.environment is not None:
+        multi_turn = {"environment": args.environment, "max_tool_calling_iterations": args.max_tool_calling_iterations}
+    result = (evaluate_multi_turn if multi_turn else evaluate)(
         model,
         tokenizer,
         dataset,
         reward_funcs,
+        **multi_turn,
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,

@@ -132,6 +132,15 @@ class TeacherPromptBuilder:
         return row_ids, True
 
 
+def training_chat_template(tokenizer) -> str | None:
+    """The chat template GRPOTrainer renders tool conversations with (`trainer.chat_template` when it has tools):
+    TRL's prefix-preserving training template when the tokenizer's own is not prefix-preserving (Qwen3's is not),
+    else None (the tokenizer's own). For writing reference calls outside a trainer (SFT data, evaluation)."""
+    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+
+    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
+
+
 def tool_calls_text(processing_class, calls: list[dict], chat_template: str | None = None) -> str:
     """Reference tool calls written exactly as the chat template writes an assistant's tool calls.
 

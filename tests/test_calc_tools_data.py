@@ -20,8 +20,7 @@ from gear_trl.data import prepare_dataset
 from gear_trl.envs import Calculator, get_environment_factory
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer
-from gear_trl.teacher import teacher_prompt, tool_calls_text
-from gear_trl.tool_eval import tool_rollouts, trainer_chat_template
+from gear_trl.teacher import teacher_prompt, tool_calls_text, training_chat_template
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "data" / "calc_tools"
@@ -219,7 +218,7 @@ def test_generation_is_deterministic_and_the_test_split_does_not_depend_on_sizes
 def test_sft_rows_are_tool_conversations_some_with_the_teacher_prompt(sft, tokenizer, task):
     teacher_rows = [row for row in sft if "Reference tool calls" in row["messages"][0]["content"]]
     assert 0.25 <= len(teacher_rows) / len(sft) <= 0.35
-    template = trainer_chat_template(tokenizer)
+    template = training_chat_template(tokenizer)
     prompts = {row["prompt"][0]["content"]: row for row in task["train"]}
     checked = 0
     for row in sft[:200]:
@@ -297,61 +296,6 @@ def test_sft_row_renders_tool_calls_and_masks_only_assistant_turns(sft, tokenize
     tool_call, tool_response = tokenizer.convert_tokens_to_ids(["<tool_call>", "<tool_response>"])
     assert sum(m for t, m in zip(ids, mask, strict=True) if t == tool_call) == 2
     assert ids.count(tool_response) == 2 and not any(m for t, m in zip(ids, mask, strict=True) if t == tool_response)
-
-
-# --- tool rollouts outside the trainer -----------------------------------------------------------------------------
-
-
-class ScriptedModel(torch.nn.Module):
-    """A stand-in for a causal LM's `generate`: for each sequence, the scripted turn of its problem (found by its
-    expression) for the number of tool responses the sequence already holds."""
-
-    def __init__(self, tokenizer, turns_by_prompt: dict[int, list[str]]):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.zeros(1))
-        self.tokenizer, self.turns = tokenizer, turns_by_prompt
-        self.response_id = tokenizer.convert_tokens_to_ids("<tool_response>")
-
-    def generate(self, input_ids, attention_mask, generation_config):
-        rows = []
-        for ids in input_ids.tolist():
-            key = next(k for k in self.turns if k in self.tokenizer.decode(ids))
-            text = self.turns[key][ids.count(self.response_id)]
-            rows.append(ids + self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        width = max(map(len, rows))
-        return torch.tensor([row + [self.tokenizer.pad_token_id] * (width - len(row)) for row in rows])
-
-
-def test_tool_rollouts_run_the_calls_like_the_trainer_and_score_the_reference(task, tokenizer):
-    rows = [r for r in task["test"].select(range(12))]
-    turns = {}
-    for row in rows:
-        key = EXPRESSION.search(row["prompt"][0]["content"]).group()
-        texts = [
-            "<think>\n\n</think>\n\n<tool_call>\n" + json.dumps(call) + "\n</tool_call><|im_end|>"
-            for call in calls_of(row)
-        ]
-        turns[key] = [*texts, f"<think>\n\n</think>\n\nThe answer is \\boxed{{{row['answer']}}}.<|im_end|>"]
-    environments = [Calculator() for _ in rows]
-    for env, row in zip(environments, rows, strict=True):
-        env.reset(**row)
-    completions = tool_rollouts(
-        ScriptedModel(tokenizer, turns),
-        tokenizer,
-        [row["prompt"] for row in rows],
-        [json.loads(row["tools"]) for row in rows],
-        environments,
-        do_sample=False,
-        max_completion_length=256,
-        batch_size=5,
-    )
-    for completion, row, env in zip(completions, rows, environments, strict=True):
-        assert [m["role"] for m in completion] == ["assistant", "tool"] * len(calls_of(row)) + ["assistant"]
-        assert [m["tool_calls"][0]["function"] for m in completion[:-1:2]] == calls_of(row)
-        assert env.last_result() == int(row["answer"])
-    truths = [row["ground_truth"] for row in rows]
-    assert calculator_answer_reward(completions, truths, environments=environments) == [1.0] * len(rows)
-    assert calculator_answer_reward(completions, truths) == [1.0] * len(rows)
 
 
 # --- the recipe's trainer, with scripted tool calls ----------------------------------------------------------------

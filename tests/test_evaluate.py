@@ -195,3 +195,67 @@ def test_cli_writes_the_json_report(tmp_path, capsys):
     assert set(report["per_sample"][0]) >= {"prompt", "completion", "ground_truth", "reward"}
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert "accuracy" in line and str(output) in line
+
+
+# --- multi-turn tool use: the tools executed through TRL's own tool loop ------------------------------------------
+
+CALC = "data/tiny-qwen3-calc"
+
+
+def _calculator_results(completion: list[dict]) -> list[tuple[int, int]]:
+    """(the result the calculator returned, the result of the call's own arguments) for every tool call."""
+    pairs = []
+    for call_message, tool_message in zip(completion[:-1:2], completion[1::2], strict=False):
+        (call,) = call_message["tool_calls"]
+        a, b = call["function"]["arguments"]["a"], call["function"]["arguments"]["b"]
+        expected = a + b if call["function"]["name"] == "add" else a - b
+        pairs.append((json.loads(tool_message["content"])["result"], expected))
+    return pairs
+
+
+def test_environment_rolls_out_multi_turn_rows_with_their_tools_executed(tmp_path):
+    from gear_trl.rewards.calculator import calculator_answer_reward
+
+    output = tmp_path / "calc.json"
+    argv = ["--model", CALC, "--dataset", "data/calc_tools", "--dataset_format", "tool_use", "--environment"]
+    argv += ["calculator", "--max-tool-calling-iterations", "4", "--limit", "12", "--batch-size", "5"]
+    report = main([*argv, "--output", str(output), "--no-progress"])
+    assert json.loads(output.read_text())["accuracy"] == report["accuracy"]
+    assert report["config"]["reward"] == ["calculator_answer"] and report["skipped_multi_turn"] == 0
+    samples = report["per_sample"]
+    assert report["n"] == 12 and [s["index"] for s in samples] == list(range(12))
+    dataset, _ = load_eval_split("data/calc_tools", "test", dataset_format="tool_use", limit=12)
+    assert [s["prompt"] for s in samples] == list(dataset["prompt"])  # each rollout is filed under its own row
+    assert [s["ground_truth"] for s in samples] == list(dataset["ground_truth"])
+    # The rewards the trainer's reward function saw are those of the recorded rollouts.
+    rescored = calculator_answer_reward([s["completion"] for s in samples], [s["ground_truth"] for s in samples])
+    assert rescored == [s["reward"] for s in samples]
+    # The calls really ran: every tool message holds what the calculator computes from that call's arguments.
+    pairs = [pair for s in samples for pair in _calculator_results(s["completion"])]
+    assert len(pairs) == round(report["tool_calls"] * 12) >= 12
+    assert all(returned == expected for returned, expected in pairs)
+    assert report["accuracy"] > 0 and report["finished_frac"] == 1.0
+
+
+def test_sampled_multi_turn_evaluation_draws_k_rollouts_per_row(tmp_path):
+    from gear_trl.evaluate import evaluate_multi_turn
+
+    model, tokenizer = load_model(CALC, dtype="float32")
+    dataset, _ = load_eval_split("data/calc_tools", "test", dataset_format="tool_use", limit=6)
+    reward = get_reward_funcs(["calculator_answer"])
+    report = evaluate_multi_turn(model, tokenizer, dataset, reward, "calculator", temperature=1.0, num_samples=3,
+                                 batch_size=4, max_tool_calling_iterations=4, progress=False)  # fmt: skip
+    samples = report["per_sample"]
+    assert [(s["index"], s["sample"]) for s in samples] == [(i, j) for i in range(6) for j in range(3)]
+    best = [max(s["reward"] for s in samples if s["index"] == i) for i in range(6)]
+    assert report["pass_at_k"] == pytest.approx(sum(best) / 6) and report["pass_at_k"] >= report["accuracy"]
+    with pytest.raises(ValueError, match="temperature"):
+        evaluate_multi_turn(model, tokenizer, dataset, reward, "calculator", temperature=0.0, num_samples=2)
+
+
+def test_executing_rewards_need_an_environment_and_the_environment_must_exist():
+    argv = ["--model", TINY, "--dataset", "data/calc_tools", "--dataset_format", "tool_use", "--limit", "1"]
+    with pytest.raises(ValueError, match="--environment"):
+        main([*argv, "--reward", "calculator_answer"])
+    with pytest.raises(ValueError, match="Unknown environment 'abacus'"):
+        main([*argv, "--environment", "abacus"])
