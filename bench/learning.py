@@ -55,15 +55,21 @@ TASKS = {
         "quick": {"seeds": [0], "max_steps": 12, "eval_limit": 48},
     },
     # The multi-turn calculator task (data/calc_tools): tool calls executed in gear_trl.envs.Calculator, GiGPO anchor
-    # states from its results. gear_trl.evaluate cannot run multi-turn tool rollouts, so there is no held-out
-    # evaluation ("eval": None): runs report the training reward only. The recipe's model, data/tiny-qwen3-calc, is
-    # made by `python data/make_warm_start.py --task calc_tools` (data/README.md).
+    # states from its results; held-out rollouts run through TRL's tool loop (`gear_trl.evaluate --environment`).
+    # The recipe's model, data/tiny-qwen3-calc, is made by `python data/make_warm_start.py --task calc_tools`.
     "tools": {
         "recipe": "recipes/tiny/config_calc_tools.yaml",
         "modes": ["none", "gear", "gigpo", "gear+gigpo"],
-        "eval": None,
+        "eval": {
+            "dataset": "data/calc_tools",
+            "split": "test",
+            "dataset_format": "tool_use",
+            "max_new_tokens": 256,
+            "environment": "calculator",
+            "max_tool_calling_iterations": 4,
+        },
         "full": {"seeds": [0, 1, 2], "max_steps": 60, "eval_limit": None},
-        "quick": {"seeds": [0], "max_steps": 8, "eval_limit": None},
+        "quick": {"seeds": [0], "max_steps": 8, "eval_limit": 32},
     },
 }
 
@@ -126,6 +132,9 @@ def evaluate_model(model_dir: str, spec: dict, *, temperature: float, num_sample
     ]  # fmt: skip
     if limit:
         argv += ["--limit", str(limit)]
+    if spec.get("environment"):  # multi-turn tool rollouts, tools executed
+        argv += ["--environment", spec["environment"]]
+        argv += ["--max-tool-calling-iterations", str(spec["max_tool_calling_iterations"])]
     report = evaluate_main(argv)
     return {key: report.get(key) for key in ("n", "num_samples", "accuracy", "mean_reward", "pass_at_k")}
 

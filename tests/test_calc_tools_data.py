@@ -252,22 +252,32 @@ def test_the_recipe_uses_the_task_environment_reward_and_teacher_template():
     assert recipe["credit"] == "gear+gigpo" and recipe["num_generations"] == 8
 
 
-def test_the_learning_benchmark_has_a_tools_task_without_held_out_evaluation():
+def test_the_learning_benchmark_scores_the_tools_task_with_multi_turn_rollouts(monkeypatch):
     spec = importlib.util.spec_from_file_location("gear_bench_learning_tools", REPO / "bench" / "learning.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     tools = bench.TASKS["tools"]
-    assert tools["recipe"] == str(RECIPE.relative_to(REPO)) and tools["eval"] is None
+    assert tools["recipe"] == str(RECIPE.relative_to(REPO))
     assert tools["modes"] == ["none", "gear", "gigpo", "gear+gigpo"]
-    runs = [
-        {"mode": mode, "seed": 0, "reward": [0.1, 0.3], "weight_std": [0.1, 0.1], "train_s": 1.0, "eval": None}
-        for mode in tools["modes"]
-    ]
-    summary = bench.summarize(runs, tools["modes"], window=1)
-    assert summary["gear"]["reward_last"]["mean"] == pytest.approx(0.3)
-    report = {"config": {"window": 1}, "start": None, "summary": summary}
-    table = bench.markdown_table(report)
-    assert "(start)" not in table and table.count("| n/a | n/a |") == len(tools["modes"])
+    recipe = yaml.safe_load(RECIPE.read_text())
+    assert tools["eval"]["dataset"] == recipe["dataset_name"] and tools["eval"]["split"] == "test"
+    assert tools["eval"]["environment"] == recipe["environment"]
+    assert tools["eval"]["max_tool_calling_iterations"] == recipe["max_tool_calling_iterations"]
+    assert tools["eval"]["max_new_tokens"] == recipe["max_completion_length"]
+    seen = []
+
+    def fake_main(argv):
+        seen.append(argv)
+        return {"n": 3, "accuracy": 0.5}
+
+    import gear_trl.evaluate
+
+    monkeypatch.setattr(gear_trl.evaluate, "main", fake_main)
+    bench.evaluate_model("m", tools["eval"], temperature=1.0, num_samples=2, limit=3, output="o.json")
+    (argv,) = seen
+    assert argv[argv.index("--environment") + 1] == "calculator"
+    assert argv[argv.index("--max-tool-calling-iterations") + 1] == "4"
+    assert argv[argv.index("--dataset-format") + 1] == "tool_use" and argv[argv.index("--limit") + 1] == "3"
 
 
 def test_sft_row_renders_tool_calls_and_masks_only_assistant_turns(sft, tokenizer):
