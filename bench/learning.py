@@ -297,6 +297,7 @@ def summarize(runs: list[dict], modes: list[str], window: int) -> dict:
             ("pass_at_k", [(r["eval"] or {}).get("pass_at_k") for r in mine]),
             ("train_greedy_accuracy", [(r["eval"] or {}).get("train_greedy_accuracy") for r in mine]),
             ("weight_std", [window_mean(r["weight_std"], 0) for r in mine]),
+            ("gigpo_step_adv_std", [window_mean(r.get("gigpo_step_adv_std") or [], 0) for r in mine]),
             ("train_s", [r["train_s"] for r in mine]),
         ):
             mean, std = mean_std(values)
@@ -392,25 +393,30 @@ def _num(value) -> str:
 
 
 def markdown_table(report: dict) -> str:
-    """The README table: one row per mode, mean ± sd over seeds."""
+    """The README table: one row per mode, mean ± sd over seeds. The last columns are the task's: accuracy on the
+    problems trained on and GEAR's weight spread (math); GEAR's weight spread and GiGPO's step-advantage spread
+    (tools, where every problem is trained on about once)."""
     window = report["config"]["window"]
     start = report["start"]["eval"] if report["start"] is not None else None
+    tools = report.get("task") == "tools"
+    extra = ("weight std", "GiGPO step-adv. std") if tools else ("trained-on problems, greedy acc.", "weight std")
     lines = [
         (
             f"| credit | reward, first {window} steps | reward, last {window} steps | held-out greedy acc. "
-            "| held-out sampled acc. | trained-on problems, greedy acc. | weight std |"
+            f"| held-out sampled acc. | {extra[0]} | {extra[1]} |"
         ),
         "|---|---|---|---|---|---|---|",
     ]
     if start is not None:
+        start_extra = "" if tools else _num(start.get("train_greedy_accuracy"))
         lines.append(
-            f"| (start) | | | {start['greedy_accuracy']:.3f} | {start['sampled_accuracy']:.3f} "
-            f"| {_num(start.get('train_greedy_accuracy'))} | |"
+            f"| (start) | | | {start['greedy_accuracy']:.3f} | {start['sampled_accuracy']:.3f} | {start_extra} | |"
         )
     for mode, row in report["summary"].items():
+        last = ("weight_std", "gigpo_step_adv_std") if tools else ("train_greedy_accuracy", "weight_std")
         lines.append(
             f"| `{mode}` | {_fmt(row['reward_first'])} | {_fmt(row['reward_last'])} | {_fmt(row['greedy_accuracy'])} "
-            f"| {_fmt(row['sampled_accuracy'])} | {_fmt(row['train_greedy_accuracy'])} | {_fmt(row['weight_std'])} |"
+            f"| {_fmt(row['sampled_accuracy'])} | {_fmt(row[last[0]])} | {_fmt(row[last[1]])} |"
         )
     return "\n".join(lines)
 

@@ -196,6 +196,67 @@ def score(reward_funcs: Sequence[Callable], rows: list[dict], completions: list,
     return [list(values) for values in zip(*columns, strict=True)]
 
 
+def _check_sampling(temperature: float, num_samples: int, batch_size: int) -> None:
+    if temperature < 0:
+        raise ValueError(f"`temperature` must be >= 0, got {temperature}.")
+    if num_samples < 1 or batch_size < 1:
+        raise ValueError("`num_samples` and `batch_size` must be at least 1.")
+    if temperature == 0 and num_samples > 1:
+        raise ValueError(
+            "Greedy decoding (temperature 0) gives one completion per prompt; set a temperature > 0 "
+            "to draw several samples."
+        )
+
+
+def _reward_names(reward_funcs: Sequence[Callable], reward_names: Sequence[str] | None) -> list[str]:
+    names = list(reward_names or [getattr(func, "__name__", f"reward_{i}") for i, func in enumerate(reward_funcs)])
+    if len(names) != len(reward_funcs):
+        raise ValueError(f"{len(names)} reward names for {len(reward_funcs)} reward functions.")
+    return names
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _sample(i: int, j: int, row: dict, completion, values: list, names: list[str], finished: bool, gt_column: str):
+    """One `per_sample` entry: sample `j` of row `i` with its rewards (None where a reward does not apply)."""
+    applicable = [v for v in values if v is not None]
+    return {
+        "index": i,
+        "sample": j,
+        "prompt": row["prompt"],
+        "completion": completion,
+        "ground_truth": row.get(gt_column),
+        "reward": sum(applicable) if applicable else None,
+        "rewards": dict(zip(names, values, strict=True)),
+        "finished": finished,
+    }
+
+
+def _report(n: int, num_samples: int, names: list[str], per_sample: list[dict], **extra) -> dict:
+    """The report both evaluations return (see `evaluate`); `extra` entries go before `per_sample`."""
+    best: dict[int, float] = {}
+    for sample in per_sample:
+        value = sample["rewards"][names[0]] if names else None
+        if value is not None:
+            best[sample["index"]] = max(best.get(sample["index"], -math.inf), value)
+    result = {
+        "n": n,
+        "num_samples": num_samples,
+        "accuracy": _mean(s["rewards"][names[0]] for s in per_sample) if names else None,
+        "mean_reward": _mean(s["reward"] for s in per_sample),
+        "rewards": {name: _mean(s["rewards"][name] for s in per_sample) for name in names},
+        "finished_frac": _mean(float(s["finished"]) for s in per_sample),
+        **extra,
+        "per_sample": per_sample,
+    }
+    if num_samples > 1:
+        result["pass_at_k"] = _mean(best.values())
+    return result
+
+
 def evaluate(
     model,
     tokenizer,
@@ -240,20 +301,10 @@ def evaluate(
     from tqdm.auto import tqdm
     from transformers import GenerationConfig
 
-    if temperature < 0:
-        raise ValueError(f"`temperature` must be >= 0, got {temperature}.")
-    if num_samples < 1 or batch_size < 1:
-        raise ValueError("`num_samples` and `batch_size` must be at least 1.")
-    if temperature == 0 and num_samples > 1:
-        raise ValueError(
-            "Greedy decoding (temperature 0) gives one completion per prompt; set a temperature > 0 "
-            "to draw several samples."
-        )
+    _check_sampling(temperature, num_samples, batch_size)
     all_rows = [dict(row) for row in dataset]
     rows = [row for row in all_rows if not is_multi_turn_row(row)]
-    names = list(reward_names or [getattr(func, "__name__", f"reward_{i}") for i, func in enumerate(reward_funcs)])
-    if len(names) != len(reward_funcs):
-        raise ValueError(f"{len(names)} reward names for {len(reward_funcs)} reward functions.")
+    names = _reward_names(reward_funcs, reward_names)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     stop = _stop_ids(model, tokenizer)
     sampling = temperature > 0
@@ -313,43 +364,11 @@ def evaluate(
             where.append((i, j))
     scores = score(reward_funcs, flat_rows, flat_completions, flat_ids) if flat_rows else []
 
-    per_sample, best = [], {}
+    per_sample = []
     for (i, j), values in zip(where, scores, strict=True):
         ids, text, finished = completions[i][j]
-        applicable = [v for v in values if v is not None]
-        per_sample.append(
-            {
-                "index": i,
-                "sample": j,
-                "prompt": rows[i]["prompt"],
-                "completion": text,
-                "ground_truth": rows[i].get(ground_truth_column),
-                "reward": sum(applicable) if applicable else None,
-                "rewards": dict(zip(names, values, strict=True)),
-                "finished": finished,
-            }
-        )
-        if values and values[0] is not None:
-            best[i] = max(best.get(i, -math.inf), values[0])
-
-    def mean(values):
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
-
-    primary = [s["rewards"][names[0]] for s in per_sample] if names else []
-    result = {
-        "n": len(rows),
-        "num_samples": num_samples,
-        "accuracy": mean(primary),
-        "mean_reward": mean(s["reward"] for s in per_sample),
-        "rewards": {name: mean(s["rewards"][name] for s in per_sample) for name in names},
-        "finished_frac": mean(float(s["finished"]) for s in per_sample),
-        "skipped_multi_turn": len(all_rows) - len(rows),
-        "per_sample": per_sample,
-    }
-    if num_samples > 1:
-        result["pass_at_k"] = mean(best.values())
-    return result
+        per_sample.append(_sample(i, j, rows[i], text, values, names, finished, ground_truth_column))
+    return _report(len(rows), num_samples, names, per_sample, skipped_multi_turn=len(all_rows) - len(rows))
 
 
 def _quiet_logs(trainer, progress: bool) -> None:
@@ -411,21 +430,11 @@ def evaluate_multi_turn(
     from .envs import get_environment_factory
     from .trainer import GEARTrainer
 
-    if temperature < 0:
-        raise ValueError(f"`temperature` must be >= 0, got {temperature}.")
-    if num_samples < 1 or batch_size < 1:
-        raise ValueError("`num_samples` and `batch_size` must be at least 1.")
-    if temperature == 0 and num_samples > 1:
-        raise ValueError(
-            "Greedy decoding (temperature 0) gives one completion per prompt; set a temperature > 0 "
-            "to draw several samples."
-        )
+    _check_sampling(temperature, num_samples, batch_size)
     rows = [dict(row) for row in dataset]
     if not rows:
         raise ValueError("The evaluation split is empty.")
-    names = list(reward_names or [getattr(func, "__name__", f"reward_{i}") for i, func in enumerate(reward_funcs)])
-    if len(names) != len(reward_funcs):
-        raise ValueError(f"{len(names)} reward names for {len(reward_funcs)} reward functions.")
+    names = _reward_names(reward_funcs, reward_names)
     index_column = "_eval_index"
     data = Dataset.from_list([{**row, index_column: i} for i, row in enumerate(rows)])
     stop = set(_stop_ids(model, tokenizer))
@@ -487,54 +496,27 @@ def evaluate_multi_turn(
         finally:
             model.train(was_training)
 
-    per_sample, best, seen = [], {}, {}
+    per_sample, seen = [], {}
     for batch in zip(*calls, strict=True):
         indices, completions, completion_ids, _ = batch[0]
         columns = [[None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in call[3]]
                    for call in batch]  # fmt: skip
         for position, i in enumerate(indices):
             values = [column[position] for column in columns]
-            applicable = [v for v in values if v is not None]
             ids = completion_ids[position]
             j = seen[i] = seen.get(i, -1) + 1
+            finished = bool(ids) and ids[-1] in stop
             per_sample.append(
-                {
-                    "index": i,
-                    "sample": j,
-                    "prompt": rows[i]["prompt"],
-                    "completion": completions[position],
-                    "ground_truth": rows[i].get(ground_truth_column),
-                    "reward": sum(applicable) if applicable else None,
-                    "rewards": dict(zip(names, values, strict=True)),
-                    "finished": bool(ids) and ids[-1] in stop,
-                }
+                _sample(i, j, rows[i], completions[position], values, names, finished, ground_truth_column)
             )
-            if values and values[0] is not None:
-                best[i] = max(best.get(i, -math.inf), values[0])
     per_sample.sort(key=lambda s: (s["index"], s["sample"]))
-
-    def mean(values):
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
 
     def tool_results(completion) -> int:
         return sum(isinstance(m, dict) and m.get("role") == "tool" for m in completion) if isinstance(
             completion, list) else 0  # fmt: skip
 
-    result = {
-        "n": len(rows),
-        "num_samples": num_samples,
-        "accuracy": mean(s["rewards"][names[0]] for s in per_sample),
-        "mean_reward": mean(s["reward"] for s in per_sample),
-        "rewards": {name: mean(s["rewards"][name] for s in per_sample) for name in names},
-        "finished_frac": mean(float(s["finished"]) for s in per_sample),
-        "tool_calls": mean(tool_results(s["completion"]) for s in per_sample),
-        "skipped_multi_turn": 0,
-        "per_sample": per_sample,
-    }
-    if num_samples > 1:
-        result["pass_at_k"] = mean(best.values())
-    return result
+    tool_calls = _mean(tool_results(s["completion"]) for s in per_sample)
+    return _report(len(rows), num_samples, names, per_sample, tool_calls=tool_calls, skipped_multi_turn=0)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
