@@ -26,13 +26,7 @@ from typing import Any
 
 from gear_trl.data.math import last_boxed
 from gear_trl.envs.calculator import Calculator
-from gear_trl.rewards.tool_call import parse_tool_calls
-
-
-def _column(values: Any, index: int) -> Any:
-    if isinstance(values, (list, tuple)):
-        return values[index] if index < len(values) else None
-    return values
+from gear_trl.rewards.tool_call import column_value, parse_tool_calls
 
 
 def run_chain(calls: Sequence[Any]) -> tuple[Calculator, list[str]]:
@@ -105,7 +99,7 @@ def calculator_answer_reward(
     rewards: list[float | None] = []
     cache: dict[str, list[int]] = {}
     for i, completion in enumerate(completions):
-        truth = _column(ground_truth, i)
+        truth = column_value(ground_truth, i)
         if truth is None or (isinstance(truth, str) and not truth.strip()):
             rewards.append(None)
             continue
@@ -114,7 +108,7 @@ def calculator_answer_reward(
             if key not in cache:  # the G completions of a prompt share it
                 cache[key] = expected_results(truth)
             expected = cache[key]
-            environment = _column(environments, i)
+            environment = column_value(environments, i)
             if not isinstance(environment, Calculator):
                 environment, _ = run_chain(parse_tool_calls(completion))
             answer = parse_integer(last_boxed(final_text(completion)))

@@ -37,14 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gear_trl.envs import APIEnvironment, BFCLEnvironment
-from gear_trl.rewards.tool_call import parse_tool_calls
-
-
-def _column(values: Any, index: int) -> Any:
-    """The `index`-th value of a reward kwarg column (TRL passes lists; a scalar applies to every sample)."""
-    if isinstance(values, (list, tuple)):
-        return values[index] if index < len(values) else None
-    return values
+from gear_trl.rewards.tool_call import column_value, parse_tool_calls
 
 
 def _is_empty(value: Any) -> bool:
@@ -101,7 +94,11 @@ def _score(
     expected_cache: dict[tuple[str, str, str], tuple[dict[str, Any], list[str]]] = {}
     rewards: list[float | None] = []
     for i, completion in enumerate(completions):
-        config, classes, truth = _column(initial_config, i), _column(involved_classes, i), _column(ground_truth, i)
+        config, classes, truth = (
+            column_value(initial_config, i),
+            column_value(involved_classes, i),
+            column_value(ground_truth, i),
+        )
         if _is_empty(config) or _is_empty(truth):
             rewards.append(None)
             continue
@@ -110,11 +107,11 @@ def _score(
             if key not in expected_cache:  # the G completions of a prompt share it
                 expected_cache[key] = run_calls(config, classes, _as_list(truth))
             expected_state, expected_results = expected_cache[key]
-            state = _live_state(_column(environments, i), config, classes)
+            state = _live_state(column_value(environments, i), config, classes)
             if state is not None:
                 results = _tool_messages(completion)
             else:
-                state, results = run_calls(config, classes, parse_tool_calls(completion), _column(tools, i))
+                state, results = run_calls(config, classes, parse_tool_calls(completion), column_value(tools, i))
             ok = state == expected_state
             if check_responses:
                 ok = ok and set(expected_results) <= set(results)

@@ -48,6 +48,13 @@ _WHITESPACE = re.compile(r"\s+")
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def column_value(values: Any, index: int) -> Any:
+    """The `index`-th value of a reward kwarg column (TRL passes lists; a scalar applies to every sample)."""
+    if isinstance(values, (list, tuple)):
+        return values[index] if index < len(values) else None
+    return values
+
+
 def _invalid_call() -> ToolCall:
     return {"name": None, "arguments": {}}
 
