@@ -313,6 +313,22 @@ def directory_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
 
+def save_model(model, tokenizer_dir: Path, output_dir: Path) -> None:
+    """Save a warm-started model for generation (cache on, Qwen3's eos and pad) with the committed tokenizer."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
+    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
+    model.config.use_cache = True
+    model.generation_config = GenerationConfig(bos_token_id=pad_id, eos_token_id=eos_id, pad_token_id=pad_id)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(output_dir)
+    # The committed tokenizer, unchanged (SFTTrainer keeps its training template aside; the saved one is Qwen3's).
+    tokenizer.save_pretrained(output_dir)
+    size = directory_size(output_dir)
+    print(f"saved to {output_dir} ({size / 2**20:.1f} MiB)")
+    assert size < 20 * 2**20, "the warm-started model must stay under 20 MB"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="arith",
@@ -437,17 +453,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.no_save:
         return
-    eos_id = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
-    pad_id = tokenizer.convert_tokens_to_ids(PAD_TOKEN)
-    model.config.use_cache = True
-    model.generation_config = GenerationConfig(bos_token_id=pad_id, eos_token_id=eos_id, pad_token_id=pad_id)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(args.output_dir)
-    # The committed tokenizer, unchanged (SFTTrainer keeps its training template aside; the saved one is Qwen3's).
-    AutoTokenizer.from_pretrained(args.tokenizer_dir).save_pretrained(args.output_dir)
-    size = directory_size(args.output_dir)
-    print(f"saved to {args.output_dir} ({size / 2**20:.1f} MiB)")
-    assert size < 20 * 2**20, "the warm-started model must stay under 20 MB"
+    save_model(model, args.tokenizer_dir, args.output_dir)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""The arithmetic task (`data/arith/`) and the warm-started tiny model (`data/tiny-qwen3-arith/`) that the demo and
-the RL tests start from: it loads offline, stays small, and is partly right on the task."""
+"""The warm-started tiny models the demo, the RL tests and the learning testbeds start from: `data/tiny-qwen3-arith/`
+on the arithmetic task (`data/arith/`) and `data/tiny-qwen3-calc/` on the multi-turn calculator task
+(`data/calc_tools/`). Each loads offline, stays small, and is partly right on its task."""
 
 import json
 import os
@@ -92,3 +93,25 @@ def test_greedy_decoding_is_partly_right(model, tokenizer, task):
     rewards = accuracy_reward(completions, rows["ground_truth"])
     assert 1 <= sum(rewards) <= len(rows) - 4, completions  # partly right: room for RL
     assert sum(bool(boxed_spans(c)) for c in completions) >= 12, completions
+
+
+# --- the calculator warm start -------------------------------------------------------------------------------------
+
+CALC_DIR = DATA_DIR / "tiny-qwen3-calc"
+
+
+def test_calculator_warm_start_loads_offline_is_small_and_partly_right():
+    from gear_trl.evaluate import evaluate_multi_turn, load_eval_split
+    from gear_trl.rewards import get_reward_funcs
+
+    size = sum(f.stat().st_size for f in CALC_DIR.iterdir() if f.is_file())
+    assert size < 20 * 2**20
+    model = AutoModelForCausalLM.from_pretrained(CALC_DIR).eval()
+    tokenizer = AutoTokenizer.from_pretrained(CALC_DIR)
+    assert model.dtype == torch.float32 and model.generation_config.eos_token_id == tokenizer.eos_token_id
+    rows, _ = load_eval_split(str(DATA_DIR / "calc_tools"), "test", dataset_format="tool_use", limit=24)
+    report = evaluate_multi_turn(model, tokenizer, rows, get_reward_funcs(["calculator_answer"]), "calculator",
+                                 temperature=1.0, num_samples=2, batch_size=24, max_tool_calling_iterations=4,
+                                 progress=False)  # fmt: skip
+    assert report["tool_calls"] >= 1.0  # it calls the tools ...
+    assert 0.1 <= report["accuracy"] <= 0.9, report["accuracy"]  # ... and is partly right: room for RL
