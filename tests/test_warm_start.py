@@ -115,3 +115,24 @@ def test_calculator_warm_start_loads_offline_is_small_and_partly_right():
                                  progress=False)  # fmt: skip
     assert report["tool_calls"] >= 1.0  # it calls the tools ...
     assert 0.1 <= report["accuracy"] <= 0.9, report["accuracy"]  # ... and is partly right: room for RL
+
+
+def test_stop_and_snapshot_callback_stops_on_the_step_and_saves_every_n(tmp_path):
+    from types import SimpleNamespace
+
+    from data.make_warm_start import StopAndSnapshotCallback
+
+    saved = []
+    model = SimpleNamespace(save_pretrained=lambda path: saved.append(path.name))
+    callback = StopAndSnapshotCallback(stop_at=75, every=25, snapshot_dir=tmp_path)
+    stops = []
+    for step in range(1, 101):
+        control = SimpleNamespace(should_training_stop=False)
+        callback.on_step_end(None, SimpleNamespace(global_step=step), control, model=model)
+        stops.append(control.should_training_stop)
+    assert saved == ["step-25", "step-50", "step-75", "step-100"]
+    assert stops.index(True) == 74  # after step 75, not before
+    quiet = StopAndSnapshotCallback(stop_at=None)
+    control = SimpleNamespace(should_training_stop=False)
+    quiet.on_step_end(None, SimpleNamespace(global_step=25), control, model=model)
+    assert not control.should_training_stop and len(saved) == 4
