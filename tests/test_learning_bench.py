@@ -96,6 +96,19 @@ def test_committed_results_match_the_readme_table():
     assert bench.markdown_table(report) in readme
 
 
+def test_committed_tools_results_match_the_readme_table():
+    path = RESULTS / "learning_tools.json"
+    assert path.exists(), "run `python bench/learning.py --task tools` and commit bench/results/learning_tools.*"
+    bench = load_bench()
+    report = json.loads(path.read_text())
+    assert report["task"] == "tools" and len(report["config"]["seeds"]) >= 3
+    assert list(report["summary"]) == bench.TASKS["tools"]["modes"]
+    for mode, row in report["summary"].items():
+        assert len(row["sampled_accuracy"]["values"]) == len(report["config"]["seeds"]), mode
+    assert report["start"]["eval"]["n"] == 200  # the whole held-out split
+    assert bench.markdown_table(report) in (REPO_ROOT / "README.md").read_text()
+
+
 def test_variants_are_labelled_arms_with_their_own_settings():
     bench = load_bench()
     assert bench.parse_arm("gear+gigpo") == ("gear+gigpo", "gear+gigpo", [])
