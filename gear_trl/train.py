@@ -173,8 +173,10 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
         trainer.accelerator.print(f"Pushed to https://huggingface.co/{trainer.hub_model_id}")
     trainer.accelerator.wait_for_everyone()
-    if hasattr(trainer, "end"):
-        trainer.end()
+    # Tear the process group down before the interpreter exits. Left to static destruction, gloo's worker threads
+    # can abort a rank after training has finished and saved ("terminate called without an active exception",
+    # SIGABRT), and the launcher then reports the run as failed.
+    trainer.accelerator.end_training()
     return trainer
 
 

@@ -61,6 +61,7 @@ def main() -> None:
     dist.all_gather_object(everyone, mine)
     if rank == 0:
         Path(known.report).write_text(json.dumps(everyone))
+    trainer.accelerator.end_training()  # as gear_trl.train does: no abort at exit
 
 
 if __name__ == "__main__":
