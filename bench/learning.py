@@ -229,12 +229,9 @@ def train_one(job: dict) -> dict:
         "completion_length": _log_series(history, "completions/mean_length"),
     }
     del trainer
-    if job["eval"] is None:  # a task without held-out evaluation: the training reward is the measure
-        result["eval"], result["eval_s"] = None, 0.0
-    else:
-        start = time.perf_counter()
-        result["eval"] = held_out(model_dir, job, run_dir)
-        result["eval_s"] = round(time.perf_counter() - start, 1)
+    start = time.perf_counter()
+    result["eval"] = held_out(model_dir, job, run_dir)
+    result["eval_s"] = round(time.perf_counter() - start, 1)
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -343,15 +340,6 @@ def plot(report: dict, path: Path) -> None:
     ax_curve.legend(fontsize=8)
     ax_curve.grid(alpha=0.3)
 
-    if report["start"] is None:  # no held-out evaluation for this task
-        ax_acc.text(0.5, 0.5, "no held-out evaluation for this task:\nthe training reward is the measure",
-                    ha="center", va="center", transform=ax_acc.transAxes)  # fmt: skip
-        ax_acc.set_axis_off()
-        fig.suptitle(report["title"], fontsize=10)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return
     start = report["start"]["eval"]
     metrics = [("greedy_accuracy", "held-out greedy", 0.9), ("sampled_accuracy", "held-out sampled", 0.5)]
     if start.get("train_greedy_accuracy") is not None:
@@ -483,7 +471,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     temperature = float(recipe_values.get("temperature", 1.0))
     # With `max_train_samples` the runs train on the first N problems of the train split: score those too.
     train_eval = None
-    if recipe_values.get("max_train_samples") and task["eval"] is not None:
+    if recipe_values.get("max_train_samples"):
         limit = recipe_values["max_train_samples"]
         train_eval = {
             "split": recipe_values.get("dataset_train_split", "train"),
@@ -497,9 +485,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "temperature": temperature,
         "recipe_sha": hashlib.sha256(recipe_text.encode()).hexdigest()[:12],
     }
-    jobs = []  # the starting checkpoint is scored once, on tasks with a held-out evaluation
-    if task["eval"] is not None:
-        jobs.append({"kind": "start", "key": "start", "model": recipe_values["model_name_or_path"], **common})
+    jobs = [{"kind": "start", "key": "start", "model": recipe_values["model_name_or_path"], **common}]  # scored once
     for seed in seeds:  # seed-major: with --workers 2 a partial run still has every mode for the first seeds
         for label, mode, arm_overrides in arms:
             jobs.append({
