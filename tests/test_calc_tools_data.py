@@ -316,8 +316,7 @@ def test_recipe_trainer_runs_the_calculator_and_shares_anchor_states(tmp_path):
     """GEARTrainer on the recipe (random tiny model, scripted completions): the calls run in the real Calculator,
     the reference chain scores 1 and a wrong call 0, and rollouts with the same first result share a GiGPO anchor."""
     from gear_trl.rollout import step_anchors
-    from gear_trl.train import load_splits, parse_args
-    from tests.scripted import ScriptedTrainer, call_text
+    from tests.scripted import call_text, scripted_trainer
     from tests.utils import weighted
 
     def script(row, round_index, rollout_index, rank):
@@ -336,16 +335,7 @@ def test_recipe_trainer_runs_the_calculator_and_shares_anchor_states(tmp_path):
     overrides = ["--model_name_or_path", "data/tiny-qwen3", "--output_dir", str(tmp_path), "--max_steps", "1"]
     overrides += ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "256"]
     overrides += ["--save_strategy", "no", "--max_train_samples", "16"]
-    script_args, args, model_args = parse_args(["--config", str(RECIPE), *overrides])
-    train, _ = load_splits(script_args, args)
-    trainer_cls = type("Scripted", (ScriptedTrainer,), {"script": staticmethod(script)})
-    trainer = trainer_cls(
-        model=model_args.model_name_or_path,
-        reward_funcs=get_reward_funcs(script_args.reward_funcs),
-        args=args,
-        train_dataset=train,
-        environment_factory=get_environment_factory(script_args.environment),
-    )
+    trainer = scripted_trainer(script, ["--config", str(RECIPE), *overrides])
     trainer.model.train()
     rows = next(iter(trainer.get_train_dataloader()))
     batch = weighted(trainer, trainer._generate_and_score_completions(rows))

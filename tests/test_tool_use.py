@@ -8,10 +8,7 @@ import json
 import pytest
 import torch
 
-from gear_trl.envs import BFCLEnvironment
-from gear_trl.rewards import get_reward_funcs
-from gear_trl.train import load_splits, parse_args
-from tests.scripted import ScriptedTrainer, call_text
+from tests.scripted import call_text, scripted_trainer
 from tests.utils import weighted
 
 pytestmark = pytest.mark.slow
@@ -30,16 +27,7 @@ def solve_or_wander(row, round_index, rollout_index, rank):
 
 
 def make(tmp_path, *overrides, script=solve_or_wander):
-    script_args, args, model_args = parse_args(["--config", RECIPE, "--output_dir", str(tmp_path), *overrides])
-    train, _ = load_splits(script_args, args)
-    trainer_cls = type("Scripted", (ScriptedTrainer,), {"script": staticmethod(script)})
-    trainer = trainer_cls(
-        model=model_args.model_name_or_path,
-        reward_funcs=get_reward_funcs(script_args.reward_funcs),
-        args=args,
-        train_dataset=train,
-        environment_factory=BFCLEnvironment,
-    )
+    trainer = scripted_trainer(script, ["--config", RECIPE, "--output_dir", str(tmp_path), *overrides])
     trainer.model.train()
     return trainer
 

@@ -14,11 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from trl import GRPOTrainer
 
-from gear_trl.envs import BFCLEnvironment
-from gear_trl.rewards import get_reward_funcs
-from gear_trl.train import load_splits, parse_args
-from tests.scripted import ScriptedTrainer, call_text
+from tests.scripted import call_text, scripted_trainer
 
+RECIPE = "recipes/tiny/config_tool_use.yaml"
 ROUNDS = {0: 3, 1: 1}
 
 
@@ -31,7 +29,6 @@ def main() -> None:
     parser.add_argument("--report", required=True)
     parser.add_argument("--no-lockstep", action="store_true", help="TRL's own tool loop (expected to hang)")
     known, rest = parser.parse_known_args()
-    script_args, args, model_args = parse_args(["--config", "recipes/tiny/config_tool_use.yaml", *rest])
 
     generate_calls = [0]
     real_single_turn = GRPOTrainer._generate_single_turn
@@ -41,18 +38,10 @@ def main() -> None:
         return real_single_turn(self, *a, **k)
 
     GRPOTrainer._generate_single_turn = counting
-    attributes = {"script": staticmethod(script), "real_generate": True}
+    attributes = {"real_generate": True}
     if known.no_lockstep:
         attributes["_tool_call_loop"] = GRPOTrainer._tool_call_loop
-    trainer_cls = type("Scripted", (ScriptedTrainer,), attributes)
-    train, _ = load_splits(script_args, args)
-    trainer = trainer_cls(
-        model=model_args.model_name_or_path,
-        reward_funcs=get_reward_funcs(script_args.reward_funcs),
-        args=args,
-        train_dataset=train,
-        environment_factory=BFCLEnvironment,
-    )
+    trainer = scripted_trainer(script, ["--config", RECIPE, *rest], **attributes)
     trainer.train()
     rank = dist.get_rank()
     turns = [sum(m["role"] == "assistant" for m in c) for c in trainer._rollout.completions]
