@@ -385,6 +385,23 @@ def _quiet_logs(trainer, progress: bool) -> None:
         trainer.add_callback(BarOnly())
 
 
+def _rollout_evaluator_class():
+    from .trainer import GEARTrainer
+
+    class RolloutEvaluator(GEARTrainer):
+        """Evaluation that only rolls out and scores (TRL's `_prepare_inputs` in eval mode: generation, tool loop,
+        rewards); GRPO's `prediction_step` would also run a loss forward over every batch, which nobody reads here."""
+
+        def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+            import torch
+
+            with torch.no_grad():
+                self._prepare_inputs(inputs)
+            return None, None, None
+
+    return RolloutEvaluator
+
+
 def evaluate_multi_turn(
     model,
     tokenizer,
@@ -423,12 +440,10 @@ def evaluate_multi_turn(
     """
     import tempfile
 
-    import torch
     from datasets import Dataset
 
     from .config import GEARConfig
     from .envs import get_environment_factory
-    from .trainer import GEARTrainer
 
     _check_sampling(temperature, num_samples, batch_size)
     rows = [dict(row) for row in dataset]
@@ -452,7 +467,7 @@ def evaluate_multi_turn(
 
     device = next(model.parameters()).device
     sampling = temperature > 0
-    was_training = model.training
+    was_training, use_cache = model.training, getattr(model.config, "use_cache", None)
     with tempfile.TemporaryDirectory() as scratch:
         config = GEARConfig(
             output_dir=scratch,
@@ -480,7 +495,7 @@ def evaluate_multi_turn(
             log_completions=False,
             dataloader_num_workers=0,
         )
-        trainer = GEARTrainer(
+        trainer = _rollout_evaluator_class()(
             model=model,
             reward_funcs=[recording(k, func) for k, func in enumerate(reward_funcs)],
             args=config,
@@ -491,10 +506,11 @@ def evaluate_multi_turn(
         )
         _quiet_logs(trainer, progress)
         try:
-            with torch.no_grad():
-                trainer.evaluate()
-        finally:
+            trainer.evaluate()
+        finally:  # the Trainer sets config.use_cache from its arguments: give the caller's model back as it was
             model.train(was_training)
+            if use_cache is not None:
+                model.config.use_cache = use_cache
 
     per_sample, seen = [], {}
     for batch in zip(*calls, strict=True):

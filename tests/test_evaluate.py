@@ -242,6 +242,7 @@ def test_sampled_multi_turn_evaluation_draws_k_rollouts_per_row(tmp_path):
 
     model, tokenizer = load_model(CALC, dtype="float32")
     dataset, _ = load_eval_split("data/calc_tools", "test", dataset_format="tool_use", limit=6)
+    assert model.config.use_cache and not model.training
     reward = get_reward_funcs(["calculator_answer"])
     report = evaluate_multi_turn(model, tokenizer, dataset, reward, "calculator", temperature=1.0, num_samples=3,
                                  batch_size=4, max_tool_calling_iterations=4, progress=False)  # fmt: skip
@@ -249,6 +250,7 @@ def test_sampled_multi_turn_evaluation_draws_k_rollouts_per_row(tmp_path):
     assert [(s["index"], s["sample"]) for s in samples] == [(i, j) for i in range(6) for j in range(3)]
     best = [max(s["reward"] for s in samples if s["index"] == i) for i in range(6)]
     assert report["pass_at_k"] == pytest.approx(sum(best) / 6) and report["pass_at_k"] >= report["accuracy"]
+    assert model.config.use_cache and not model.training  # the model comes back as it went in
     with pytest.raises(ValueError, match="temperature"):
         evaluate_multi_turn(model, tokenizer, dataset, reward, "calculator", temperature=0.0, num_samples=2)
 
