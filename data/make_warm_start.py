@@ -34,8 +34,10 @@ task's teacher template. The other defaults (model size, steps, learning rate) a
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -257,20 +259,32 @@ def evaluate_all_calc(model, tokenizer, rows, max_new_tokens: int = 256, seed: i
 
 
 class EvalCallback(TrainerCallback):
-    """Greedy and sampled accuracy on a few test rows every `every` steps (progress only; off by default)."""
+    """Greedy and sampled accuracy on a few test rows every `every` steps (progress only; off by default).
+
+    It evaluates a copy of the model (the calculator evaluation wraps the model it scores in a GRPO trainer, which
+    patches its forward) with the random states saved and restored around it (the evaluations reseed), so a run with
+    `--eval-every` trains exactly as one without."""
 
     def __init__(self, tokenizer, rows, every: int, max_new_tokens: int, evaluate_fn=None):
         self.tokenizer, self.rows, self.every, self.max_new_tokens = tokenizer, rows, every, max_new_tokens
         self.evaluate = evaluate_fn or evaluate
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        if self.every and state.global_step % self.every == 0:
-            greedy = self.evaluate(model, self.tokenizer, self.rows, do_sample=False,
+        if not self.every or state.global_step % self.every:
+            return
+        import numpy as np
+
+        python_state, numpy_state = random.getstate(), np.random.get_state()
+        with torch.random.fork_rng():
+            probe = copy.deepcopy(model).eval()
+            greedy = self.evaluate(probe, self.tokenizer, self.rows, do_sample=False,
                                    max_new_tokens=self.max_new_tokens)  # fmt: skip
-            sampled = self.evaluate(model, self.tokenizer, self.rows, do_sample=True,
+            sampled = self.evaluate(probe, self.tokenizer, self.rows, do_sample=True,
                                     max_new_tokens=self.max_new_tokens)  # fmt: skip
-            print(f"[eval] step {state.global_step}: greedy {greedy['accuracy']:.3f}, sampled {sampled['accuracy']:.3f}",
-                  flush=True)  # fmt: skip
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        print(f"[eval] step {state.global_step}: greedy {greedy['accuracy']:.3f}, sampled {sampled['accuracy']:.3f}",
+              flush=True)  # fmt: skip
 
 
 class StopAndSnapshotCallback(TrainerCallback):

@@ -428,7 +428,9 @@ def evaluate_multi_turn(
     evaluation set and `trainer.evaluate()` runs GRPOTrainer's generation and tool loop (the training chat template,
     tool results fed back, `max_tool_calling_iterations` rounds, completions capped at `max_new_tokens` tokens).
     Wrapped reward functions record each completion's rewards as the trainer scores them, so a score here is what
-    the RL trainer's reward sees. Greedy decoding (temperature 0) passes `do_sample=False` to generation.
+    the RL trainer's reward sees. Greedy decoding (temperature 0) passes `do_sample=False` to generation. The trainer
+    is built around `model` itself (no copy: the real recipes' models are large) and TRL may patch its forward, so
+    evaluate a copy of a model that another trainer is still training.
 
     Args: as `evaluate`, plus `environment`, a registered environment name (`gear_trl.envs`), and
     `max_tool_calling_iterations` (None: TRL's default, unlimited).
