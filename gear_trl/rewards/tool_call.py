@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gear_trl.data.bfcl import OPTIONAL_MARKER, json_type_accepts
+from gear_trl.data.bfcl import OPTIONAL_MARKER
 
 ToolCall = dict[str, Any]
 """A parsed call: `{"name": str | None, "arguments": dict}`; `name` is None for a call that could not be parsed."""
@@ -37,10 +37,21 @@ ToolCall = dict[str, Any]
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
-# BFCL compares strings ignoring case, spaces and a few separators, so that "April 1, 2024", "april 1 2024" and
+# BFCL compares strings without spaces, a few separators and case, so that "April 1, 2024", "april 1 2024" and
 # "April-1-2024" are one answer, and treats ' and " alike.
-_STRING_NOISE = str.maketrans({",": None, ".": None, "/": None, "-": None, "_": None, "*": None, "^": None, "'": '"'})
-_WHITESPACE = re.compile(r"\s+")
+_STRING_NOISE = re.compile(r"[ ,./\-_*^]")
+
+# The Python type BFCL's checker wants for a parameter of each JSON-schema type (BFCL's own names: string, integer,
+# float, boolean, array/tuple, dict).
+_KIND_OF_TYPE = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -154,84 +165,129 @@ def parse_tool_calls(completion: Any) -> list[ToolCall]:
 
 
 def normalize_string(text: str) -> str:
-    """`text` lower-cased, without whitespace or any of `, . / - _ * ^`, with `'` read as `"` (BFCL's string match)."""
-    return _WHITESPACE.sub("", text.casefold().translate(_STRING_NOISE))
+    """`text` without spaces or any of `, . / - _ * ^`, lower-cased, with `'` read as `"` (BFCL's string match).
+
+    Only the space character goes: a tab or a newline still counts, as in BFCL.
+    """
+    return _STRING_NOISE.sub("", text).lower().replace("'", '"')
 
 
-def _literal_equal(value: Any, expected: Any) -> bool:
-    # Equality without a schema: strings normalized, numbers by value, booleans only with booleans.
-    if isinstance(expected, bool) or isinstance(value, bool):
-        return isinstance(expected, bool) and isinstance(value, bool) and value == expected
-    if isinstance(expected, (int, float)):
-        return isinstance(value, (int, float)) and float(value) == float(expected)
-    if isinstance(expected, str):
-        return isinstance(value, str) and normalize_string(value) == normalize_string(expected)
-    if isinstance(expected, (list, tuple)):
-        return (
-            isinstance(value, (list, tuple))
-            and len(value) == len(expected)
-            and all(_literal_equal(v, e) for v, e in zip(value, expected, strict=True))
-        )
-    if isinstance(expected, dict):
-        return (
-            isinstance(value, dict)
-            and value.keys() == expected.keys()
-            and all(_literal_equal(value[key], expected[key]) for key in expected)
-        )
-    return value == expected
+def _answer_kind(allowed: list[Any]) -> type | None:
+    # The Python type of the first allowed value that is not the optional marker: BFCL's "type of the answer".
+    return next((type(option) for option in allowed if option != OPTIONAL_MARKER), None)
 
 
-def _schema(node: Any) -> dict[str, Any]:
-    return node if isinstance(node, dict) else {}
+def _kind_of(json_type: Any, fallback: type | None) -> type | None:
+    if json_type is None:
+        return str  # BFCL's `any` (left untyped by `bfcl_schema_to_json_schema`), which BFCL checks as a string
+    return _KIND_OF_TYPE.get(json_type, fallback) if isinstance(json_type, str) else fallback
 
 
-def _object_matches(value: Any, allowed_by_key: dict[str, Any], schema: dict[str, Any]) -> bool:
-    # BFCL's allowed value for an object is itself {key: [allowed values...]}, with "" marking optional keys.
+def _declared_kinds(schema: dict[str, Any] | None, answer_kind: type | None) -> tuple[type | None, type | None]:
+    # (the parameter's Python type, its items' Python type for an array). Without a tool schema the possible
+    # answer's own type stands in for the declared one.
+    if schema is None:
+        return answer_kind, None
+    kind = _kind_of(schema.get("type"), answer_kind)
+    items = schema.get("items")
+    item_kind = _kind_of(items.get("type"), None) if kind is list and isinstance(items, dict) else None
+    return kind, item_kind
+
+
+def _items_pass_type_check(items: list[Any], allowed: list[Any], item_kind: type) -> bool:
+    # Every item has the schema's item type, or the type of the first item of one allowed array; there is no
+    # int -> float allowance here, unlike at the top level. An allowed value that is not an array (the optional
+    # marker, a variable name) waives the check, as in BFCL.
+    return any(
+        type(option) is not list
+        or all(type(item) is item_kind or type(item) is _answer_kind(option) for item in items)
+        for option in allowed
+    )
+
+
+def _passes_type_check(value: Any, allowed: list[Any], kind: type | None, item_kind: type | None) -> bool:
+    # The declared type (exactly: a boolean is not an integer), or the type of the allowed values, which is how BFCL
+    # accepts the variable name it writes as a string where the schema wants, say, an array.
+    if type(value) is kind:
+        return item_kind is None or _items_pass_type_check(value, allowed, item_kind)
+    return type(value) is _answer_kind(allowed)
+
+
+def _normalized(value: Any) -> Any:
+    return normalize_string(value) if isinstance(value, str) else value
+
+
+def _normalized_items(option: Any) -> list[Any] | None:
+    # An allowed array with its string items normalized; the optional marker reads as the empty array (BFCL iterates
+    # over it), any other non-array allowed value matches no array.
+    if option == OPTIONAL_MARKER:
+        return []
+    return [_normalized(item) for item in option] if type(option) is list else None
+
+
+def _object_matches(value: Any, allowed_by_key: dict[str, Any]) -> bool:
+    # BFCL's allowed value for an object is {key: [allowed values...]}, with "" marking keys that may be left out.
+    # One level deep: strings are normalized, anything else is compared with Python's `==` (so 4 == 4.0 == True's
+    # 1), with no type check, as in BFCL.
     if not isinstance(value, dict):
         return False
-    properties = _schema(schema.get("properties"))
     for key, item in value.items():
-        if key not in allowed_by_key or not value_allowed(item, allowed_by_key[key], _schema(properties.get(key))):
+        if key not in allowed_by_key:
+            return False
+        choices = allowed_by_key[key] if isinstance(allowed_by_key[key], list) else [allowed_by_key[key]]
+        if _normalized(item) not in [_normalized(choice) for choice in choices]:
             return False
     return all(key in value or _is_optional(allowed) for key, allowed in allowed_by_key.items())
 
 
-def value_equal(value: Any, expected: Any, schema: dict[str, Any]) -> bool:
-    """Whether `value` (from a model's call) equals one allowed value `expected` of a parameter with `schema`."""
-    json_type = schema.get("type") if isinstance(schema.get("type"), str) else None
-    if json_type is None or not json_type_accepts(json_type, expected):
-        return _literal_equal(value, expected)
-    if not json_type_accepts(json_type, value):
-        return False
-    if json_type == "object":
-        return _object_matches(value, expected, schema)
-    if json_type == "array":
-        items = _schema(schema.get("items"))
-        return len(value) == len(expected) and all(
-            value_equal(v, e, items) for v, e in zip(value, expected, strict=True)
+def _object_list_matches(value: list[Any], option: Any) -> bool:
+    # An array of objects matches an allowed array of {key: [allowed...]} element by element, in order.
+    option = [] if option == OPTIONAL_MARKER else option
+    return (
+        type(option) is list
+        and len(option) == len(value)
+        and all(
+            isinstance(expected, dict) and _object_matches(item, expected) for item, expected in zip(value, option)
         )
-    if json_type == "string":
-        return normalize_string(value) == normalize_string(expected)
-    if json_type == "number":
-        return float(value) == float(expected)
-    return value == expected
+    )
 
 
 def _is_optional(allowed: Any) -> bool:
     return isinstance(allowed, list) and OPTIONAL_MARKER in allowed
 
 
-def value_allowed(value: Any, allowed: Any, schema: dict[str, Any]) -> bool:
-    """Whether `value` equals one of a parameter's `allowed` values (`""`, the optional marker, is not a value)."""
+def value_allowed(value: Any, allowed: Any, schema: dict[str, Any] | None) -> bool:
+    """Whether `value`, from a model's call, is one of a parameter's `allowed` values, as BFCL's checker decides.
+
+    `schema` is the parameter's JSON schema in the tool (None when the tool has no schema). See the module
+    docstring for the rules.
+    """
     allowed = allowed if isinstance(allowed, list) else [allowed]
-    return any(value_equal(value, expected, schema) for expected in allowed if expected != OPTIONAL_MARKER)
+    answer_kind = _answer_kind(allowed)
+    kind, item_kind = _declared_kinds(schema, answer_kind)
+    if kind is float and type(value) is int:
+        value = float(value)
+    if not _passes_type_check(value, allowed, kind, item_kind):
+        return False
+    if answer_kind is not None and answer_kind is not kind:
+        # The allowed values are variable names or literals of another type: exact equality, nothing normalized.
+        return value in allowed
+    if kind is dict:
+        return any(isinstance(option, dict) and _object_matches(value, option) for option in allowed)
+    if kind is list and item_kind is dict:
+        return any(_object_list_matches(value, option) for option in allowed)
+    if kind is str:
+        return normalize_string(value) in {normalize_string(option) for option in allowed if isinstance(option, str)}
+    if kind is list:
+        return _normalized_items(value) in [_normalized_items(option) for option in allowed]
+    return value in allowed
 
 
 def call_matches(call: ToolCall, expected: dict[str, Any], tools_by_name: dict[str, dict[str, Any]]) -> bool:
     """Whether one parsed call satisfies one expected call `{tool_name: {param: [allowed...]}}`.
 
     `tools_by_name` maps tool names to their `parameters` schemas; without a schema for the expected tool only the
-    possible answer is checked.
+    possible answer is checked, its values' types standing in for the declared ones.
     """
     if not isinstance(expected, dict) or len(expected) != 1:
         return False
@@ -249,7 +305,7 @@ def call_matches(call: ToolCall, expected: dict[str, Any], tools_by_name: dict[s
     for param, value in arguments.items():
         if param not in allowed_by_param or (properties is not None and param not in properties):
             return False
-        schema = _schema(properties.get(param)) if properties is not None else {}
+        schema = _schema(properties.get(param)) if properties is not None else None
         if not value_allowed(value, allowed_by_param[param], schema):
             return False
     return all(param in arguments or _is_optional(allowed) for param, allowed in allowed_by_param.items())
@@ -269,6 +325,10 @@ def _has_perfect_matching(edges: list[list[int]], n_right: int) -> bool:
         return False
 
     return all(augment(left, [False] * n_right) for left in range(len(edges)))
+
+
+def _schema(node: Any) -> dict[str, Any]:
+    return node if isinstance(node, dict) else {}
 
 
 def _as_json(value: Any) -> Any:
@@ -333,5 +393,4 @@ __all__ = [
     "tool_call_accuracy",
     "tools_by_name",
     "value_allowed",
-    "value_equal",
 ]
