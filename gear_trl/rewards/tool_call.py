@@ -359,10 +359,14 @@ def check_calls(calls: Sequence[ToolCall], possible_answer: Any, tools: Any) -> 
     if not isinstance(expected_calls, list) or len(calls) != len(expected_calls):
         return False
     schemas = tools_by_name(tools)
-    edges = [
-        [index for index, call in enumerate(calls) if isinstance(call, dict) and call_matches(call, expected, schemas)]
-        for expected in expected_calls
-    ]
+    edges = []
+    for expected in expected_calls:
+        matching = [
+            i for i, call in enumerate(calls) if isinstance(call, dict) and call_matches(call, expected, schemas)
+        ]
+        if not matching:  # most wrong answers stop here, without checking the remaining expected calls
+            return False
+        edges.append(matching)
     return _has_perfect_matching(edges, len(calls))
 
 
