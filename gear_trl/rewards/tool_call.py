@@ -8,18 +8,38 @@ the shared tool-use schema (`data/README.md`, "BFCL (tool use)"): `possible_answ
 meaning it may be left out; `tools` is a JSON string of OpenAI-style tool schemas. Rows with an empty
 `possible_answer` (multi-turn rows, scored by another reward) get None, which TRL leaves out of this reward's mean.
 
-The checking follows BFCL's AST checker in spirit (written independently):
+The checking gives the verdict of BFCL's AST checker (`ast_checker` in the bfcl-eval package, Python categories),
+written independently; `tests/test_bfcl_checker_agreement.py` scores candidates generated from every BFCL
+single-turn row with both and asserts they agree.
 
-- the number of calls equals the number of expected calls, and calls and expected calls pair up one-to-one, in any
-  order (for one expected call this is just "the one call matches");
-- a call matches an expected call when the names are equal, every parameter the tool's schema requires is given,
-  every given parameter is both declared by the tool and listed in the expected call, every given value is one of the
-  allowed values, and every listed parameter left out has `""` among its allowed values;
-- a value is allowed when it has the schema's type (an integer passes for a `number`; a boolean never passes for a
-  number) and equals an allowed value: strings after `normalize_string`, numbers numerically, arrays element by
-  element, objects key by key against BFCL's nested `{key: [allowed...]}`. An allowed value whose type is not the
-  schema's (BFCL writes variable names such as `"data['sales']"` for arrays, `None` for some floats) is compared
-  literally, without the type check.
+- The number of calls equals the number of expected calls, and calls and expected calls pair up one-to-one, in any
+  order (for one expected call this is just "the one call matches").
+- A call matches an expected call when the names are equal, every parameter the tool's schema requires is given,
+  every given parameter is both declared by the tool and listed in the expected call, every given value is allowed,
+  and every listed parameter left out has `""` among its allowed values.
+- Type: a value has the schema's type exactly (a boolean is not an integer, a float is not an integer; an integer
+  passes for a `number` at the top level), or the type of the parameter's first allowed value, which is how BFCL
+  accepts the variable names it writes as strings (`"data['sales']"` for an array). Array items have the item type
+  exactly (an integer in a `number` array fails) or the type of the first item of an allowed array; an allowed
+  value that is not an array, such as the optional marker `""`, waives the item check. An untyped parameter is
+  BFCL's `any`, checked as a string.
+- Value: where the allowed values have the schema's type, strings compare after `normalize_string` (spaces, not
+  tabs or newlines, and `, . / - _ * ^` dropped, `str.lower`, `'` read as `"`), arrays element by element with
+  their string items normalized, objects key by key against BFCL's `{key: [allowed...]}` (one level deep, strings
+  normalized, everything else by Python's `==`, so `2.0` equals `2`), arrays of objects object by object;
+  otherwise, and for numbers, booleans and variable names, by Python's `==` with nothing normalized. Because the
+  optional marker is itself a string and BFCL reads it as an empty array too, `""` passes for an optional string
+  and `[]` for an optional array, as in BFCL.
+
+Differences from BFCL's checker, kept on purpose:
+
+- Parallel calls pair up by a perfect matching; BFCL hands each expected call the first unused call it matches, which
+  fails a correct answer when one call matches two expected calls and is handed to the wrong one.
+- A call on which BFCL's checker raises (a string among the items of an optional array of objects) does not match.
+  A non-empty string among an array parameter's allowed arrays matches no array (BFCL compares it as the list of
+  its characters). BFCL's data has neither case.
+- Without the tool's schema (an unreadable `tools` column) the allowed values' own types stand in for the declared
+  ones; BFCL always has the schema.
 """
 
 from __future__ import annotations
@@ -227,8 +247,8 @@ def _normalized_items(option: Any) -> list[Any] | None:
 
 def _object_matches(value: Any, allowed_by_key: dict[str, Any]) -> bool:
     # BFCL's allowed value for an object is {key: [allowed values...]}, with "" marking keys that may be left out.
-    # One level deep: strings are normalized, anything else is compared with Python's `==` (so 4 == 4.0 == True's
-    # 1), with no type check, as in BFCL.
+    # One level deep: strings are normalized, anything else is compared with Python's `==` and no type check (so 2.0
+    # passes for 2, and True for 1), as in BFCL.
     if not isinstance(value, dict):
         return False
     for key, item in value.items():
