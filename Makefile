@@ -8,9 +8,11 @@ export TOKENIZERS_PARALLELISM = false
 .PHONY: install demo test test-fast clean
 
 # torch first and pinned: an unpinned torch pulls several GB of CUDA wheels on machines without a GPU.
+# bfcl-eval without its dependencies (dozens of API clients): the tests only use its AST checker, which needs none.
 install:
 	$(PYTHON) -m pip install --quiet "torch==$(TORCH_VERSION)"
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
+	$(PYTHON) -m pip install --quiet --no-deps "bfcl-eval==2026.3.23"
 
 # GEAR from the warm-started tiny model (data/tiny-qwen3-arith), then greedy accuracy of the result on the 128
 # problems it trained on and on the held-out test split (the start scores 0.25 on both).

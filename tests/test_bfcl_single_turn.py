@@ -318,18 +318,21 @@ def test_listed_parameter_without_optional_marker_must_be_given():
     assert not check_calls([{"name": "book", "arguments": {"city": "NYC", "nights": 3}}], possible_answer, TOOLS)
 
 
-def test_allowed_value_of_another_type_is_compared_literally():
-    # BFCL writes variable names for arrays: x=data['sales'] in the question, "data['sales']" in the answer.
+def test_allowed_value_of_another_type_is_compared_exactly():
+    # BFCL writes variable names for arrays: x=data['sales'] in the question, "data['sales']" in the answer; BFCL's
+    # checker compares such a value exactly, without normalizing it as a string.
     tools = [{"type": "function", "function": {"name": "fit", "parameters": {"type": "object",
               "properties": {"x": {"type": "array", "items": {"type": "number"}}}, "required": ["x"]}}}]  # fmt: skip
     possible_answer = [{"fit": {"x": ["data['sales']"]}}]
-    assert check_calls([{"name": "fit", "arguments": {"x": 'data["sales"]'}}], possible_answer, tools)
+    assert check_calls([{"name": "fit", "arguments": {"x": "data['sales']"}}], possible_answer, tools)
+    assert not check_calls([{"name": "fit", "arguments": {"x": 'data["sales"]'}}], possible_answer, tools)
     assert not check_calls([{"name": "fit", "arguments": {"x": [1.0]}}], possible_answer, tools)
 
 
 def test_normalize_string():
     assert normalize_string(" April 1, 2024 ") == normalize_string("april-1 2024") == "april12024"
     assert normalize_string("it's") == 'it"s'
+    assert normalize_string("New\tYork") == "new\tyork"  # only the space character is dropped, as in BFCL
 
 
 # ---------------------------------------------------------------------------------------------------------------------

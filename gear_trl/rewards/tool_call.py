@@ -8,18 +8,38 @@ the shared tool-use schema (`data/README.md`, "BFCL (tool use)"): `possible_answ
 meaning it may be left out; `tools` is a JSON string of OpenAI-style tool schemas. Rows with an empty
 `possible_answer` (multi-turn rows, scored by another reward) get None, which TRL leaves out of this reward's mean.
 
-The checking follows BFCL's AST checker in spirit (written independently):
+The checking gives the verdict of BFCL's AST checker (`ast_checker` in the bfcl-eval package, Python categories),
+written independently; `tests/test_bfcl_checker_agreement.py` scores candidates generated from every BFCL
+single-turn row with both and asserts they agree.
 
-- the number of calls equals the number of expected calls, and calls and expected calls pair up one-to-one, in any
-  order (for one expected call this is just "the one call matches");
-- a call matches an expected call when the names are equal, every parameter the tool's schema requires is given,
-  every given parameter is both declared by the tool and listed in the expected call, every given value is one of the
-  allowed values, and every listed parameter left out has `""` among its allowed values;
-- a value is allowed when it has the schema's type (an integer passes for a `number`; a boolean never passes for a
-  number) and equals an allowed value: strings after `normalize_string`, numbers numerically, arrays element by
-  element, objects key by key against BFCL's nested `{key: [allowed...]}`. An allowed value whose type is not the
-  schema's (BFCL writes variable names such as `"data['sales']"` for arrays, `None` for some floats) is compared
-  literally, without the type check.
+- The number of calls equals the number of expected calls, and calls and expected calls pair up one-to-one, in any
+  order (for one expected call this is just "the one call matches").
+- A call matches an expected call when the names are equal, every parameter the tool's schema requires is given,
+  every given parameter is both declared by the tool and listed in the expected call, every given value is allowed,
+  and every listed parameter left out has `""` among its allowed values.
+- Type: a value has the schema's type exactly (a boolean is not an integer, a float is not an integer; an integer
+  passes for a `number` at the top level), or the type of the parameter's first allowed value, which is how BFCL
+  accepts the variable names it writes as strings (`"data['sales']"` for an array). Array items have the item type
+  exactly (an integer in a `number` array fails) or the type of the first item of an allowed array; an allowed
+  value that is not an array, such as the optional marker `""`, waives the item check. An untyped parameter is
+  BFCL's `any`, checked as a string.
+- Value: where the allowed values have the schema's type, strings compare after `normalize_string` (spaces, not
+  tabs or newlines, and `, . / - _ * ^` dropped, `str.lower`, `'` read as `"`), arrays element by element with
+  their string items normalized, objects key by key against BFCL's `{key: [allowed...]}` (one level deep, strings
+  normalized, everything else by Python's `==`, so `2.0` equals `2`), arrays of objects object by object;
+  otherwise, and for numbers, booleans and variable names, by Python's `==` with nothing normalized. Because the
+  optional marker is itself a string and BFCL reads it as an empty array too, `""` passes for an optional string
+  and `[]` for an optional array, as in BFCL.
+
+Differences from BFCL's checker, kept on purpose:
+
+- Parallel calls pair up by a perfect matching; BFCL hands each expected call the first unused call it matches, which
+  fails a correct answer when one call matches two expected calls and is handed to the wrong one.
+- A call on which BFCL's checker raises (a string among the items of an optional array of objects) does not match.
+  A non-empty string among an array parameter's allowed arrays matches no array (BFCL compares it as the list of
+  its characters). BFCL's data has neither case.
+- Without the tool's schema (an unreadable `tools` column) the allowed values' own types stand in for the declared
+  ones; BFCL always has the schema.
 """
 
 from __future__ import annotations
@@ -29,7 +49,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gear_trl.data.bfcl import OPTIONAL_MARKER, json_type_accepts
+from gear_trl.data.bfcl import OPTIONAL_MARKER
 
 ToolCall = dict[str, Any]
 """A parsed call: `{"name": str | None, "arguments": dict}`; `name` is None for a call that could not be parsed."""
@@ -37,10 +57,21 @@ ToolCall = dict[str, Any]
 _TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 
-# BFCL compares strings ignoring case, spaces and a few separators, so that "April 1, 2024", "april 1 2024" and
+# BFCL compares strings without spaces, a few separators and case, so that "April 1, 2024", "april 1 2024" and
 # "April-1-2024" are one answer, and treats ' and " alike.
-_STRING_NOISE = str.maketrans({",": None, ".": None, "/": None, "-": None, "_": None, "*": None, "^": None, "'": '"'})
-_WHITESPACE = re.compile(r"\s+")
+_STRING_NOISE = re.compile(r"[ ,./\-_*^]")
+
+# The Python type BFCL's checker wants for a parameter of each JSON-schema type (BFCL's own names: string, integer,
+# float, boolean, array/tuple, dict).
+_KIND_OF_TYPE = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -154,84 +185,129 @@ def parse_tool_calls(completion: Any) -> list[ToolCall]:
 
 
 def normalize_string(text: str) -> str:
-    """`text` lower-cased, without whitespace or any of `, . / - _ * ^`, with `'` read as `"` (BFCL's string match)."""
-    return _WHITESPACE.sub("", text.casefold().translate(_STRING_NOISE))
+    """`text` without spaces or any of `, . / - _ * ^`, lower-cased, with `'` read as `"` (BFCL's string match).
+
+    Only the space character goes: a tab or a newline still counts, as in BFCL.
+    """
+    return _STRING_NOISE.sub("", text).lower().replace("'", '"')
 
 
-def _literal_equal(value: Any, expected: Any) -> bool:
-    # Equality without a schema: strings normalized, numbers by value, booleans only with booleans.
-    if isinstance(expected, bool) or isinstance(value, bool):
-        return isinstance(expected, bool) and isinstance(value, bool) and value == expected
-    if isinstance(expected, (int, float)):
-        return isinstance(value, (int, float)) and float(value) == float(expected)
-    if isinstance(expected, str):
-        return isinstance(value, str) and normalize_string(value) == normalize_string(expected)
-    if isinstance(expected, (list, tuple)):
-        return (
-            isinstance(value, (list, tuple))
-            and len(value) == len(expected)
-            and all(_literal_equal(v, e) for v, e in zip(value, expected, strict=True))
-        )
-    if isinstance(expected, dict):
-        return (
-            isinstance(value, dict)
-            and value.keys() == expected.keys()
-            and all(_literal_equal(value[key], expected[key]) for key in expected)
-        )
-    return value == expected
+def _answer_kind(allowed: list[Any]) -> type | None:
+    # The Python type of the first allowed value that is not the optional marker: BFCL's "type of the answer".
+    return next((type(option) for option in allowed if option != OPTIONAL_MARKER), None)
 
 
-def _schema(node: Any) -> dict[str, Any]:
-    return node if isinstance(node, dict) else {}
+def _kind_of(json_type: Any, fallback: type | None) -> type | None:
+    if json_type is None:
+        return str  # BFCL's `any` (left untyped by `bfcl_schema_to_json_schema`), which BFCL checks as a string
+    return _KIND_OF_TYPE.get(json_type, fallback) if isinstance(json_type, str) else fallback
 
 
-def _object_matches(value: Any, allowed_by_key: dict[str, Any], schema: dict[str, Any]) -> bool:
-    # BFCL's allowed value for an object is itself {key: [allowed values...]}, with "" marking optional keys.
+def _declared_kinds(schema: dict[str, Any] | None, answer_kind: type | None) -> tuple[type | None, type | None]:
+    # (the parameter's Python type, its items' Python type for an array). Without a tool schema the possible
+    # answer's own type stands in for the declared one.
+    if schema is None:
+        return answer_kind, None
+    kind = _kind_of(schema.get("type"), answer_kind)
+    items = schema.get("items")
+    item_kind = _kind_of(items.get("type"), None) if kind is list and isinstance(items, dict) else None
+    return kind, item_kind
+
+
+def _items_pass_type_check(items: list[Any], allowed: list[Any], item_kind: type) -> bool:
+    # Every item has the schema's item type, or the type of the first item of one allowed array; there is no
+    # int -> float allowance here, unlike at the top level. An allowed value that is not an array (the optional
+    # marker, a variable name) waives the check, as in BFCL.
+    return any(
+        type(option) is not list
+        or all(type(item) is item_kind or type(item) is _answer_kind(option) for item in items)
+        for option in allowed
+    )
+
+
+def _passes_type_check(value: Any, allowed: list[Any], kind: type | None, item_kind: type | None) -> bool:
+    # The declared type (exactly: a boolean is not an integer), or the type of the allowed values, which is how BFCL
+    # accepts the variable name it writes as a string where the schema wants, say, an array.
+    if type(value) is kind:
+        return item_kind is None or _items_pass_type_check(value, allowed, item_kind)
+    return type(value) is _answer_kind(allowed)
+
+
+def _normalized(value: Any) -> Any:
+    return normalize_string(value) if isinstance(value, str) else value
+
+
+def _normalized_items(option: Any) -> list[Any] | None:
+    # An allowed array with its string items normalized; the optional marker reads as the empty array (BFCL iterates
+    # over it), any other non-array allowed value matches no array.
+    if option == OPTIONAL_MARKER:
+        return []
+    return [_normalized(item) for item in option] if type(option) is list else None
+
+
+def _object_matches(value: Any, allowed_by_key: dict[str, Any]) -> bool:
+    # BFCL's allowed value for an object is {key: [allowed values...]}, with "" marking keys that may be left out.
+    # One level deep: strings are normalized, anything else is compared with Python's `==` and no type check (so 2.0
+    # passes for 2, and True for 1), as in BFCL.
     if not isinstance(value, dict):
         return False
-    properties = _schema(schema.get("properties"))
     for key, item in value.items():
-        if key not in allowed_by_key or not value_allowed(item, allowed_by_key[key], _schema(properties.get(key))):
+        if key not in allowed_by_key:
+            return False
+        choices = allowed_by_key[key] if isinstance(allowed_by_key[key], list) else [allowed_by_key[key]]
+        if _normalized(item) not in [_normalized(choice) for choice in choices]:
             return False
     return all(key in value or _is_optional(allowed) for key, allowed in allowed_by_key.items())
 
 
-def value_equal(value: Any, expected: Any, schema: dict[str, Any]) -> bool:
-    """Whether `value` (from a model's call) equals one allowed value `expected` of a parameter with `schema`."""
-    json_type = schema.get("type") if isinstance(schema.get("type"), str) else None
-    if json_type is None or not json_type_accepts(json_type, expected):
-        return _literal_equal(value, expected)
-    if not json_type_accepts(json_type, value):
-        return False
-    if json_type == "object":
-        return _object_matches(value, expected, schema)
-    if json_type == "array":
-        items = _schema(schema.get("items"))
-        return len(value) == len(expected) and all(
-            value_equal(v, e, items) for v, e in zip(value, expected, strict=True)
+def _object_list_matches(value: list[Any], option: Any) -> bool:
+    # An array of objects matches an allowed array of {key: [allowed...]} element by element, in order.
+    option = [] if option == OPTIONAL_MARKER else option
+    return (
+        type(option) is list
+        and len(option) == len(value)
+        and all(
+            isinstance(expected, dict) and _object_matches(item, expected) for item, expected in zip(value, option)
         )
-    if json_type == "string":
-        return normalize_string(value) == normalize_string(expected)
-    if json_type == "number":
-        return float(value) == float(expected)
-    return value == expected
+    )
 
 
 def _is_optional(allowed: Any) -> bool:
     return isinstance(allowed, list) and OPTIONAL_MARKER in allowed
 
 
-def value_allowed(value: Any, allowed: Any, schema: dict[str, Any]) -> bool:
-    """Whether `value` equals one of a parameter's `allowed` values (`""`, the optional marker, is not a value)."""
+def value_allowed(value: Any, allowed: Any, schema: dict[str, Any] | None) -> bool:
+    """Whether `value`, from a model's call, is one of a parameter's `allowed` values, as BFCL's checker decides.
+
+    `schema` is the parameter's JSON schema in the tool (None when the tool has no schema). See the module
+    docstring for the rules.
+    """
     allowed = allowed if isinstance(allowed, list) else [allowed]
-    return any(value_equal(value, expected, schema) for expected in allowed if expected != OPTIONAL_MARKER)
+    answer_kind = _answer_kind(allowed)
+    kind, item_kind = _declared_kinds(schema, answer_kind)
+    if kind is float and type(value) is int:
+        value = float(value)
+    if not _passes_type_check(value, allowed, kind, item_kind):
+        return False
+    if answer_kind is not None and answer_kind is not kind:
+        # The allowed values are variable names or literals of another type: exact equality, nothing normalized.
+        return value in allowed
+    if kind is dict:
+        return any(isinstance(option, dict) and _object_matches(value, option) for option in allowed)
+    if kind is list and item_kind is dict:
+        return any(_object_list_matches(value, option) for option in allowed)
+    if kind is str:
+        return normalize_string(value) in {normalize_string(option) for option in allowed if isinstance(option, str)}
+    if kind is list:
+        return _normalized_items(value) in [_normalized_items(option) for option in allowed]
+    return value in allowed
 
 
 def call_matches(call: ToolCall, expected: dict[str, Any], tools_by_name: dict[str, dict[str, Any]]) -> bool:
     """Whether one parsed call satisfies one expected call `{tool_name: {param: [allowed...]}}`.
 
     `tools_by_name` maps tool names to their `parameters` schemas; without a schema for the expected tool only the
-    possible answer is checked.
+    possible answer is checked, its values' types standing in for the declared ones.
     """
     if not isinstance(expected, dict) or len(expected) != 1:
         return False
@@ -249,7 +325,7 @@ def call_matches(call: ToolCall, expected: dict[str, Any], tools_by_name: dict[s
     for param, value in arguments.items():
         if param not in allowed_by_param or (properties is not None and param not in properties):
             return False
-        schema = _schema(properties.get(param)) if properties is not None else {}
+        schema = _schema(properties.get(param)) if properties is not None else None
         if not value_allowed(value, allowed_by_param[param], schema):
             return False
     return all(param in arguments or _is_optional(allowed) for param, allowed in allowed_by_param.items())
@@ -269,6 +345,10 @@ def _has_perfect_matching(edges: list[list[int]], n_right: int) -> bool:
         return False
 
     return all(augment(left, [False] * n_right) for left in range(len(edges)))
+
+
+def _schema(node: Any) -> dict[str, Any]:
+    return node if isinstance(node, dict) else {}
 
 
 def _as_json(value: Any) -> Any:
@@ -299,10 +379,14 @@ def check_calls(calls: Sequence[ToolCall], possible_answer: Any, tools: Any) -> 
     if not isinstance(expected_calls, list) or len(calls) != len(expected_calls):
         return False
     schemas = tools_by_name(tools)
-    edges = [
-        [index for index, call in enumerate(calls) if isinstance(call, dict) and call_matches(call, expected, schemas)]
-        for expected in expected_calls
-    ]
+    edges = []
+    for expected in expected_calls:
+        matching = [
+            i for i, call in enumerate(calls) if isinstance(call, dict) and call_matches(call, expected, schemas)
+        ]
+        if not matching:  # most wrong answers stop here, without checking the remaining expected calls
+            return False
+        edges.append(matching)
     return _has_perfect_matching(edges, len(calls))
 
 
@@ -333,5 +417,4 @@ __all__ = [
     "tool_call_accuracy",
     "tools_by_name",
     "value_allowed",
-    "value_equal",
 ]
