@@ -6,6 +6,7 @@ them. Values are validated in `__post_init__`, so a bad recipe fails before any 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
@@ -208,6 +209,45 @@ class GEARConfig(GRPOConfig):
             raise ValueError(
                 f"`teacher_template` is not a valid format string ({err!r}); write literal braces as `{{` and `}}`."
             ) from err
+        self._check_grpo_options()
+
+    def _check_grpo_options(self) -> None:
+        """Refuse GRPO options that would quietly turn GEAR or GiGPO back into GRPO, or feed noise into GEAR's KL."""
+        if self.credit != "none" and self.importance_sampling_level == "sequence":
+            raise ValueError(
+                f"`importance_sampling_level: sequence` (GSPO) cannot be combined with `credit: {self.credit}`: the "
+                "sequence ratio averages the token log-ratios, so per-token advantages whose mean is the GRPO "
+                "advantage give exactly GRPO's gradient. Use `importance_sampling_level: token`, or `credit: none` "
+                "for plain GSPO."
+            )
+        if self.credit in ("gigpo", "gear+gigpo"):
+            if self.scale_rewards != "group":
+                raise ValueError(
+                    f"`scale_rewards: {self.scale_rewards}` is not supported with `credit: {self.credit}`: GiGPO "
+                    "replaces TRL's advantages and normalizes within each group by `gigpo_mode`. Leave "
+                    "`scale_rewards: group` and set `gigpo_mode: mean` for unscaled advantages (what "
+                    "`scale_rewards: none` does in GRPO)."
+                )
+            if self.multi_objective_aggregation != "sum_then_normalize":
+                raise ValueError(
+                    f"`multi_objective_aggregation: {self.multi_objective_aggregation}` is not supported with "
+                    f"`credit: {self.credit}`: GiGPO normalizes the weighted sum of the rewards "
+                    "(`sum_then_normalize`). Use `sum_then_normalize`, or a GEAR mode, which keeps TRL's advantages."
+                )
+        if not self.uses_teacher:
+            return
+        if self.top_entropy_quantile < 1.0:
+            raise ValueError(
+                f"`top_entropy_quantile: {self.top_entropy_quantile}` is not supported with `credit: {self.credit}`: "
+                "masking low-entropy tokens out of the loss breaks GEAR's guarantee that each completion keeps its "
+                "mean advantage. Use `top_entropy_quantile: 1.0`, or `credit: none` / `gigpo`."
+            )
+        if self.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "false").lower() in ("1", "true"):
+            raise ValueError(
+                f"FSDP is not supported with `credit: {self.credit}`: GEAR's teacher pass calls the backbone directly "
+                "and reads the LM head's weight, which is untested on FSDP-sharded parameters. Use DeepSpeed ZeRO-2/3 "
+                "(accelerate_configs/) or DDP."
+            )
 
     @property
     def uses_teacher(self) -> bool:
