@@ -65,8 +65,8 @@ class GEARConfig(GRPOConfig):
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
         weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
             mean advantage; `none` leaves them as computed.
-        teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the initial model
-            (adapters disabled; requires PEFT).
+        teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
+            policy (requires PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
             must contain `{ground_truth}`.
         ground_truth_column (`str`, defaults to `"ground_truth"`): dataset column holding the ground truth.
@@ -133,7 +133,8 @@ class GEARConfig(GRPOConfig):
     teacher: str = field(
         default="live",
         metadata={
-            "help": "`live`: the current policy is the teacher; `base`: the initial model (PEFT adapters disabled)."
+            "help": "`live`: the current policy is the teacher; `base`: the run's initial policy (PEFT only: adapters "
+            "disabled, or a frozen copy of an adapter the model arrived with)."
         },
     )
     teacher_template: str = field(

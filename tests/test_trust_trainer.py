@@ -43,7 +43,8 @@ def generate(trainer, seed=123):
 
 
 @pytest.mark.slow
-def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, caplog):
+@pytest.mark.parametrize("num_iterations", [1, 2])  # student states from the loss's forward / GRPO's no-grad pass
+def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, caplog, num_iterations):
     """Rows without ground truth give the teacher the student's own prompt: their KL must be 0, not dropout noise."""
     from peft import LoraConfig
 
@@ -56,7 +57,9 @@ def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, cap
     )
     data = math_rows(8, ground_truths=[None])
     with caplog.at_level(logging.WARNING, logger="gear_trl.trainer"):
-        trainer = make_trainer(tmp_path, dataset=data, peft_config=peft)
+        trainer = make_trainer(
+            tmp_path, dataset=data, peft_config=peft, args=tiny_args(tmp_path, num_iterations=num_iterations)
+        )
     batch, _ = generate(trainer)
     weighted(trainer, batch)  # the loss's forward is the student pass here
     metrics = trainer._metrics["train"]
@@ -64,6 +67,24 @@ def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, cap
     assert metrics["gear/kl_max"][-1] < 1e-4, metrics["gear/kl_max"]
     assert "lora_dropout p=0.5" in caplog.text
     assert all(m.p == 0 for m in trainer.model.modules() if isinstance(m, torch.nn.Dropout))
+
+
+@pytest.mark.slow
+def test_with_a_reference_model_the_student_states_still_come_from_the_student_pass(tmp_path):
+    """beta > 0 adds a reference pass (adapters disabled) after GRPO's no-grad student pass: GEAR must read the
+    student's states, not the reference's."""
+    from peft import LoraConfig
+
+    peft = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, beta=0.1, num_iterations=2), peft_config=peft)
+    read = []
+    compute = trainer._gear_advantages
+    trainer._gear_advantages = lambda batch, hidden, mode: read.append(hidden) or compute(batch, hidden, mode)
+    batch, _ = generate(trainer)
+    assert "ref_per_token_logps" in batch and len(read) == 1, "read at generation time, with a reference pass"
+    torch.testing.assert_close(read[0], trainer._student_hidden_pass(batch))
+    with trainer.model.disable_adapter():
+        assert not torch.allclose(read[0], trainer._student_hidden_pass(batch))
 
 
 # --- 2. GSPO ---------------------------------------------------------------------------------------------------------
