@@ -261,6 +261,31 @@ def test_divergence_applies_the_models_logit_scaling_and_softcap(family):
     assert (raw_kl.double() - ref_kl).abs().max() > 1e-2, "the family's transformation must matter in this test"
 
 
+@pytest.mark.slow
+def test_trainer_hands_the_models_logit_transformation_to_the_divergence(tmp_path):
+    trainer = make_trainer(tmp_path)
+    batch, _ = generate(trainer)
+    student = trainer._student_hidden_pass(batch)
+    config = trainer._causal_lm().config
+    config.logit_scale, config.final_logit_softcapping = 3.0, 0.5
+    trace = trainer._credit(batch, student)
+    lm_head = trainer._causal_lm().get_output_embeddings()
+    expected, _ = reverse_kl_and_entropy(
+        student,
+        batch["gear_teacher_hidden"],
+        lm_head.weight,
+        trace.mask,
+        temperature=trainer.temperature,
+        logit_scale=3.0,
+        final_logit_softcapping=0.5,
+    )
+    torch.testing.assert_close(trace.kl, expected)
+    plain, _ = reverse_kl_and_entropy(
+        student, batch["gear_teacher_hidden"], lm_head.weight, trace.mask, temperature=trainer.temperature
+    )
+    assert not torch.allclose(trace.kl, plain)
+
+
 def test_lm_head_transform_of_a_plain_model_is_the_identity():
     from transformers import AutoConfig
 
