@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import torch
+from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
 from .credit.divergence import DIVERGENCES
@@ -254,3 +256,32 @@ class GEARConfig(GRPOConfig):
     def uses_teacher(self) -> bool:
         """Whether this mode runs the teacher pass (every mode that weights tokens by divergence)."""
         return self.credit not in ("none", "gigpo")
+
+
+# Checks that need more than the config (the model, the PEFT config, the tools); GEARTrainer runs them before any
+# model is loaded.
+
+
+def check_peft_for_teacher(model, peft_config) -> None:
+    """Prompt and prefix tuning put virtual tokens in front of the input inside the PEFT model's forward; GEAR's
+    direct backbone calls would leave them out of the teacher, so the student and teacher would differ by them."""
+    config = peft_config
+    if config is None and isinstance(model, torch.nn.Module) and is_peft_model(model):
+        config = model.active_peft_config
+    if getattr(config, "is_prompt_learning", False):
+        raise ValueError(
+            f"PEFT {type(config).__name__} (prompt/prefix tuning) is not supported by GEAR's teacher pass, which "
+            "calls the backbone directly and would leave out the virtual tokens. Use LoRA (`use_peft: true`), full "
+            "fine-tuning, or `credit: none` / `gigpo`."
+        )
+
+
+def check_vllm_server_tools(args, has_tools: bool) -> None:
+    """TRL's vLLM server mode splits the gathered results by `process_index * len(prompts)`, which assumes equal prompt
+    counts on every rank; the lockstep tool rounds give a finished rank a one-prompt throwaway generation."""
+    if args.use_vllm and args.vllm_mode == "server" and has_tools and args.world_size > 1:
+        raise ValueError(
+            "`use_vllm: true` with `vllm_mode: server` and tools on several processes is not supported: ranks run "
+            "different numbers of tool rounds and TRL's server mode splits the results assuming equal prompt counts. "
+            "Use `vllm_mode: colocate`, or a single training process."
+        )

@@ -30,7 +30,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
-from .config import GEARConfig
+from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .hub import check_hub_access
@@ -99,8 +99,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if args.uses_teacher:
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
-            _check_peft_for_teacher(model, kwargs.get("peft_config"))
-        _check_vllm_server_tools(args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
+            check_peft_for_teacher(model, kwargs.get("peft_config"))
+        check_vllm_server_tools(args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
@@ -545,31 +545,6 @@ def _switch_off_dropout(model) -> Counter:
             switched_off[f"attention_dropout p={rate}"] += 1
             module.attention_dropout = 0.0
     return switched_off
-
-
-def _check_peft_for_teacher(model, peft_config) -> None:
-    """Prompt and prefix tuning put virtual tokens in front of the input inside the PEFT model's forward; GEAR's
-    direct backbone calls would leave them out of the teacher, so the student and teacher would differ by them."""
-    config = peft_config
-    if config is None and _is_loaded_peft_model(model):
-        config = model.active_peft_config
-    if getattr(config, "is_prompt_learning", False):
-        raise ValueError(
-            f"PEFT {type(config).__name__} (prompt/prefix tuning) is not supported by GEAR's teacher pass, which "
-            "calls the backbone directly and would leave out the virtual tokens. Use LoRA (`use_peft: true`), full "
-            "fine-tuning, or `credit: none` / `gigpo`."
-        )
-
-
-def _check_vllm_server_tools(args, has_tools: bool) -> None:
-    """TRL's vLLM server mode splits the gathered results by `process_index * len(prompts)`, which assumes equal prompt
-    counts on every rank; the lockstep tool rounds give a finished rank a one-prompt throwaway generation."""
-    if args.use_vllm and args.vllm_mode == "server" and has_tools and args.world_size > 1:
-        raise ValueError(
-            "`use_vllm: true` with `vllm_mode: server` and tools on several processes is not supported: ranks run "
-            "different numbers of tool rounds and TRL's server mode splits the results assuming equal prompt counts. "
-            "Use `vllm_mode: colocate`, or a single training process."
-        )
 
 
 def _copy_initial_adapter(model) -> None:
