@@ -133,7 +133,8 @@ def gigpo_advantages_with_stats(
         ``num_steps`` (total steps), ``num_step_groups``,
         ``singleton_step_group_frac`` (fraction of step groups with one step;
         0 when there are none) and ``step_adv_std`` (unbiased std of A_S over
-        all steps, before omega; 0 with fewer than two steps).
+        all steps, before omega; 0 with fewer than two steps). These count
+        the steps of unscorable rollouts too (their A_S is 0).
     """
     rewards, group_ids, scorable = _validate(
         rewards, group_ids, step_anchors, step_rewards, gamma, mode, similarity_threshold, scorable
