@@ -6,8 +6,11 @@ them. Values are validated in `__post_init__`, so a bad recipe fails before any 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
+import torch
+from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
 from .credit.divergence import DIVERGENCES
@@ -64,8 +67,8 @@ class GEARConfig(GRPOConfig):
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
         weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
             mean advantage; `none` leaves them as computed.
-        teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the initial model
-            (adapters disabled; requires PEFT).
+        teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
+            policy (requires PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
             must contain `{ground_truth}`.
         ground_truth_column (`str`, defaults to `"ground_truth"`): dataset column holding the ground truth.
@@ -132,7 +135,8 @@ class GEARConfig(GRPOConfig):
     teacher: str = field(
         default="live",
         metadata={
-            "help": "`live`: the current policy is the teacher; `base`: the initial model (PEFT adapters disabled)."
+            "help": "`live`: the current policy is the teacher; `base`: the run's initial policy (PEFT only: adapters "
+            "disabled, or a frozen copy of an adapter the model arrived with)."
         },
     )
     teacher_template: str = field(
@@ -208,8 +212,76 @@ class GEARConfig(GRPOConfig):
             raise ValueError(
                 f"`teacher_template` is not a valid format string ({err!r}); write literal braces as `{{` and `}}`."
             ) from err
+        self._check_grpo_options()
+
+    def _check_grpo_options(self) -> None:
+        """Refuse GRPO options that would quietly turn GEAR or GiGPO back into GRPO, or feed noise into GEAR's KL."""
+        if self.credit != "none" and self.importance_sampling_level == "sequence":
+            raise ValueError(
+                f"`importance_sampling_level: sequence` (GSPO) cannot be combined with `credit: {self.credit}`: the "
+                "sequence ratio averages the token log-ratios, so per-token advantages whose mean is the GRPO "
+                "advantage give exactly GRPO's gradient. Use `importance_sampling_level: token`, or `credit: none` "
+                "for plain GSPO."
+            )
+        if self.credit in ("gigpo", "gear+gigpo"):
+            if self.scale_rewards != "group":
+                raise ValueError(
+                    f"`scale_rewards: {self.scale_rewards}` is not supported with `credit: {self.credit}`: GiGPO "
+                    "replaces TRL's advantages and normalizes within each group by `gigpo_mode`. Leave "
+                    "`scale_rewards: group` and set `gigpo_mode: mean` for unscaled advantages (what "
+                    "`scale_rewards: none` does in GRPO)."
+                )
+            if self.multi_objective_aggregation != "sum_then_normalize":
+                raise ValueError(
+                    f"`multi_objective_aggregation: {self.multi_objective_aggregation}` is not supported with "
+                    f"`credit: {self.credit}`: GiGPO normalizes the weighted sum of the rewards "
+                    "(`sum_then_normalize`). Use `sum_then_normalize`, or a GEAR mode, which keeps TRL's advantages."
+                )
+        if not self.uses_teacher:
+            return
+        if self.top_entropy_quantile < 1.0:
+            raise ValueError(
+                f"`top_entropy_quantile: {self.top_entropy_quantile}` is not supported with `credit: {self.credit}`: "
+                "masking low-entropy tokens out of the loss breaks GEAR's guarantee that each completion keeps its "
+                "mean advantage. Use `top_entropy_quantile: 1.0`, or `credit: none` / `gigpo`."
+            )
+        if self.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "false").lower() in ("1", "true"):
+            raise ValueError(
+                f"FSDP is not supported with `credit: {self.credit}`: GEAR's teacher pass calls the backbone directly "
+                "and reads the LM head's weight, which is untested on FSDP-sharded parameters. Use DeepSpeed ZeRO-2/3 "
+                "(accelerate_configs/) or DDP."
+            )
 
     @property
     def uses_teacher(self) -> bool:
         """Whether this mode runs the teacher pass (every mode that weights tokens by divergence)."""
         return self.credit not in ("none", "gigpo")
+
+
+# Checks that need more than the config (the model, the PEFT config, the tools); GEARTrainer runs them before any
+# model is loaded.
+
+
+def check_peft_for_teacher(model, peft_config) -> None:
+    """Prompt and prefix tuning put virtual tokens in front of the input inside the PEFT model's forward; GEAR's
+    direct backbone calls would leave them out of the teacher, so the student and teacher would differ by them."""
+    config = peft_config
+    if config is None and isinstance(model, torch.nn.Module) and is_peft_model(model):
+        config = model.active_peft_config
+    if getattr(config, "is_prompt_learning", False):
+        raise ValueError(
+            f"PEFT {type(config).__name__} (prompt/prefix tuning) is not supported by GEAR's teacher pass, which "
+            "calls the backbone directly and would leave out the virtual tokens. Use LoRA (`use_peft: true`), full "
+            "fine-tuning, or `credit: none` / `gigpo`."
+        )
+
+
+def check_vllm_server_tools(args, has_tools: bool) -> None:
+    """TRL's vLLM server mode splits the gathered results by `process_index * len(prompts)`, which assumes equal prompt
+    counts on every rank; the lockstep tool rounds give a finished rank a one-prompt throwaway generation."""
+    if args.use_vllm and args.vllm_mode == "server" and has_tools and args.world_size > 1:
+        raise ValueError(
+            "`use_vllm: true` with `vllm_mode: server` and tools on several processes is not supported: ranks run "
+            "different numbers of tool rounds and TRL's server mode splits the results assuming equal prompt counts. "
+            "Use `vllm_mode: colocate`, or a single training process."
+        )

@@ -15,7 +15,9 @@ gathers stay in lockstep: rows without a ground truth still go through the teach
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from typing import ClassVar
@@ -28,12 +30,14 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
-from .config import GEARConfig
+from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
 from .teacher import TeacherPromptBuilder, tool_calls_text
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -95,12 +99,31 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if args.uses_teacher:
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
+            check_peft_for_teacher(model, kwargs.get("peft_config"))
+        check_vllm_server_tools(args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
+        if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
+            _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         if args.teacher == "base" and not is_peft_model(self.model):
             raise ValueError(
                 "`teacher: base` uses the initial model by disabling the PEFT adapters, so it needs a PEFT model "
                 "(pass `peft_config` / `use_peft: true`). Use `teacher: live` for full fine-tuning."
             )
+        if args.uses_teacher:
+            # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
+            # run in training mode: with dropout on they would see different random networks, and the KL between
+            # two identical prompts would be noise. Both must see the same dropout-free network.
+            switched_off = _switch_off_dropout(self.model)
+            if switched_off:
+                logger.warning(
+                    "GEAR switched off dropout so that the student and teacher passes see the same network: %s. "
+                    "Set `lora_dropout: 0` / `disable_dropout: true` to silence this.",
+                    ", ".join(f"{count} x {kind}" for kind, count in switched_off.items()),
+                )
+        # Tool metrics reduce over ranks, so whether they run must not depend on a rank's batch: decided once here
+        # from the trainer's tools and the datasets' columns (unknown columns count as possibly having tools).
+        datasets = (train_dataset, kwargs.get("eval_dataset"))
+        self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
         self._teacher_prompts = TeacherPromptBuilder(
@@ -122,7 +145,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         record = self._rollout
         mask = _model_token_mask(output)
-        if self.tools or self._batch_row_tools is not None:
+        if self._logs_tool_metrics:
             self._log_tool_metrics(mode, record.completions)
 
         if self.args.credit in ("gigpo", "gear+gigpo"):
@@ -198,7 +221,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     @torch.no_grad()
     def _credit(self, batch, student_hidden: torch.Tensor) -> CreditTrace:
         mask = _model_token_mask(batch)
-        lm_head = self._causal_lm().get_output_embeddings()
+        causal_lm = self._causal_lm()
+        lm_head = causal_lm.get_output_embeddings()
+        logit_scale, softcap = lm_head_transform(causal_lm.config)
         with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
             kl, entropy = reverse_kl_and_entropy(
                 student_hidden,
@@ -211,6 +236,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 divergence=self.args.divergence,
                 top_k=self.args.divergence_top_k,
                 token_ids=batch["completion_ids"],
+                logit_scale=logit_scale,
+                final_logit_softcapping=softcap,
             )
         signal, segment_ids = segment_signal(
             kl,
@@ -289,6 +316,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         weights = self.reward_weights.to(record.rewards_per_func.device)
         rewards = torch.nan_to_num((record.rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).cpu()
+        # Rows every reward function returned None for: advantage 0 and out of the statistics, as in GRPO.
+        scorable = ~torch.isnan(record.rewards_per_func).all(dim=1).cpu()
         step_index = step_index_from_mask(mask)
         steps = (step_index.max(dim=1).values + 1).clamp(min=0).tolist()
         history = record.state_history
@@ -310,6 +339,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             omega=self.args.gigpo_omega,
             mode=self.args.gigpo_mode,
             similarity_threshold=self.args.gigpo_similarity_threshold,
+            scorable=scorable,
         )
         start = self.accelerator.process_index * len(steps)
         self._metrics[mode]["gigpo/step_groups"].append(stats["num_step_groups"])
@@ -354,7 +384,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         batch_size = (
             self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
         )
-        context = use_adapter(self.model, None) if self.args.teacher == "base" else nullcontext()
+        context = nullcontext()
+        if self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
+            context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
         hidden = []
         with context:
             for start in range(0, input_ids.size(0), batch_size):
@@ -482,3 +514,61 @@ def _check_ground_truth_column(dataset, column: str, name: str) -> None:
                 f"{sorted(columns)}. Set `ground_truth_column` to the right column, map your data with a dataset "
                 "adapter (`dataset_format`), or use `credit: none` for plain GRPO."
             )
+
+
+def lm_head_transform(config) -> tuple[float, float | None]:
+    """The model's own logit transformation, as TRL's fused LM head reads it: `(scale, softcap)` with logits
+    `softcap * tanh(scale * z / softcap)` (no tanh when softcap is None). Cohere scales by `logit_scale`, Falcon-H1 by
+    `lm_head_multiplier`, Granite divides by `logits_scaling`, Gemma 2/3 soft-cap with `final_logit_softcapping`."""
+    config = config.get_text_config()
+    scale = getattr(config, "logit_scale", None)
+    if scale is None:
+        scale = getattr(config, "output_multiplier", None)
+    if scale is None:
+        scale = getattr(config, "lm_head_multiplier", None)
+    if scale is None and getattr(config, "logits_scaling", None) is not None:
+        scale = config.logits_scaling if config.model_type == "hyperclovax" else 1.0 / config.logits_scaling
+    return (1.0 if scale is None else float(scale)), getattr(config, "final_logit_softcapping", None)
+
+
+def _switch_off_dropout(model) -> Counter:
+    """Set every dropout probability in `model` to 0 (`nn.Dropout` modules, PEFT's `lora_dropout` among them, and the
+    `attention_dropout` attribute attention layers read in training mode); counts what was on, by kind."""
+    switched_off = Counter()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            kind = next((part for part in reversed(name.split(".")) if "dropout" in part), type(module).__name__)
+            switched_off[f"{kind} p={module.p}"] += 1
+            module.p = 0.0
+        rate = getattr(module, "attention_dropout", None)
+        if isinstance(rate, float) and rate > 0:
+            switched_off[f"attention_dropout p={rate}"] += 1
+            module.attention_dropout = 0.0
+    return switched_off
+
+
+def _copy_initial_adapter(model) -> None:
+    """`teacher: base` means the run's initial policy. For a model that comes with a trained adapter that is the
+    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy)."""
+    if "ref" in model.peft_config:
+        return
+    active = model.active_adapter
+    model.add_adapter("ref", model.peft_config[active])
+    for name, param in model.named_parameters():
+        if f".{active}." in name:
+            model.get_parameter(name.replace(f".{active}.", ".ref.")).data.copy_(param.data)
+
+
+def _is_loaded_peft_model(model) -> bool:
+    return isinstance(model, torch.nn.Module) and is_peft_model(model)  # `model` may still be a name or path
+
+
+def _may_have_column(dataset, column: str) -> bool:
+    if dataset is None:
+        return False
+    parts = dataset.values() if isinstance(dataset, dict) else [dataset]
+    for part in parts:
+        columns = getattr(part, "column_names", None)
+        if columns is None or column in columns:
+            return True
+    return False

@@ -26,10 +26,15 @@ def reverse_kl_and_entropy(
     divergence: str = "full",
     top_k: int = 20,
     token_ids: torch.Tensor | None = None,
+    logit_scale: float = 1.0,
+    final_logit_softcapping: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reverse KL ``D_t = KL(pS || pT)`` and student entropy ``H_t`` per token.
 
-    ``pS = softmax(h_S W^T / tau)``, ``pT = softmax(h_T W^T / tau)``. The matmul
+    ``pS = softmax(f(h_S W^T + b) / tau)``, ``pT = softmax(f(h_T W^T + b) / tau)``, where ``f`` is the model's own
+    logit transformation: ``f(z) = c * tanh(s * z / c)`` with ``s = logit_scale`` and ``c =
+    final_logit_softcapping`` (``f(z) = s * z`` without soft-capping), in that order, as the model's forward and
+    TRL's log-probs apply it. The matmul
     runs in the LM head's dtype (an upcast copy of W would cost O(V x H)) on
     hidden states (and bias) scaled by ``1 / tau`` in float32; the logits are
     float32 from there on. With ``zS, zT`` the logits at temperature,
@@ -51,6 +56,8 @@ def reverse_kl_and_entropy(
             ``"sampled"``: ``max(log pS(y_t) - log pT(y_t), 0)``, needs ``token_ids``.
         top_k: support size for ``"topk"``, >= 1.
         token_ids: [B, T] long, the sampled tokens ``y_t``; required for ``"sampled"``.
+        logit_scale: multiplier of the raw logits (Cohere ``logit_scale``, Granite ``1 / logits_scaling``).
+        final_logit_softcapping: soft cap ``c`` > 0 of the scaled logits (Gemma 2/3), or None.
 
     Returns:
         kl: [B, T] float32, 0 at masked-out positions.
@@ -74,6 +81,8 @@ def reverse_kl_and_entropy(
         raise ValueError(f"mask must be [{batch}, {length}]; got shape {tuple(mask.shape)}.")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0; got {temperature}.")
+    if final_logit_softcapping is not None and final_logit_softcapping <= 0:
+        raise ValueError(f"final_logit_softcapping must be > 0 or None; got {final_logit_softcapping}.")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1; got {chunk_size}.")
     if divergence not in DIVERGENCES:
@@ -95,11 +104,13 @@ def reverse_kl_and_entropy(
     if positions == 0:
         return kl_out, entropy_out
 
-    # z = logits / tau: 1 / tau scales each chunk's [2n, H] rows and the bias (in float32, then cast to the head's
-    # dtype), never a [chunk, V] tensor.
-    scale = 1.0 / temperature
+    # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32, then cast to the
+    # head's dtype), never a [chunk, V] tensor. With soft-capping only s goes in there, since the tanh comes before
+    # 1 / tau; the cap is then applied in place to the chunk's logits.
+    softcap = final_logit_softcapping
+    scale = logit_scale if softcap is not None else logit_scale / temperature
     bias = lm_head_bias
-    if bias is not None and temperature != 1.0:
+    if bias is not None and scale != 1.0:
         bias = bias.float() * scale
     bias = None if bias is None else bias.to(lm_head_weight.dtype)
 
@@ -114,9 +125,11 @@ def reverse_kl_and_entropy(
         n = min(chunk, positions - start)
         rows = slice(start, start + n)
         hidden_rows = torch.cat((student_rows[rows], teacher_rows[rows]))
-        if temperature != 1.0:
+        if scale != 1.0:
             hidden_rows = hidden_rows.float().mul_(scale)
         z = _lm_head(hidden_rows.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: 2 * n], exp_buf)
+        if softcap is not None:
+            z.div_(softcap).tanh_().mul_(softcap / temperature)
         zs, zt = z[:n], z[n:]
         # Subtract each row's max: zs = zS - max zS and zt = zT - max zT from here on. Softmax, KL and entropy are
         # unchanged, and every term below stays small (|z| ~ 30-50 would otherwise cost fp32 digits).

@@ -40,6 +40,7 @@ def gigpo_advantages(
     omega: float = 1.0,
     mode: str = "mean_std",
     similarity_threshold: float | None = None,
+    scorable: Tensor | None = None,
 ) -> list[Tensor]:
     """Combined GiGPO advantage of every step of every rollout.
 
@@ -59,6 +60,10 @@ def gigpo_advantages(
         similarity_threshold: ``None`` for exact anchor matching; a value in
             (0, 1] also groups string anchors whose difflib ratio to a step
             group's first anchor is at least this value.
+        scorable: optional ``[N]`` bool; False marks a rollout no reward
+            function could score (TRL's all-None rows). Its steps get advantage
+            0 and its return stays out of every group statistic, episode and
+            step level. Default: every rollout is scorable.
 
     Returns:
         ``N`` float32 tensors on ``rewards.device``; element i has shape
@@ -75,6 +80,7 @@ def gigpo_advantages(
         omega=omega,
         mode=mode,
         similarity_threshold=similarity_threshold,
+        scorable=scorable,
     )
     return advantages
 
@@ -89,6 +95,7 @@ def gigpo_advantages_with_stats(
     omega: float = 1.0,
     mode: str = "mean_std",
     similarity_threshold: float | None = None,
+    scorable: Tensor | None = None,
 ) -> tuple[list[Tensor], dict[str, float]]:
     """GiGPO advantages plus the step-group statistics a trainer logs.
 
@@ -117,15 +124,21 @@ def gigpo_advantages_with_stats(
     * Step advantage: ``mean_std``: A_S = (R_{i,k} - mean_g) / (std_g + 1e-6);
       ``mean``: A_S = R_{i,k} - mean_g; singleton step groups and step groups
       whose returns are all equal give 0.
+    * Unscorable rollouts (``scorable`` False) are left out before any of the
+      statistics above (group sizes, means, stds count scorable members only)
+      and get A_E = A_S = 0, so every step of theirs has advantage 0.
 
     Returns:
         ``(advantages, stats)``. ``stats`` has float values:
         ``num_steps`` (total steps), ``num_step_groups``,
         ``singleton_step_group_frac`` (fraction of step groups with one step;
         0 when there are none) and ``step_adv_std`` (unbiased std of A_S over
-        all steps, before omega; 0 with fewer than two steps).
+        all steps, before omega; 0 with fewer than two steps). These count
+        the steps of unscorable rollouts too (their A_S is 0).
     """
-    rewards, group_ids = _validate(rewards, group_ids, step_anchors, step_rewards, gamma, mode, similarity_threshold)
+    rewards, group_ids, scorable = _validate(
+        rewards, group_ids, step_anchors, step_rewards, gamma, mode, similarity_threshold, scorable
+    )
     device = rewards.device
     n = rewards.shape[0]
     lengths = [len(anchors) for anchors in step_anchors]
@@ -133,7 +146,7 @@ def gigpo_advantages_with_stats(
 
     # Episode level: one value per rollout, so groups are dense episode indices.
     _, episode_group = torch.unique(group_ids.cpu(), return_inverse=True)
-    episode_adv = _group_normalize(returns, episode_group, mode)
+    episode_adv = _group_normalize(returns, episode_group, mode, keep=scorable)
 
     # Step level, flattened in (rollout, step) order.
     step_returns: list[float] = []
@@ -151,9 +164,9 @@ def gigpo_advantages_with_stats(
     num_steps = len(step_returns)
     step_returns_t = torch.tensor(step_returns, dtype=torch.float64)
     step_group_t = torch.tensor(step_group, dtype=torch.long)
-    step_adv = _group_normalize(step_returns_t, step_group_t, mode)
-
     owner = torch.repeat_interleave(torch.arange(n), torch.tensor(lengths, dtype=torch.long))
+    step_adv = _group_normalize(step_returns_t, step_group_t, mode, keep=scorable[owner])
+
     combined = (episode_adv[owner] + omega * step_adv).to(torch.float32).to(device)
     advantages = list(torch.split(combined, lengths))
 
@@ -228,13 +241,20 @@ def step_advantages_to_tokens(step_advs: Sequence[Tensor], step_index: Tensor) -
     return table.gather(1, step_index.long() + 1)
 
 
-def _group_normalize(values: Tensor, group: Tensor, mode: str) -> Tensor:
+def _group_normalize(values: Tensor, group: Tensor, mode: str, keep: Tensor | None = None) -> Tensor:
     """Centre (and for ``mean_std`` scale) ``values [M]`` within ``group [M]``.
 
     ``group`` holds dense ids 0..C-1. Groups of one element or with all-equal
     values give exactly 0: centring by a float mean could leave rounding noise
-    that dividing by std + 1e-6 would blow up.
+    that dividing by std + 1e-6 would blow up. ``keep`` (optional ``[M]`` bool):
+    only these elements enter the statistics; the others get 0.
     """
+    if keep is not None and not bool(keep.all()):
+        out = torch.zeros_like(values)
+        if bool(keep.any()):
+            _, dense = torch.unique(group[keep], return_inverse=True)
+            out[keep] = _group_normalize(values[keep], dense, mode)
+        return out
     if values.numel() == 0:
         return values.clone()
     num_groups = int(group.max()) + 1
@@ -322,7 +342,8 @@ def _validate(
     gamma: float,
     mode: str,
     similarity_threshold: float | None,
-) -> tuple[Tensor, Tensor]:
+    scorable: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     rewards = torch.as_tensor(rewards)
     group_ids = torch.as_tensor(group_ids)
     if rewards.dim() != 1:
@@ -356,4 +377,11 @@ def _validate(
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     if similarity_threshold is not None and not 0.0 < similarity_threshold <= 1.0:
         raise ValueError(f"similarity_threshold must be None or in (0, 1], got {similarity_threshold}")
-    return rewards, group_ids
+    if scorable is None:
+        scorable = torch.ones(n, dtype=torch.bool)
+    scorable = torch.as_tensor(scorable).cpu()
+    if scorable.dtype != torch.bool or scorable.shape != (n,):
+        raise ValueError(
+            f"scorable must be a bool tensor of shape [N] = [{n}], got {scorable.dtype} {tuple(scorable.shape)}"
+        )
+    return rewards, group_ids, scorable
