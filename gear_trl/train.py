@@ -67,7 +67,8 @@ def _own_fields(cls, base) -> list[str]:
 def make_parser() -> TrlParser:
     """The recipe parser. Its help lists `--config`, then the recipe's data and reward options, then GEAR's own
     options, then the model options and the ~300 inherited GRPO/Trainer options, each under its own heading."""
-    parser = TrlParser((GEARScriptArguments, GEARConfig, ModelConfig), usage=USAGE)
+    # No abbreviations: `--learning_rat` must be reported as unknown, not silently taken for `--learning_rate`.
+    parser = TrlParser((GEARScriptArguments, GEARConfig, ModelConfig), usage=USAGE, allow_abbrev=False)
     # TrlParser reads `--config` itself before parsing (it never reaches argparse), so this entry is for --help only.
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument(
