@@ -7,13 +7,19 @@ is exactly what `resume_from_checkpoint` reads) and to stop. `gear_trl.train` th
 
 Under several processes every rank must take the same decision at the same step, or one rank saves (a collective
 under ZeRO) while another starts the next step. The ranks therefore agree on the flag with one all-reduce (max) per
-optimizer step: a signal that reached only some ranks still stops all of them at the same step boundary. A second
-signal falls through to Python's default handling (stop at once, nothing saved) for a user who will not wait.
+optimizer step: a signal that reached only some ranks still stops all of them at the same step boundary.
+
+Under `accelerate launch` (torch elastic) a Ctrl-C reaches the workers twice: from the terminal, and relayed by the
+launcher, which then waits TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds (default 30) before killing them; a step plus a
+save must fit in that time (raise it for large models). Repeats within `REPEAT_WINDOW_S` of the first signal are
+therefore taken as that relay and ignored; a signal after that falls through to Python's default handling (stop at
+once, nothing saved) for a user who will not wait.
 """
 
 from __future__ import annotations
 
 import signal
+import time
 
 from transformers import TrainerCallback
 
@@ -21,6 +27,8 @@ EXIT_INTERRUPTED = 75
 """Exit status of a run stopped by SIGINT/SIGTERM after saving its checkpoint (EX_TEMPFAIL: rerun to resume)."""
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REPEAT_WINDOW_S = 5.0
+"""A second signal this soon after the first is the launcher relaying it, not a user insisting."""
 
 
 class InterruptCallback(TrainerCallback):
@@ -34,16 +42,22 @@ class InterruptCallback(TrainerCallback):
         self.signal_name: str | None = None
         self.step: int | None = None
         self._received: int | None = None
+        self._received_at = 0.0
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum, frame):
-        self._received = signum
-        # A second signal gets Python's default behaviour: stop now, without the checkpoint.
-        for sig in _SIGNALS:
-            signal.signal(sig, self._previous.get(sig, signal.SIG_DFL))
+        now = time.monotonic()
+        if self._received is not None:
+            if now - self._received_at < REPEAT_WINDOW_S:
+                return
+            # A user insisting: Python's default behaviour, stop now without the checkpoint.
+            self._restore()
+            signal.raise_signal(signum)
+            return
+        self._received, self._received_at = signum, now
         print(
             f"\n{signal.Signals(signum).name} received: saving a checkpoint at the end of this step, then stopping "
-            "(send it again to stop at once without saving).",
+            f"(send it again after {REPEAT_WINDOW_S:.0f} s to stop at once without saving).",
             flush=True,
         )
 

@@ -233,6 +233,7 @@ def test_sigterm_mid_run_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_pa
 def test_interrupt_callback_asks_for_save_and_stop_at_the_step_boundary():
     from transformers import TrainerControl, TrainerState
 
+    from gear_trl import interrupt
     from gear_trl.interrupt import InterruptCallback
 
     callback = InterruptCallback()
@@ -249,7 +250,12 @@ def test_interrupt_callback_asks_for_save_and_stop_at_the_step_boundary():
         callback.on_step_end(None, state, control)
         assert control.should_save and control.should_training_stop
         assert (callback.signal_name, callback.step) == ("SIGINT", 4)
-        assert signal.getsignal(signal.SIGINT) is previous, "a second Ctrl-C must stop at once"
+        os.kill(os.getpid(), signal.SIGINT)  # the launcher relaying the same Ctrl-C: ignored
+        time.sleep(0.1)
+        callback._received_at -= interrupt.REPEAT_WINDOW_S  # later, a user insisting: stop at once
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)
     finally:
         callback.on_train_end(None, state, control)
         signal.signal(signal.SIGINT, previous)
