@@ -45,25 +45,32 @@ def _closest_sibling(path: str) -> str:
     return f" (did you mean {os.path.join(parent, close[0])!r}?)" if close else ""
 
 
+def _in_hub_cache(name: str, cache_dir: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    if name.count("/") > 1 or name.startswith((".", "/", "~")):
+        return False  # not a Hub id
+    return any(
+        isinstance(try_to_load_from_cache(name, filename, cache_dir=cache_dir), str)
+        for filename in ("config.json", "adapter_config.json")
+    )
+
+
 def check_model_source(name: str, what: str = "model_name_or_path", cache_dir: str | None = None) -> None:
     """Raise `PreflightError` when `name` can be neither loaded from a local folder nor found on the Hub side:
-    a path-like name that does not exist, or (with HF_HUB_OFFLINE set) a Hub id absent from the local cache."""
+    a path-like name that does not exist (unless a cached Hub model has that id), or (with HF_HUB_OFFLINE set) a Hub
+    id absent from the local cache."""
     if os.path.exists(os.path.expanduser(name)):
         return
     if looks_like_local_path(name):
+        if _in_hub_cache(name, cache_dir):
+            return
         raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
-    if hub_offline():
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = any(
-            isinstance(try_to_load_from_cache(name, filename, cache_dir=cache_dir), str)
-            for filename in ("config.json", "adapter_config.json")
+    if hub_offline() and not _in_hub_cache(name, cache_dir):
+        raise PreflightError(
+            f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
+            "is set, so it cannot be downloaded. Unset HF_HUB_OFFLINE to download it, or give a local folder."
         )
-        if not cached:
-            raise PreflightError(
-                f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
-                "is set, so it cannot be downloaded. Unset HF_HUB_OFFLINE to download it, or give a local folder."
-            )
 
 
 def check_dataset_source(name: str, what: str = "dataset_name") -> None:
