@@ -220,7 +220,7 @@ def check_ground_truth(dataset, column: str, adapter: str, users: list[str], whe
     )
     if total and missing == total:
         raise PreflightError(
-            f"{detail}, but {' and '.join(users)} read(s) it: training would run on the other rewards alone. Check "
+            f"{detail}, which {' and '.join(users)} need: training would run on the other rewards alone. Check "
             "the data and `dataset_format`, or train with `credit: none` and rewards that do not need a ground truth."
         )
     if total and missing / total > GROUND_TRUTH_WARN_FRACTION:
