@@ -103,11 +103,10 @@ def load_eval_split(
     ground_truth_column: str = "ground_truth",
 ):
     """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`."""
-    from datasets import load_dataset
-
     from .data import detect_adapter, get_adapter, prepare_dataset
+    from .preflight import load_dataset_named
 
-    splits = load_dataset(dataset, name=dataset_config)
+    splits = load_dataset_named(dataset, dataset_config, what="dataset")
     if split not in splits:
         raise ValueError(f"Split {split!r} is not in {dataset!r}; its splits are {list(splits)}.")
     data = splits[split]
@@ -631,7 +630,12 @@ def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     import torch
 
+    from .preflight import check_dataset_source, check_model_source
     from .rewards import get_reward_funcs
+
+    # A mistyped path is named here, not reported later as a failure to reach the Hub.
+    check_model_source(args.model, "--model")
+    check_dataset_source(args.dataset, "--dataset")
 
     reward_names = args.reward
     if args.environment is not None:
@@ -713,7 +717,12 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    main(argv)
+    from .preflight import PreflightError
+
+    try:
+        main(argv)
+    except PreflightError as err:
+        sys.exit(f"error: {err}")
 
 
 if __name__ == "__main__":

@@ -4,22 +4,28 @@
     accelerate launch --config_file accelerate_configs/zero3.yaml -m gear_trl.train --config RECIPE.yaml
 
 Any recipe field can be overridden on the command line (`--learning_rate 1e-6`). The run resumes from the last
-checkpoint in `output_dir` when there is one, saves the model (the adapter under LoRA), writes the model card, and
-pushes to the Hub when `push_to_hub` is set (access is checked before training starts).
+complete checkpoint in `output_dir` when there is one, saves the model (the adapter under LoRA), writes the model
+card, and pushes to the Hub when `push_to_hub` is set. Before the model loads it checks what would otherwise fail
+late: the output folder is writable, local paths exist, precision agrees with the launcher, the training rows have a
+ground truth, the Hub can be reached when pushing. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
+exit with status 75 (`gear_trl.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 import re
 import sys
 from dataclasses import dataclass, field, fields
 
-from transformers.trainer_utils import get_last_checkpoint
-from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config
+from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
 from .config import GEARConfig
+from .interrupt import EXIT_INTERRUPTED
+
+USAGE = "python -m gear_trl.train --config RECIPE.yaml [--FIELD VALUE ...]"
 
 
 @dataclass
@@ -52,38 +58,93 @@ class GEARScriptArguments(ScriptArguments):
     )
 
 
+def _own_fields(cls, base) -> list[str]:
+    """Fields `cls` declares itself, not those it inherits from `base`, in declaration order."""
+    inherited = {f.name for f in fields(base)}
+    return [f.name for f in fields(cls) if f.name not in inherited]
+
+
 def make_parser() -> TrlParser:
-    return TrlParser((GEARScriptArguments, GEARConfig, ModelConfig))
+    """The recipe parser. Its help lists `--config`, then the recipe's data and reward options, then GEAR's own
+    options, then the model options and the ~300 inherited GRPO/Trainer options, each under its own heading."""
+    # No abbreviations: `--learning_rat` must be reported as unknown, not silently taken for `--learning_rate`.
+    parser = TrlParser((GEARScriptArguments, GEARConfig, ModelConfig), usage=USAGE, allow_abbrev=False)
+    # TrlParser reads `--config` itself before parsing (it never reaches argparse), so this entry is for --help only.
+    recipe = parser.add_argument_group("recipe")
+    recipe.add_argument(
+        "--config",
+        metavar="RECIPE.yaml",
+        default=argparse.SUPPRESS,
+        help="YAML recipe; any field below given on the command line overrides it.",
+    )
+    groups = [
+        (recipe, None),
+        # gear_trl's own data options first, then those it inherits from trl.ScriptArguments
+        (
+            parser.add_argument_group("data and rewards (the recipe's own options)"),
+            [*_own_fields(GEARScriptArguments, ScriptArguments), *fields(ScriptArguments)],
+        ),
+        (parser.add_argument_group("GEAR credit assignment"), _own_fields(GEARConfig, GRPOConfig)),
+        (parser.add_argument_group("model (trl.ModelConfig)"), fields(ModelConfig)),
+    ]
+    default = parser._optionals  # HfArgumentParser puts every field into argparse's default "options" group
+    for group, members in groups[1:]:
+        order = {name: i for i, name in enumerate(f if isinstance(f, str) else f.name for f in members)}
+        moved = sorted((a for a in default._group_actions if a.dest in order), key=lambda a: order[a.dest])
+        for action in moved:
+            default._group_actions.remove(action)
+            group._group_actions.append(action)
+    default.title = "GRPO and Trainer options (trl.GRPOConfig, transformers.TrainingArguments)"
+    parser._action_groups.remove(default)
+    parser._action_groups.append(default)
+    return parser
+
+
+def _did_you_mean(keys: list[str]) -> str:
+    known = sorted({f.name for cls in (GEARScriptArguments, GEARConfig, ModelConfig) for f in fields(cls)})
+    parts = []
+    for key in keys:
+        close = difflib.get_close_matches(key, known, n=1)
+        parts.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ", ".join(parts)
 
 
 def parse_args(argv: list[str] | None = None):
-    """Parse a recipe and command-line overrides; an unknown recipe key is an error that names it."""
+    """Parse a recipe and command-line overrides; an unknown key, in the recipe or on the command line, is an error
+    that names it with the closest known key."""
     parser = make_parser()
     try:
         return parser.parse_args_and_config(args=argv)
     except ValueError as err:
-        unknown = re.findall(r"'--([A-Za-z0-9_]+)'", str(err)) if "Unknown arguments" in str(err) else []
+        message = str(err)
+        if "Unknown arguments" in message:
+            unknown = re.findall(r"'--([A-Za-z0-9_]+)'", message)
+            where = "recipe key(s)"
+        elif "not used by the HfArgumentParser" in message:
+            # argparse leaves unknown options and their values; only the `--name` (or `--name=value`) ones are keys
+            unknown = [m.split("=")[0].replace("-", "_") for m in re.findall(r"'--([A-Za-z0-9_=.-]+)'", message)]
+            where = "command-line option(s)"
+        else:
+            raise
         if not unknown:
             raise
-        known = sorted({f.name for cls in (GEARScriptArguments, GEARConfig, ModelConfig) for f in fields(cls)})
-        parts = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, known, n=1)
-            parts.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise ValueError(f"Unknown recipe key(s): {', '.join(parts)}. Remove or rename them.") from None
+        raise ValueError(f"Unknown {where}: {_did_you_mean(unknown)}. Remove or rename them.") from None
 
 
 def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
-    """Load the recipe's dataset and map it through the task adapter; returns (train, eval or None)."""
-    from datasets import load_dataset
+    """Load the recipe's dataset and map it through the task adapter; returns (train, eval or None).
 
-    from .data import prepare_dataset
+    Refuses (before any model loads) training rows none of which has a ground truth when the run reads it (GEAR's
+    teacher, the `accuracy` reward, ...), and warns when more than half lack one."""
+    from .data import detect_adapter, get_adapter, prepare_dataset
+    from .preflight import check_ground_truth, ground_truth_users, load_dataset_named
+    from .rewards import get_reward_funcs
 
     if not script_args.dataset_name:
         raise ValueError(
             "The recipe needs `dataset_name` (a Hub dataset id or a local folder such as data/math/generic)."
         )
-    dataset = load_dataset(script_args.dataset_name, name=script_args.dataset_config)
+    dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
     if script_args.dataset_train_split not in dataset:
         raise ValueError(
             f"`dataset_train_split` {script_args.dataset_train_split!r} is not in {script_args.dataset_name!r}; "
@@ -102,6 +163,17 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
         )
 
     train = prepare(script_args.dataset_train_split)
+    columns = dataset[script_args.dataset_train_split].column_names
+    adapter = (
+        detect_adapter(columns) if script_args.dataset_format == "auto" else get_adapter(script_args.dataset_format)
+    )
+    users = ground_truth_users(
+        training_args.credit,
+        training_args.uses_teacher,
+        get_reward_funcs(script_args.reward_funcs, training_args.ground_truth_column),
+    )
+    where = f"split {script_args.dataset_train_split!r} of {script_args.dataset_name!r}"
+    check_ground_truth(train, training_args.ground_truth_column, adapter.name, users, where)
     evaluate = None
     if training_args.eval_strategy != "no":
         if script_args.dataset_test_split not in dataset:
@@ -119,9 +191,14 @@ def build_trainer(
     """The GEARTrainer a recipe describes. `model`: an already loaded model (e.g. a trained LoRA adapter) used
     instead of `model_args.model_name_or_path` and `use_peft`."""
     from .rewards import get_reward_funcs
+    from .rewards.guard import guard_reward_func
     from .trainer import GEARTrainer
 
-    reward_funcs = get_reward_funcs(script_args.reward_funcs, training_args.ground_truth_column)
+    # Non-finite rewards become None (counted in `rewards/<name>/non_finite_frac`); non-numbers name their function.
+    reward_funcs = [
+        guard_reward_func(func)
+        for func in get_reward_funcs(script_args.reward_funcs, training_args.ground_truth_column)
+    ]
     if model is None:
         model_init_kwargs = dict(training_args.model_init_kwargs or {})
         model_init_kwargs.setdefault("revision", model_args.model_revision)
@@ -152,16 +229,62 @@ def build_trainer(
     )
 
 
+def preflight(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig) -> None:
+    """The checks that need no model: each raises `PreflightError` naming what to fix."""
+    from .preflight import check_model_source, check_precision, check_writable_dir
+
+    check_writable_dir(training_args.output_dir)
+    check_precision(training_args.bf16, training_args.fp16, deepspeed=training_args.deepspeed)
+    if isinstance(model_args.model_name_or_path, str):
+        cache_dir = (training_args.model_init_kwargs or {}).get("cache_dir")
+        check_model_source(model_args.model_name_or_path, "model_name_or_path", cache_dir=cache_dir)
+
+
+def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
+    """The checkpoint to resume from: `resume_from_checkpoint` when set (it must be complete), else the newest
+    complete `checkpoint-N` of `output_dir`; each newer incomplete one is reported with the reason it is skipped."""
+    from .checkpoints import checkpoint_problem, find_resumable_checkpoint
+    from .preflight import PreflightError
+
+    explicit = training_args.resume_from_checkpoint
+    if explicit is not None:
+        if not os.path.isdir(explicit):
+            raise PreflightError(f"`resume_from_checkpoint`: no such checkpoint folder: {explicit!r}.")
+        problem = checkpoint_problem(explicit)
+        if problem:
+            raise PreflightError(f"`resume_from_checkpoint` {explicit!r} cannot be resumed from: {problem}.")
+        return explicit
+    checkpoint, skipped = find_resumable_checkpoint(training_args.output_dir)
+    for path, problem in skipped:
+        print_fn(f"Skipping incomplete checkpoint {path}: {problem} (a run stopped while saving it?).")
+    if skipped and checkpoint is None:
+        print_fn(f"No complete checkpoint in {training_args.output_dir}: starting from step 0.")
+    return checkpoint
+
+
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
+    from .interrupt import InterruptCallback
+
+    preflight(script_args, training_args, model_args)
+    checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
     train_dataset, eval_dataset = load_splits(script_args, training_args)
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
+    interrupt = InterruptCallback(trainer.accelerator)
+    trainer.add_callback(interrupt)
 
-    checkpoint = training_args.resume_from_checkpoint
-    if checkpoint is None and os.path.isdir(training_args.output_dir):
-        checkpoint = get_last_checkpoint(training_args.output_dir)
     if checkpoint is not None:
         trainer.accelerator.print(f"Resuming from {checkpoint}")
     trainer.train(resume_from_checkpoint=checkpoint)
+    if interrupt.signal_name is not None:
+        trainer.accelerator.wait_for_everyone()
+        saved = os.path.join(training_args.output_dir, f"checkpoint-{interrupt.step}")
+        trainer.accelerator.print(
+            f"Stopped by {interrupt.signal_name} after step {interrupt.step}; checkpoint saved to {saved}. Run the "
+            f"same command again to resume from it (exit status {EXIT_INTERRUPTED})."
+        )
+        trainer.accelerator.end_training()
+        trainer.interrupted = interrupt.signal_name
+        return trainer
 
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
@@ -180,8 +303,22 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     return trainer
 
 
+def _print_main(message: str) -> None:
+    """Print once per run, not once per process (no accelerator exists yet when checkpoints are chosen)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(message, flush=True)
+
+
 def cli(argv: list[str] | None = None) -> None:
-    main(*parse_args(argv))
+    from .preflight import PreflightError
+
+    try:
+        trainer = main(*parse_args(argv))
+    except PreflightError as err:
+        # A user mistake found before the model loaded: the message says what to fix; a traceback would bury it.
+        sys.exit(f"error: {err}")
+    if getattr(trainer, "interrupted", None):
+        sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

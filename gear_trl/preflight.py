@@ -1,0 +1,232 @@
+"""Checks `gear_trl.train` and `gear_trl.evaluate` make before any model is loaded, so that a user mistake costs
+seconds, not a model load or a training run, and the message names what to fix."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+
+GROUND_TRUTH_WARN_FRACTION = 0.5
+"""Warn when more than this share of the training rows has no usable ground truth (none at all is an error)."""
+
+_HUB_OFFLINE_VALUES = ("1", "true", "yes", "on")
+
+
+class PreflightError(ValueError):
+    """A user input that would make the run fail (or train on nothing) later, found before the model loads."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Local paths and Hub ids
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in _HUB_OFFLINE_VALUES
+
+
+def looks_like_local_path(name: str) -> bool:
+    """Whether `name` is meant as a local folder rather than a Hub id `org/name`: it starts with `.`, `/` or `~`, has
+    more than one `/` (or a backslash), or its first component exists here (`data/tiny-qwen4` when `data/` does)."""
+    if name.startswith((".", "/", "~")) or "\\" in name or os.sep != "/" and os.sep in name:
+        return True
+    parts = name.split("/")
+    return len(parts) > 2 or (len(parts) == 2 and os.path.isdir(parts[0]))
+
+
+def _closest_sibling(path: str) -> str:
+    parent, base = os.path.split(os.path.normpath(os.path.expanduser(path)))
+    parent = parent or "."
+    if not os.path.isdir(parent):
+        return f" (its parent folder {parent!r} does not exist either)"
+    close = difflib.get_close_matches(base, sorted(os.listdir(parent)), n=1)
+    return f" (did you mean {os.path.join(parent, close[0])!r}?)" if close else ""
+
+
+def _in_hub_cache(name: str, cache_dir: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    if name.count("/") > 1 or name.startswith((".", "/", "~")):
+        return False  # not a Hub id
+    return any(
+        isinstance(try_to_load_from_cache(name, filename, cache_dir=cache_dir), str)
+        for filename in ("config.json", "adapter_config.json")
+    )
+
+
+def check_model_source(name: str, what: str = "model_name_or_path", cache_dir: str | None = None) -> None:
+    """Raise `PreflightError` when `name` can be neither loaded from a local folder nor found on the Hub side:
+    a path-like name that does not exist (unless a cached Hub model has that id), or (with HF_HUB_OFFLINE set) a Hub
+    id absent from the local cache."""
+    if os.path.exists(os.path.expanduser(name)):
+        return
+    if looks_like_local_path(name):
+        if _in_hub_cache(name, cache_dir):
+            return
+        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
+    if hub_offline() and not _in_hub_cache(name, cache_dir):
+        raise PreflightError(
+            f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
+            "is set, so it cannot be downloaded. Unset HF_HUB_OFFLINE to download it, or give a local folder."
+        )
+
+
+def check_dataset_source(name: str, what: str = "dataset_name") -> None:
+    """Raise `PreflightError` for a path-like dataset name that does not exist (Hub ids are checked when loading,
+    by `load_dataset_named`)."""
+    if not os.path.exists(os.path.expanduser(name)) and looks_like_local_path(name):
+        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
+
+
+def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name"):
+    """`datasets.load_dataset(name, name=config)`, with a missing local folder or (offline) uncached Hub dataset
+    reported by name instead of as a failure to reach the Hub."""
+    from datasets import load_dataset
+
+    check_dataset_source(name, what)
+    try:
+        return load_dataset(name, name=config)
+    except (ConnectionError, OSError, FileNotFoundError) as err:
+        if hub_offline() and not os.path.exists(os.path.expanduser(name)):
+            raise PreflightError(
+                f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
+                "is set, so it cannot be downloaded. Unset HF_HUB_OFFLINE to download it, or give a local folder."
+            ) from err
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Output directory
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def check_writable_dir(path: str, what: str = "output_dir") -> None:
+    """Create `path` if needed and write (then remove) a file in it; raise `PreflightError` naming it if either fails.
+    Made on every process: with one `output_dir` per node each node's must be writable."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".gear_write_check_"):
+            pass
+    except OSError as err:
+        raise PreflightError(
+            f"`{what}` {path!r} cannot be written ({type(err).__name__}: {err.strerror or err}); checkpoints and the "
+            "model are saved there. Choose another `output_dir` or fix its permissions."
+        ) from err
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Precision: accelerate / DeepSpeed versus the recipe
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _deepspeed_precisions(config) -> dict[str, bool]:
+    """{"bf16": bool, "fp16": bool} for the entries a DeepSpeed config sets to a boolean ("auto" follows the
+    recipe and is left out)."""
+    if isinstance(config, str):
+        with open(config) as handle:
+            config = json.load(handle)
+    found = {}
+    for key in ("bf16", "fp16"):
+        enabled = (config or {}).get(key, {}).get("enabled", "auto")
+        if isinstance(enabled, bool):
+            found[key] = enabled
+        elif str(enabled).lower() in ("true", "false"):
+            found[key] = str(enabled).lower() == "true"
+    return found
+
+
+def check_precision(bf16: bool, fp16: bool, deepspeed=None, environ=None) -> None:
+    """Raise `PreflightError` when the launcher's precision contradicts the recipe's `bf16`/`fp16`.
+
+    `accelerate launch` passes its config's `mixed_precision` as ACCELERATE_MIXED_PRECISION and its DeepSpeed config
+    file as ACCELERATE_DEEPSPEED_CONFIG_FILE; left alone, the contradiction surfaces (under DeepSpeed) only after the
+    model has loaded, or (under DDP) the launcher's autocast silently wins over the recipe. `mixed_precision: no`
+    (the shipped accelerate_configs) and DeepSpeed "auto" leave the choice to the recipe.
+    """
+    environ = os.environ if environ is None else environ
+    recipe = "bf16" if bf16 else "fp16" if fp16 else "no"
+    fix = (
+        "Make them agree: set `mixed_precision: 'no'` in the accelerate config (the shipped accelerate_configs/ do: "
+        "the recipe decides) or pass `--bf16`/`--fp16` to match."
+    )
+    launcher = environ.get("ACCELERATE_MIXED_PRECISION", "no").lower()
+    if launcher in ("bf16", "fp16") and launcher != recipe:
+        raise PreflightError(
+            f"Precision mismatch: the accelerate config sets mixed_precision: {launcher} but the recipe has bf16: "
+            f"{str(bf16).lower()}, fp16: {str(fp16).lower()}. {fix}"
+        )
+    sources = []
+    if environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE") not in (None, "", "none"):
+        sources.append(("the DeepSpeed config file", environ["ACCELERATE_DEEPSPEED_CONFIG_FILE"]))
+    if deepspeed:
+        sources.append(("the recipe's `deepspeed` config", deepspeed))
+    for label, source in sources:
+        try:
+            found = _deepspeed_precisions(source)
+        except (OSError, ValueError, AttributeError):
+            continue  # DeepSpeed itself reports an unreadable config
+        for key, enabled in found.items():
+            if enabled != (recipe == key):
+                raise PreflightError(
+                    f"Precision mismatch: {label} ({source if isinstance(source, str) else 'dict'}) sets {key}.enabled: "
+                    f"{str(enabled).lower()} but the recipe has {key}: {str(recipe == key).lower()}. Set it to "
+                    f'"auto" (the recipe decides) or pass `--{key}` to match.'
+                )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Ground truth
+# ---------------------------------------------------------------------------------------------------------------------
+
+_GROUND_TRUTH_SOURCE = {
+    "gsm8k": "the number after '####' in column `answer`",
+    "math": "the last \\boxed{} in column `solution`",
+    "aime": "column `answer`",
+    "generic": "column `ground_truth`",
+    "tool_use": "column `ground_truth`",
+}
+
+
+def ground_truth_users(credit: str, uses_teacher: bool, reward_funcs) -> list[str]:
+    """What in this run reads the ground truth: GEAR's teacher and every reward function with a `ground_truth`
+    parameter."""
+    import inspect
+
+    users = [f"the teacher of `credit: {credit}`"] if uses_teacher else []
+    for func in reward_funcs:
+        try:
+            parameters = inspect.signature(func).parameters
+        except (TypeError, ValueError):
+            continue
+        if "ground_truth" in parameters:
+            users.append(f"reward `{getattr(func, '__name__', func)}`")
+    return users
+
+
+def check_ground_truth(dataset, column: str, adapter: str, users: list[str], where: str) -> int:
+    """Count the rows of a prepared `dataset` without a usable ground truth in `column`; raise `PreflightError` when
+    no row has one and something (`users`) reads it, warn when more than `GROUND_TRUTH_WARN_FRACTION` lack it.
+    Returns the number of rows lacking it."""
+    if not users or column not in dataset.column_names:
+        return 0
+    total = len(dataset)
+    missing = sum(value is None or not str(value).strip() for value in dataset[column])
+    source = _GROUND_TRUTH_SOURCE.get(adapter, f"the `{adapter}` adapter")
+    detail = (
+        f"{missing} of {total} rows of {where} (dataset_format {adapter!r}: ground truth taken from {source}) have no "
+        f"ground truth in column {column!r}"
+    )
+    if total and missing == total:
+        raise PreflightError(
+            f"{detail}, which {' and '.join(users)} need: training would run on the other rewards alone. Check "
+            "the data and `dataset_format`, or train with `credit: none` and rewards that do not need a ground truth."
+        )
+    if total and missing / total > GROUND_TRUTH_WARN_FRACTION:
+        import warnings
+
+        warnings.warn(
+            f"{detail}; those rows get plain GRPO weights and no reward from {' or '.join(users)}.", stacklevel=2
+        )
+    return missing
