@@ -44,17 +44,37 @@ def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) 
         TRL_EXPERIMENTAL_SILENCE="1",
         OMP_NUM_THREADS="1",
     )
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(HERE / config),
-        "--main_process_port",
-        str(free_port()),
-        *launcher_args,
-        *target,
-    ]
+    if config == "ddp_cpu.yaml":
+        # accelerate starts a MULTI_CPU config with its one-process launcher (CPU DDP through accelerate wants
+        # mpirun), which would test nothing distributed; torchrun starts the two gloo ranks, as on GPU machines, and
+        # writes each rank's output under ranks/ so the test can see there were two.
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            "--log-dir",
+            str(tmp_path / "ranks"),
+            "--tee",
+            "3",
+            *launcher_args,
+            *target,
+        ]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(HERE / config),
+            "--main_process_port",
+            str(free_port()),
+            *launcher_args,
+            *target,
+        ]
     try:
         result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as err:
@@ -143,3 +163,5 @@ def test_gear_lora_under_zero3_saves_the_adapter(tmp_path):
 def test_gear_under_zero2_and_ddp(tmp_path, config):
     out = train(config, tmp_path)
     assert (out / "model.safetensors").is_file()
+    if config == "ddp_cpu.yaml":
+        assert len(list((tmp_path / "ranks").rglob("stdout.log"))) == 2, "DDP must run two ranks"
