@@ -388,7 +388,8 @@ def build_report(teachers, probes, starts, runs, best, config) -> dict:
     ranked = [a for a in sweep["arms"] if not math.isnan(sweep["arms"][a]["reward_last"]["mean"])]
     sweep["best"] = max(ranked, key=lambda a: sweep["arms"][a]["reward_last"]["mean"]) if ranked else None
     side = []
-    for text in ["none", "gear", *SIDE_ARMS]:
+    side_labels = {learning.parse_arm(text)[0] for text in SIDE_ARMS}
+    for text in ["none", "gear", *SIDE_ARMS] if any(r["label"] in side_labels for r in mine) else []:
         label = learning.parse_arm(text)[0]
         for run in mine:
             if run["label"] == label and run["seed"] == config["seeds"][0]:
@@ -522,12 +523,25 @@ def readme_section(report: dict) -> str:
     if losses:
         findings.append("It lies below zero for " + ", ".join(f"`{n}` ({m})" for n, m in losses) + ".")
     findings.append(
-        "Localization grows with the teacher: the error token's blame ratio goes "
-        + " -> ".join(f"{_num(t['localization']['blame_ratio'])} (`{t['name']}`)" for t in by_blame)
-        + ", the difference in final reward "
-        + " -> ".join(_cell(report["paired"][t["name"]]["reward_last"]) for t in by_blame)
+        "By the error token's blame ratio, lowest to highest: "
+        + ", ".join(
+            f"`{t['name']}` {_num(t['localization']['blame_ratio'])} (random token "
+            f"{_num(t['localization']['blame_ratio_random'])})"
+            for t in by_blame
+        )
+        + "; GEAR - GRPO in final reward, same order: "
+        + ", ".join(_cell(report["paired"][t["name"]]["reward_last"]) for t in by_blame)
         + "."
     )
+    sweep = report.get("sweep") or {}
+    if sweep.get("best") and len(sweep.get("arms", {})) > 1:
+        cell = sweep["arms"][sweep["best"]]
+        findings.append(
+            f"At `{sweep['teacher']}` the sweep's best arm by mean final reward is `{sweep['best']}`: "
+            f"{_cell(cell['reward_last'])} in final reward, {_cell(cell['sampled_accuracy'])} in held-out sampled "
+            "accuracy (picked on the same seeds it is scored on, so its interval flatters it)."
+        )
+    findings = [f"- {line}" for line in findings]
     return "\n".join([
         "## When does GEAR help?",
         "",
@@ -561,11 +575,14 @@ def readme_section(report: dict) -> str:
         "",
         *findings,
         "",
-        ("**On your own data**: before paying for GEAR's teacher passes, sample a batch with `python -m "
-        "gear_trl.inspect` and read `gear/kl_failed_over_passed` in the first logged steps: a teacher that knows "
-        "where the student errs puts its KL in the failed rollouts (ratio well above 1) and its segment onsets there "
-        "(onset share above the failed-token share). Near 1 and near chance, as here, GEAR only reshuffles the "
-        "advantage and GRPO is as good and cheaper."),
+        ("**On your own data**, before paying for the teacher passes: run a few GEAR steps and read the label-free "
+        "diagnostics the trainer logs. `gear/kl_failed_over_passed` is the teacher-student KL per token in failed "
+        "(negative-advantage) rollouts over that in passed ones, `gear/onsets_in_failed_frac` the share of segment "
+        "onsets in failed rollouts, to be read against `gear/failed_tokens_frac`, the share of tokens there. A "
+        "teacher that knows where the student errs disagrees more with failed rollouts (ratio above 1) and opens "
+        "its segments there (onset share above the token share); near 1 and near the token share, GEAR can only "
+        "reshuffle the advantage. Where labels exist, `bench/credit_sites.py` measures the onset and blame at the "
+        "error token directly."),
     ])  # fmt: skip
 
 
