@@ -310,8 +310,9 @@ def cached(job: dict) -> dict | None:
     return result if result.get("spec") == spec else None
 
 
-def run_jobs(jobs: list[dict], workers: int, fresh: bool, log) -> dict:
-    """Results by (work dir, key); finished runs are read from the cache."""
+def run_jobs(jobs: list[dict], workers: int, fresh: bool, log, cached_only: bool = False) -> dict:
+    """Results by (work dir, key); finished runs are read from the cache. With `cached_only`, nothing is run and the
+    jobs not cached are left out."""
     results, todo = {}, []
     for job in jobs:
         result = None if fresh else cached(job)
@@ -321,13 +322,20 @@ def run_jobs(jobs: list[dict], workers: int, fresh: bool, log) -> dict:
             todo.append(job)
     log(f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {workers} at a time")
     start = time.perf_counter()
-    if todo:
+    if todo and cached_only:
+        log(f"--cached-only: {len(todo)} jobs not run: " + ", ".join(
+            f"{Path(job['work_dir']).name}/{job['key']}" for job in todo))  # fmt: skip
+    elif todo:
         context = mp.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1) as pool:
             futures = {pool.submit(dispatch, job): job for job in todo}
             for done, future in enumerate(as_completed(futures), 1):
                 job = futures[future]
-                results[job["work_dir"], job["key"]] = future.result()
+                try:
+                    results[job["work_dir"], job["key"]] = future.result()
+                except Exception as error:  # noqa: BLE001  (one failed arm must not lose the others)
+                    log(f"{Path(job['work_dir']).name}/{job['key']} failed: {error!r}")
+                    continue
                 elapsed = time.perf_counter() - start
                 log(f"[{done}/{len(todo)}] {Path(job['work_dir']).name}/{job['key']} "
                     f"({elapsed / 60:.1f} min, ~{elapsed / done * (len(todo) - done) / 60:.1f} min left)")  # fmt: skip
@@ -615,6 +623,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", help="Default: outputs/teacher_sweep[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="Train nothing: report the runs already cached (a partial sweep says how many seeds each cell has).",
+    )
     return parser
 
 
@@ -681,11 +694,15 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     jobs = [job for seed in seeds for t in teachers for job in train_jobs(t, CORE_ARMS, [seed])]
     if not args.quick and not args.no_extras:
-        jobs += train_jobs(best_teacher, SWEEP_ARMS, seeds)
-        jobs += train_jobs(best_teacher, SIDE_ARMS, seeds[:1])
+        jobs += train_jobs(best_teacher, SIDE_ARMS, seeds[:1])  # one seed each: cheap, so first
+        jobs += [job for seed in seeds for job in train_jobs(best_teacher, SWEEP_ARMS, [seed])]
     start = time.perf_counter()
-    results.update(run_jobs(jobs, args.workers, args.fresh, log))
-    runs = [{**results[job["work_dir"], job["key"]], "teacher": job["teacher"]} for job in jobs]
+    results.update(run_jobs(jobs, args.workers, args.fresh, log, cached_only=args.cached_only))
+    runs = [
+        {**results[job["work_dir"], job["key"]], "teacher": job["teacher"]}
+        for job in jobs
+        if (job["work_dir"], job["key"]) in results
+    ]
 
     window = max(1, max_steps // 4)
     batch = recipe["per_device_train_batch_size"]
