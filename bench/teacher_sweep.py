@@ -655,7 +655,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "eval_limit": budget["eval_limit"],
         "train_eval": {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)},
         "temperature": float(recipe.get("temperature", 1.0)),
-        "recipe_sha": hashlib.sha256(recipe_text.encode()).hexdigest()[:12],
+        # of the recipe's values, not its text: a reworded comment must not throw away an hour of cached runs
+        "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
     }
 
     def work_dir(teacher: dict) -> str:  # keyed on the weights: a remade warm start is never mixed with old runs
