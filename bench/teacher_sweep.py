@@ -623,6 +623,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", help="Default: outputs/teacher_sweep[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument("--runs-git", help="The commit the cached runs were trained at, where it is not HEAD.")
     parser.add_argument(
         "--cached-only",
         action="store_true",
@@ -728,6 +729,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "config": config,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "git": commit.stdout.strip() or None,
+        "runs_git": args.runs_git or commit.stdout.strip() or None,
         "wall_s_this_invocation": round(time.perf_counter() - start, 1),
         **build_report(teachers, probes, starts, runs, best, config),
         "runs": runs,
