@@ -13,7 +13,7 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from .credit.divergence import DIVERGENCES
+from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES
 from .credit.gigpo import GIGPO_MODES
 from .credit.segments import CREDIT_MODES, NORMALIZATIONS
 from .credit.weights import WEIGHT_NORMS
@@ -91,7 +91,7 @@ class GEARConfig(GRPOConfig):
     )
     divergence_top_k: int = field(default=20, metadata={"help": "k for `divergence: topk` (our default)."})
     divergence_chunk_size: int = field(
-        default=64,
+        default=DEFAULT_CHUNK_SIZE,
         metadata={
             "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 3 x chunk x vocabulary "
             "float32 values, independent of sequence length (our default)."
