@@ -21,8 +21,8 @@ demo: install
 	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
 		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_start.json & \
-	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --output_dir outputs/demo \
-		&& wait $$!
+	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
+		--output_dir outputs/demo && wait $$!
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
 		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_end.json
