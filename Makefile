@@ -37,11 +37,15 @@ install: $(filter $(VENV)/bin/python,$(PYTHON))
 # wait at an OpenMP barrier (a step took 11 s instead of 2 s beside another job).
 demo: export OMP_NUM_THREADS = 1
 demo: install
-	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_arith.yaml --output_dir outputs/demo
-	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split train --limit 128 \
-		--max-new-tokens 48 --no-progress --output outputs/demo/eval_trained_on.json
-	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split test \
-		--max-new-tokens 48 --no-progress --output outputs/demo/eval_test.json
+	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
+		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_start.json & \
+	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
+		--output_dir outputs/demo && wait $$!
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/calc_tools --split test --limit 100 \
+		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_end.json
+	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

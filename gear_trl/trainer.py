@@ -32,6 +32,7 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 from .callbacks import CreditReportCallback
 from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
+from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
@@ -453,6 +454,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 has_truth.numel() - has_truth.float().sum(),
                 truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
+                # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
+                *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
             ]
         )
         big = torch.finfo(torch.float32).max
@@ -465,7 +468,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         )
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
-        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows) = sums.tolist()
+        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows) = sums[:9].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -481,6 +484,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             "no_ground_truth_frac": no_truth / max(rows, 1.0),
             "teacher_truncated_frac": n_truncated / max(rows, 1.0),
         }
+        # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
+        # the mean over the logging interval (None when no step of it had one).
+        for name, value in failure_contrast(sums[9:]).items():
+            metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
 
