@@ -204,6 +204,8 @@ def make_shapes(args) -> list[Shape]:
             overrides["length"] = args.completion_length
         if args.reps is not None:
             overrides["reps"] = args.reps
+        if args.prompt_tokens is not None and shape.prompt_tokens:
+            overrides["prompt_tokens"] = args.prompt_tokens
         shape = replace(shape, **overrides)
         if shape.batch % shape.num_generations:
             raise SystemExit(
@@ -1255,6 +1257,7 @@ def parse_args(argv=None):
     parser.add_argument("--num-generations", type=int, default=None)
     parser.add_argument("--completion-length", type=int, default=None, help="T")
     parser.add_argument("--num-iterations", type=int, default=1)
+    parser.add_argument("--prompt-tokens", type=int, default=None, help="prompt length of the long_prompt shape")
     parser.add_argument(
         "--divergence-chunk-size", type=int, default=None, help="default: GEARConfig's divergence_chunk_size"
     )
