@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
+from transformers.cache_utils import DynamicCache, DynamicLayer
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.models.utils import disable_gradient_checkpointing
@@ -381,13 +382,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         states predicting the completion tokens. Positions count from each row's first real token, so left padding
         in the prefix batch changes nothing (rotary attention depends on relative positions only).
 
-        Units of `prefix_sharing_plan` bound the memory: at most `batch_size` prompts' caches plus one `batch_size`
-        x (prompt + completion) cache at a time. The number of forwards depends on how many distinct prompts a
-        rank holds, so every rank first takes the largest count over ranks and makes up the difference with
+        Memory: the prefix caches of one unit of `prefix_sharing_plan` (at most `batch_size` prompts, every layer),
+        plus, in a rollout pass, one layer's keys and values of `batch_size` x (prompt + completion) tokens at a
+        time (`_SharedPrefixLayer` does not keep them). The number of forwards depends on how many distinct prompts
+        a rank holds, so every rank first takes the largest count over ranks and makes up the difference with
         one-token forwards: ZeRO-3 gathers the parameters collectively in every forward.
         """
-        from transformers import DynamicCache
-
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         device = completion_ids.device
         num_rows, length = completion_ids.shape
@@ -420,7 +420,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             owner = torch.tensor([k for k, (_, unit_rows) in enumerate(unit) for _ in unit_rows], device=device)
             for start in range(0, rows.numel(), batch_size):
                 part, which = rows[start : start + batch_size], owner[start : start + batch_size]
-                row_cache = DynamicCache(ddp_cache_data=[(keys[which], values[which]) for keys, values, _ in cache])
+                row_cache = DynamicCache()
+                row_cache.layers = [_SharedPrefixLayer(keys, values, which) for keys, values, _ in cache]
                 positions = (prompt_length[part] - 1)[:, None] + torch.arange(suffix_ids.size(1), device=device)
                 mask = torch.cat([prefix_mask[which], suffix_mask[part]], dim=1)
                 states = self._backbone_states(suffix_ids[part], mask, positions, row_cache)
@@ -539,6 +540,23 @@ def _model_token_mask(batch) -> torch.Tensor:
     if "tool_mask" in batch:
         mask = mask & batch["tool_mask"].bool()
     return mask
+
+
+class _SharedPrefixLayer(DynamicLayer):
+    """One layer's cached keys and values of a unit's prompts [P, heads, L, D], read by rows `which` [R]: its attention
+    gets prompt + new states, which are not kept. A rollout pass is a single forward, so keeping them (as
+    `DynamicLayer` does) would only hold every layer's [R, heads, L + T, D] until the pass ends."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, which: torch.Tensor):
+        super().__init__()
+        self.lazy_initialization(keys, values)
+        self.keys, self.values, self.which = keys, values, which
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        return (
+            torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
+            torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
+        )
 
 
 def _has_sliding_layers(config) -> bool:
