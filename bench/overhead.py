@@ -1144,6 +1144,79 @@ def print_report(report: dict, log):
     log(markdown_report(report))
 
 
+def readme_table(report: dict) -> str:
+    """The README's performance table and targets, from a report (`--readme-table PATH`)."""
+    shapes = report["shapes"]
+
+    def cell(shape: dict, key: str) -> str:
+        res, s = shape["results"], shape["shape"]
+        grpo, gear, full = res.get("grpo", {}), res.get("gear/gear", {}), res.get(NO_SHARING, {})
+        gen, sdpo, gigpo = res.get("hf_generate", {}), res.get("sdpo/full_logits", {}), res.get("gigpo", {})
+        if key == "shape":
+            return (
+                f"{s['model']}, V={shape['model']['vocab_size']:,}, prompt {_fmt_lengths(shape.get('prompt_tokens'))}"
+                f" + completion {s['length']} tokens, {s['batch']} completions ({s['num_generations']} per prompt)"
+            )
+        if key == "grpo":
+            return _fmt_s(grpo.get("step_s"))
+        if key == "gear":
+            if "step_s" not in gear:
+                return "-"
+            paired = gear["step_ratio_to_grpo_paired"]["median"]
+            return f"{_fmt_s(gear['step_s'])}, **{gear['step_ratio_to_grpo']:.2f}x** (paired {paired:.2f}x)"
+        if key == "teacher":
+            if "teacher" not in gear.get("phases_s", {}):
+                return "-"
+            text = _fmt_s(gear["phases_s"]["teacher"])
+            if "teacher_ratio_to_no_prefix_sharing_paired" in gear:
+                ratio = gear["teacher_ratio_to_no_prefix_sharing_paired"]["median"]
+                text += f"; without sharing {_fmt_s(full['phases_s']['teacher'])} (**{ratio:.2f}x**)"
+            return text
+        if key == "generation":
+            if "step_s" not in gen:
+                return "-"
+            ratio = gear.get("end_to_end_ratio_to_grpo_paired", {}).get("median")
+            text = f"{_fmt_s(gen['step_s'])} ({gen.get('mean_generated_tokens', 0):.0f} tokens)"
+            return text + (f"; GEAR **{ratio:.2f}x** GRPO" if ratio else "")
+        if key == "memory":
+            if "extra_peak_mb" not in gear:
+                return "-"
+            return (
+                f"{_fmt_mb(grpo['extra_peak_mb']['step'])} / {_fmt_mb(gear['extra_peak_mb']['step'])} / "
+                f"{_fmt_mb(gear['extra_peak_mb'].get('teacher'))}"
+            )
+        if key == "sdpo":
+            if "step_s" not in sdpo:
+                return "-"
+            return f"{_fmt_s(sdpo['step_s'])}, {_fmt_mb(sdpo['extra_peak_mb']['step'])}"
+        if key == "gigpo":
+            if "step_s" not in gigpo or "step_s" not in gear:
+                return "-"
+            return f"{_fmt_s(gigpo['step_s'])} ({gigpo['step_s']['median'] / gear['step_s']['median']:.2%} of a step)"
+        raise KeyError(key)
+
+    rows = [
+        ("shape", "| shape |"),
+        ("grpo", "| GRPO step |"),
+        ("gear", "| GEAR step (`credit: gear`), x GRPO |"),
+        ("teacher", "| GEAR teacher pass (teacher backbone + chunked LM head), x without prefix sharing |"),
+        ("generation", "| real HF generation of the same lengths; (generation + step) x GRPO's |"),
+        ("memory", "| extra peak memory: GRPO step / GEAR step / GEAR teacher pass |"),
+        ("sdpo", "| SDPO `full_logits` step, extra peak |"),
+        ("gigpo", "| GiGPO grouping (64 rollouts x 10 steps) |"),
+    ]
+    names = list(shapes)
+    lines = ["| |" + "".join(f" {n} |" for n in names), "|---|" + "---|" * len(names)]
+    lines += [label + "".join(f" {cell(shapes[n], key)} |" for n in names) for key, label in rows]
+    lines += ["", "| target | shape | value | threshold | holds |", "|---|---|---|---|---|"]
+    for t in report["targets"]:
+        lines.append(
+            f"| `{t['target']}` | {t['shape']} | {t['value']:.3g} | {t['threshold']:g} | "
+            f"{'yes' if t['holds'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Profile (NOTES.md): where a GEAR step's time goes
 
@@ -1285,6 +1358,9 @@ def parse_args(argv=None):
     parser.add_argument("--gear-src-label", default=None, help="what --gear-src holds, for the report")
     parser.add_argument("--profile", action="store_true", help="profile one step per configuration instead")
     parser.add_argument("--dry-run", action="store_true", help="print the shapes and model geometry, run nothing")
+    parser.add_argument(
+        "--readme-table", default=None, metavar="JSON", help="print the README's performance table from a report"
+    )
     args = parser.parse_args(argv)
     args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = set(args.configs) - set(TRAINER_CONFIGS + PSEUDO_CONFIGS)
@@ -1391,6 +1467,10 @@ def main(argv=None, log=print) -> dict:
         from gear_trl.config import GEARConfig
 
         args.divergence_chunk_size = GEARConfig.__dataclass_fields__["divergence_chunk_size"].default
+    if args.readme_table:
+        text = readme_table(json.loads(Path(args.readme_table).read_text()))
+        log(text)
+        return {"readme_table": text}
     if args.dry_run:
         plan = [dict(asdict(s), **({} if s.model == "tiny" else describe_model(s))) for s in shapes]
         log(json.dumps(plan, indent=2))
