@@ -987,7 +987,7 @@ def evaluate_targets(shapes: dict, device: str) -> list[dict]:
                 f"generation {_fmt_s(gen['step_s'])} for {gen.get('mean_generated_tokens', 0):.0f} tokens per "
                 "completion",
             )
-        if "teacher_ratio_to_no_prefix_sharing_paired" in gear:
+        if shape_name == "long_prompt" and "teacher_ratio_to_no_prefix_sharing_paired" in gear:
             ratio = gear["teacher_ratio_to_no_prefix_sharing_paired"]["median"]
             full = res[NO_SHARING]["phases_s"]["teacher"]
             add(
