@@ -1177,7 +1177,7 @@ def readme_table(report: dict) -> str:
                 return "-"
             ratio = gear.get("end_to_end_ratio_to_grpo_paired", {}).get("median")
             text = f"{_fmt_s(gen['step_s'])} ({gen.get('mean_generated_tokens', 0):.0f} tokens)"
-            return text + (f"; GEAR **{ratio:.2f}x** GRPO" if ratio else "")
+            return text + (f"; GEAR **{ratio:.3f}x** GRPO" if ratio else "")
         if key == "memory":
             if "extra_peak_mb" not in gear:
                 return "-"
