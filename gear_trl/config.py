@@ -176,9 +176,10 @@ class GEARConfig(GRPOConfig):
         default=True,
         metadata={
             "help": "Run each distinct teacher prompt once per generation batch and only the completion tokens of "
-            "its rollouts on its key/value cache (GRPO repeats every prompt `num_generations` times). Holds at most "
-            "per-device-batch-size x (2 x prompt + completion) tokens of keys and values at a time; false = one "
-            "full forward per rollout, as before (our default: true)."
+            "its rollouts on its key/value cache (GRPO repeats every prompt `num_generations` times). Holds the caches "
+            "of at most per-device-batch-size prompts (every layer) plus one layer's keys and values of "
+            "per-device-batch-size x (prompt + completion) tokens at a time; false = one full forward per rollout, "
+            "as before (our default: true)."
         },
     )
 
