@@ -76,6 +76,8 @@ class GEARConfig(GRPOConfig):
             lose tokens from the question side, never from the ground truth.
         gigpo_gamma, gigpo_omega, gigpo_mode, gigpo_similarity_threshold: GiGPO's discount, step-advantage weight,
             normalization and optional similarity grouping of anchor states.
+        teacher_prefix_sharing (`bool`, defaults to `True`): compute each distinct teacher prompt once per
+            generation batch (key/value cache) and run only the completions on it.
     """
 
     credit: str = field(
@@ -172,6 +174,16 @@ class GEARConfig(GRPOConfig):
         metadata={
             "help": "When set, anchor states whose difflib ratio is at or above it share a step group (0.95 is a "
             "common choice); None = exact match only."
+        },
+    )
+    teacher_prefix_sharing: bool = field(
+        default=True,
+        metadata={
+            "help": "Run each distinct teacher prompt once per generation batch and only the completion tokens of "
+            "its rollouts on its key/value cache (GRPO repeats every prompt `num_generations` times). Holds the caches "
+            "of at most per-device-batch-size prompts (every layer) plus one layer's keys and values of "
+            "per-device-batch-size x (prompt + completion) tokens at a time; false = one full forward per rollout, "
+            "as before (our default: true)."
         },
     )
 

@@ -165,3 +165,20 @@ def test_gear_under_zero2_and_ddp(tmp_path, config):
     assert (out / "model.safetensors").is_file()
     if config == "ddp_cpu.yaml":
         assert len(list((tmp_path / "ranks").rglob("stdout.log"))) == 2, "DDP must run two ranks"
+
+
+def test_teacher_prefix_sharing_under_zero3_when_ranks_hold_different_numbers_of_prompts(tmp_path):
+    report = tmp_path / "report.json"
+    launch(
+        "zero3_cpu.yaml",
+        [str(HERE / "teacher_prefix.py"), "--report", str(report), "--output_dir", str(tmp_path / "run")],
+        tmp_path,
+    )
+    ranks = json.loads(report.read_text())
+    assert [r["step"] for r in ranks] == [1, 1]
+    first = [r["passes"][0] for r in ranks]
+    assert [p["distinct"] for p in first] == [1, 2]
+    # rank 0 needs 3 forwards (one prefix, its 4 rows 2 at a time), rank 1 needs 4 (a prefix and a suffix per
+    # prompt); rank 0 makes up the difference, so ZeRO-3's gathers stay paired
+    assert [p["forwards"] for p in first] == [4, 4]
+    assert all(p["max_diff"] < 1e-5 for r in ranks for p in r["passes"])
