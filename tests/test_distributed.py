@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.utils import free_port, run_ranks
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -29,13 +29,7 @@ def extensions_dir() -> str:
     return os.environ.get("TORCH_EXTENSIONS_DIR") or tempfile.mkdtemp(prefix="torch_extensions_")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) -> subprocess.CompletedProcess:
+def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) -> str:
     env = dict(os.environ)
     env.update(
         HF_HUB_OFFLINE="1",
@@ -75,12 +69,7 @@ def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) 
             *launcher_args,
             *target,
         ]
-    try:
-        result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as err:
-        pytest.fail(f"{config}: the run did not finish within {TIMEOUT_S} s (a hang):\n{(err.stderr or '')[-3000:]}")
-    assert result.returncode == 0, f"{config} failed:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}"
-    return result
+    return run_ranks(command, env, TIMEOUT_S, config)
 
 
 def train(config: str, tmp_path: Path, *overrides: str, launcher_args: tuple[str, ...] = ()) -> Path:
