@@ -1,5 +1,15 @@
 # Fresh machine: `make demo` installs and trains GEAR on the tiny offline warm-started model; `make test` installs and runs the tests.
-PYTHON ?= python3
+#
+# Where it installs: into the active virtual environment when there is one (VIRTUAL_ENV set), else into a project
+# one, .venv, made on first use with $(SYSTEM_PYTHON). Never into the system's own python3: Debian and Ubuntu refuse
+# that (PEP 668, "externally-managed-environment"), and elsewhere it would mix this project's pins into the system.
+SYSTEM_PYTHON ?= python3
+VENV ?= .venv
+ifdef VIRTUAL_ENV
+PYTHON ?= $(VIRTUAL_ENV)/bin/python
+else
+PYTHON ?= $(VENV)/bin/python
+endif
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
@@ -7,9 +17,16 @@ export TOKENIZERS_PARALLELISM = false
 
 .PHONY: install demo test test-fast clean
 
+# Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
+# python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
+$(VENV)/bin/python:
+	@$(SYSTEM_PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+		echo "Could not create $(VENV) with $(SYSTEM_PYTHON). On Debian or Ubuntu: sudo apt install python3-venv"; exit 1; }
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+
 # torch first and pinned: an unpinned torch pulls several GB of CUDA wheels on machines without a GPU.
 # bfcl-eval without its dependencies (dozens of API clients): the tests only use its AST checker, which needs none.
-install:
+install: $(filter $(VENV)/bin/python,$(PYTHON))
 	$(PYTHON) -m pip install --quiet "torch==$(TORCH_VERSION)"
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 	$(PYTHON) -m pip install --quiet --no-deps "bfcl-eval==2026.3.23"
@@ -20,11 +37,15 @@ install:
 # wait at an OpenMP barrier (a step took 11 s instead of 2 s beside another job).
 demo: export OMP_NUM_THREADS = 1
 demo: install
-	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_arith.yaml --output_dir outputs/demo
-	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split train --limit 128 \
-		--max-new-tokens 48 --no-progress --output outputs/demo/eval_trained_on.json
-	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/arith --split test \
-		--max-new-tokens 48 --no-progress --output outputs/demo/eval_test.json
+	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
+		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_start.json & \
+	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
+		--output_dir outputs/demo && wait $$!
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/calc_tools --split test --limit 100 \
+		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_end.json
+	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

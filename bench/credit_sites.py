@@ -12,10 +12,17 @@ wrong final answer). It then asks whether GEAR marks that token:
 
 and which tokens carry the rollout's largest KL instead (`top_kl_tokens`), and how often they come before the error.
 
-The same shares for a random model token of the rollout are printed beside them, as the chance level. Writes
-`bench/results/credit_sites_tools.json`.
+The same shares for a random model token of the rollout are printed beside them, as the chance level.
+
+Beside these label-based figures it records the label-free diagnostics the trainer logs (`gear_trl.credit.diagnostics`:
+`kl_failed_over_passed`, `onsets_in_failed_frac` against its chance level `failed_tokens_frac`), computed on the same
+rollouts, so the two can be compared across teachers. `--task arith` does the same for the arithmetic testbed's warm
+start (the error site: the first character where the rollout departs from the reference solution "a + b = c" line by
+line); `--shuffle-truth` gives every problem the ground truth of another problem, a teacher that knows nothing about
+this rollout's errors (the control). Writes `bench/results/credit_sites_<task>[_shuffled].json`.
 
     python bench/credit_sites.py                     # 64 problems x 8 samples: about 2 minutes on 2 CPU cores
+    python bench/credit_sites.py --task arith --shuffle-truth
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 from collections import Counter
@@ -33,7 +41,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-RECIPE = "recipes/tiny/config_calc_tools.yaml"
+RECIPES = {"tools": "recipes/tiny/config_calc_tools.yaml", "arith": "recipes/tiny/config_arith.yaml"}
+RECIPE = RECIPES["tools"]
 
 
 def expected_turns(ground_truth: str) -> list[str]:
@@ -87,6 +96,63 @@ def error_site(tokens: list[str], row: dict) -> int | None:
     return None
 
 
+def arith_reference(prompt: str) -> str | None:
+    """The arithmetic task's reference solution for a prompt ("Compute 47 + 38 - 12."): one line per operation, then
+    the boxed answer, as the warm start was taught (data/make_arith_data.py); None without an expression."""
+    found = re.search(r"\d+(?: [+-] \d+)+", prompt)
+    if found is None:
+        return None
+    terms = found.group(0).split()
+    left, lines = int(terms[0]), []
+    for operator, operand in zip(terms[1::2], terms[2::2], strict=True):
+        result = left + int(operand) if operator == "+" else left - int(operand)
+        lines.append(f"{left} {operator} {operand} = {result}")
+        left = result
+    return "\n".join([*lines, f"The answer is \\boxed{{{left}}}."])
+
+
+def arith_error_site(tokens: list[str], row: dict) -> int | None:
+    """The model token holding the first character where the rollout departs from the reference solution; None when
+    it does not depart (a right answer written differently), does not write the first operand, or the prompt has no
+    expression."""
+    want = arith_reference(row["prompt"])
+    if want is None:
+        return None
+    indices = [k for k, m in enumerate(row["mask"]) if m]
+    text, offsets = "", []
+    for index in indices:
+        offsets.append(len(text))
+        text += tokens[index]
+    # The solution starts at its first operand (after Qwen3's empty "<think>\n\n</think>\n\n" block)
+    start = text.find(want.split(" ", 1)[0])
+    if start < 0:
+        return None
+    wrong_char = next((start + k for k, (a, b) in enumerate(zip(text[start:], want)) if a != b), None)
+    if wrong_char is None:
+        return None
+    return indices[max(k for k, offset in enumerate(offsets) if offset <= wrong_char)]
+
+
+def label_free(rows: list[dict]) -> dict:
+    """The trainer's label-free diagnostics (gear/kl_failed_over_passed, ...) over these rollouts, summed over them
+    as the trainer sums over ranks; failed and passed by the sign of the rollout's advantage."""
+    import torch
+
+    from gear_trl.credit import failure_contrast, failure_contrast_sums
+
+    sums = sum(
+        failure_contrast_sums(
+            torch.tensor([row["kl"]]),
+            torch.tensor([row["mask"]]),
+            torch.tensor([row["segment_ids"]]),
+            torch.tensor([row["advantage"]]),
+            torch.tensor([row["has_ground_truth"]]),
+        )
+        for row in rows
+    )
+    return failure_contrast(sums)
+
+
 def is_onset(segment_ids: list[int], index: int) -> bool:
     return segment_ids[index] >= 0 and (index == 0 or segment_ids[index - 1] != segment_ids[index])
 
@@ -112,8 +178,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model", default=None, help="Policy to inspect (default: the recipe's warm start).")
     parser.add_argument("--problems", type=int, default=64, help="Test problems, each sampled num_generations times.")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "results" / "credit_sites_tools.json"))
+    parser.add_argument("--task", choices=sorted(RECIPES), default="tools")
+    parser.add_argument(
+        "--shuffle-truth", action="store_true", help="Teacher sees another problem's ground truth (the control)."
+    )
+    parser.add_argument("--out", default=None, help="Default: bench/results/credit_sites_<task>[_shuffled].json.")
     args = parser.parse_args(argv)
+    recipe = RECIPES[args.task]
+    name = f"credit_sites_{args.task}" + ("_shuffled" if args.shuffle_truth else "")
+    args.out = args.out or str(REPO_ROOT / "bench" / "results" / f"{name}.json")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.chdir(REPO_ROOT)
@@ -121,23 +194,32 @@ def main(argv: list[str] | None = None) -> dict:
     from gear_trl.inspect import sample_credit
     from gear_trl.train import build_trainer, load_splits, parse_args
 
-    argv = ["--config", RECIPE, "--credit", "gear", "--output_dir", "outputs/credit_sites", "--report_to", "none",
+    argv = ["--config", recipe, "--credit", "gear", "--output_dir", "outputs/credit_sites", "--report_to", "none",
             "--seed", str(args.seed), "--per_device_train_batch_size", "32"]  # fmt: skip
     if args.model:
         argv += ["--model_name_or_path", args.model]
     script_args, training_args, model_args = parse_args(argv)
     script_args.dataset_train_split = "test"
     dataset, _ = load_splits(script_args, training_args)
+    column = training_args.ground_truth_column
+    truths = list(dataset[column])
+    if args.shuffle_truth:  # rotate by one: the teacher sees the next problem's reference, the reward the right one
+        dataset = dataset.add_column("teacher_truth", truths[1:] + truths[:1])
     trainer = build_trainer(script_args, training_args, model_args, dataset)
+    if args.shuffle_truth:  # the rewards were bound to `column` when built; only the teacher reads this one
+        trainer.args.ground_truth_column = "teacher_truth"
     generations = trainer.num_generations
     rollouts = sample_credit(trainer, dataset, args.problems * generations)
 
     rng = random.Random(args.seed)
     at_error, at_random, unlocated = [], [], 0
-    for tokens, row in rollouts:
+    for k, (tokens, row) in enumerate(rollouts):
+        # sample_credit samples the first problems in order, each `generations` times; the error site is found
+        # against the problem's own reference even when the teacher saw another one's
+        row["ground_truth"] = truths[k // generations]
         if row.get("reward") != 0.0:
             continue
-        index = error_site(tokens, row)
+        index = error_site(tokens, row) if args.task == "tools" else arith_error_site(tokens, row)
         if index is None:
             unlocated += 1
             continue
@@ -162,7 +244,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     rewards = [row.get("reward") or 0.0 for _, row in rollouts]
     report = {
-        "recipe": RECIPE,
+        "recipe": recipe,
+        "shuffle_truth": args.shuffle_truth,
         "model": args.model or model_args.model_name_or_path,
         "rollouts": len(rollouts),
         "mean_reward": statistics.fmean(rewards),
@@ -173,11 +256,12 @@ def main(argv: list[str] | None = None) -> dict:
         "error_tokens": sorted({e["token"] for e in at_error}),
         "top_kl_before_error": share([e["top_kl_before_error"] for e in at_error]),
         "top_kl_tokens": dict(Counter(e["top_kl_token"] for e in at_error).most_common(8)),
+        "label_free": label_free([row for _, row in rollouts]),
         "config": {"problems": args.problems, "num_generations": generations, "seed": args.seed},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
-    for key in ("error_site", "random_model_token"):
+    for key in ("error_site", "random_model_token", "label_free"):
         print(key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in report[key].items()})
     print(f"{report['rollouts']} rollouts, mean reward {report['mean_reward']:.3f}, {report['failed']} failed "
           f"({unlocated} without a located error site) -> {args.out}")  # fmt: skip

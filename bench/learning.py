@@ -56,7 +56,7 @@ TASKS = {
     },
     # The multi-turn calculator task (data/calc_tools): tool calls executed in gear_trl.envs.Calculator, GiGPO anchor
     # states from its results; held-out rollouts run through TRL's tool loop (`gear_trl.evaluate --environment`).
-    # The recipe's model, data/tiny-qwen3-calc, is made by `python data/make_warm_start.py --task calc_tools`.
+    # The recipe's model, data/tiny-qwen3-calc, is made by `python data/scripts/make_warm_start.py --task calc_tools`.
     "tools": {
         "recipe": "recipes/tiny/config_calc_tools.yaml",
         "modes": ["none", "gear", "gigpo", "gear+gigpo"],

@@ -2,7 +2,7 @@
 
 `CreditReportCallback` shows GEAR's credit while a run trains: every `credit_report_steps` steps `GEARTrainer` keeps
 the credit of its first batch (`last_credit_trace`); the callback renders `credit_report_rollouts` of those rollouts
-with `gear_trl.inspect`'s renderers to `output_dir/credit/step_XXXXX.{html,png}` and logs a table (step, rollout,
+with `gear_trl.reporting`'s renderers to `output_dir/credit/step_XXXXX.{html,png}` and logs a table (step, rollout,
 text, mean KL, onsets, weight range, reward, advantage) and the PNG through the trackers in `report_to`
 (tensorboard, wandb, trackio).
 """
@@ -13,6 +13,8 @@ import logging
 import os
 
 from transformers import TrainerCallback
+
+from .reporting import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +76,6 @@ class CreditReportCallback(TrainerCallback):
 
     def report(self, args, state, trace, processing_class=None) -> tuple[str, str | None]:
         """Write `output_dir/credit/step_XXXXX.{html,png}` and log them; returns the two paths."""
-        # Imported here, not at module level: `python -m gear_trl.inspect` must not find its module already loaded.
-        from .inspect import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
-
         tokenizer = trainer_tokenizer(self.trainer) or getattr(processing_class, "tokenizer", processing_class)
         limit = self.num_rollouts or getattr(args, "credit_report_rollouts", 4)
         rows = trace_rows(trace, pad_token_id=tokenizer.pad_token_id)[:limit]

@@ -13,7 +13,7 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from .credit.divergence import DIVERGENCES
+from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES
 from .credit.gigpo import GIGPO_MODES
 from .credit.segments import CREDIT_MODES, NORMALIZATIONS
 from .credit.weights import WEIGHT_NORMS
@@ -76,6 +76,8 @@ class GEARConfig(GRPOConfig):
             lose tokens from the question side, never from the ground truth.
         gigpo_gamma, gigpo_omega, gigpo_mode, gigpo_similarity_threshold: GiGPO's discount, step-advantage weight,
             normalization and optional similarity grouping of anchor states.
+        teacher_prefix_sharing (`bool`, defaults to `True`): compute each distinct teacher prompt once per
+            generation batch (key/value cache) and run only the completions on it.
     """
 
     credit: str = field(
@@ -91,7 +93,7 @@ class GEARConfig(GRPOConfig):
     )
     divergence_top_k: int = field(default=20, metadata={"help": "k for `divergence: topk` (our default)."})
     divergence_chunk_size: int = field(
-        default=64,
+        default=DEFAULT_CHUNK_SIZE,
         metadata={
             "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 3 x chunk x vocabulary "
             "float32 values, independent of sequence length (our default)."
@@ -172,6 +174,16 @@ class GEARConfig(GRPOConfig):
         metadata={
             "help": "When set, anchor states whose difflib ratio is at or above it share a step group (0.95 is a "
             "common choice); None = exact match only."
+        },
+    )
+    teacher_prefix_sharing: bool = field(
+        default=True,
+        metadata={
+            "help": "Run each distinct teacher prompt once per generation batch and only the completion tokens of "
+            "its rollouts on its key/value cache (GRPO repeats every prompt `num_generations` times). Holds the caches "
+            "of at most per-device-batch-size prompts (every layer) plus one layer's keys and values of "
+            "per-device-batch-size x (prompt + completion) tokens at a time; false = one full forward per rollout, "
+            "as before (our default: true)."
         },
     )
 

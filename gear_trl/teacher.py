@@ -132,6 +132,36 @@ class TeacherPromptBuilder:
         return row_ids, True
 
 
+def prefix_sharing_plan(prompt_ids: list[list[int]], max_rows: int) -> list[list[tuple[list[int], list[int]]]]:
+    """Group a batch's rows by identical teacher prompt, for computing each prompt's key/value cache once.
+
+    Returns units in batch order; a unit is a list of `(prompt ids, rows with that prompt)` whose rows add up to at
+    most `max_rows` (a prompt with more rows than that is a unit of its own). The trainer runs one prefix forward per
+    unit over its distinct prompts and then the unit's rows, `max_rows` at a time, on their prompt's cache, so the
+    keys and values held at once stay within `max_rows` prompts plus `max_rows` full rows.
+    """
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be positive, got {max_rows}.")
+    rows_of: dict[tuple[int, ...], list[int]] = {}
+    for row, ids in enumerate(prompt_ids):
+        rows_of.setdefault(tuple(ids), []).append(row)
+    units: list[list[tuple[list[int], list[int]]]] = []
+    filled = max_rows
+    for ids, rows in rows_of.items():
+        if filled + len(rows) > max_rows:
+            units.append([])
+            filled = 0
+        units[-1].append((list(ids), rows))
+        filled += len(rows)
+    return units
+
+
+def prefix_sharing_forwards(units: list[list[tuple[list[int], list[int]]]], max_rows: int) -> int:
+    """Backbone forwards the trainer runs for a `prefix_sharing_plan`: one prefix pass per unit, then its rows in
+    passes of at most `max_rows`."""
+    return sum(1 + -(-sum(len(rows) for _, rows in unit) // max_rows) for unit in units)
+
+
 def training_chat_template(tokenizer) -> str | None:
     """The chat template GRPOTrainer renders tool conversations with (`trainer.chat_template` when it has tools):
     TRL's prefix-preserving training template when the tokenizer's own is not prefix-preserving (Qwen3's is not),

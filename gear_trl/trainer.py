@@ -24,6 +24,7 @@ from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
+from transformers.cache_utils import DynamicCache, DynamicLayer
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.models.utils import disable_gradient_checkpointing
@@ -32,10 +33,11 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 from .callbacks import CreditReportCallback
 from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
+from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
-from .teacher import TeacherPromptBuilder, tool_calls_text
+from .teacher import TeacherPromptBuilder, prefix_sharing_forwards, prefix_sharing_plan, tool_calls_text
 
 logger = logging.getLogger(__name__)
 
@@ -367,6 +369,20 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     @torch.no_grad()
     def _teacher_hidden(self, output, teacher_prompt_ids: list[list[int]]) -> torch.Tensor:
         """The teacher's final hidden states [B, T, H] over the completion tokens, after its own prompts."""
+        batch_size = (
+            self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
+        )
+        context = nullcontext()
+        if self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
+            context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
+        with context:
+            # Decided from the configuration only, never from the data: under ZeRO-3 every rank takes the same path.
+            if self.args.teacher_prefix_sharing and not _has_sliding_layers(self._causal_lm().config):
+                return self._teacher_hidden_shared_prefix(output, teacher_prompt_ids, batch_size)
+            return self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
+
+    def _teacher_hidden_full(self, output, teacher_prompt_ids: list[list[int]], batch_size: int) -> torch.Tensor:
+        """One forward over prompt + completion per rollout (`teacher_prefix_sharing: false`)."""
         device = self.accelerator.device
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         teacher_ids = pad(
@@ -381,18 +397,76 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         ).to(device)
         input_ids = torch.cat([teacher_ids, completion_ids], dim=1)
         attention_mask = torch.cat([teacher_mask, completion_mask], dim=1)
-        batch_size = (
-            self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
-        )
-        context = nullcontext()
-        if self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
-            context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
         hidden = []
-        with context:
-            for start in range(0, input_ids.size(0), batch_size):
-                rows = slice(start, start + batch_size)
-                hidden.append(self._final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
+        for start in range(0, input_ids.size(0), batch_size):
+            rows = slice(start, start + batch_size)
+            hidden.append(self._final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
         return torch.cat(hidden)
+
+    def _teacher_hidden_shared_prefix(
+        self, output, teacher_prompt_ids: list[list[int]], batch_size: int
+    ) -> torch.Tensor:
+        """The same states as `_teacher_hidden_full`, with each distinct teacher prompt computed once.
+
+        GRPO repeats every prompt `num_generations` times, and agent prompts (tool schemas, history) are often ten
+        times longer than the completions, so the full path spends most of its time recomputing the same prompt.
+        Here a prefix forward fills a key/value cache with every token of a prompt but the last; each rollout then
+        runs only `[last prompt token, completion[:-1]]` on a copy of its prompt's cache, whose outputs are the
+        states predicting the completion tokens. Positions count from each row's first real token, so left padding
+        in the prefix batch changes nothing (rotary attention depends on relative positions only).
+
+        Memory: the prefix caches of one unit of `prefix_sharing_plan` (at most `batch_size` prompts, every layer),
+        plus, in a rollout pass, one layer's keys and values of `batch_size` x (prompt + completion) tokens at a
+        time (`_SharedPrefixLayer` does not keep them). The number of forwards depends on how many distinct prompts
+        a rank holds, so every rank first takes the largest count over ranks and makes up the difference with
+        one-token forwards: ZeRO-3 gathers the parameters collectively in every forward.
+        """
+        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
+        device = completion_ids.device
+        num_rows, length = completion_ids.shape
+        pad_id = self._tokenizer.pad_token_id
+        units = prefix_sharing_plan(teacher_prompt_ids, batch_size)
+        forwards = prefix_sharing_forwards(units, batch_size)
+        if self.accelerator.num_processes > 1:
+            forwards_everywhere = int(self.accelerator.gather(torch.tensor([forwards], device=device)).max())
+        else:
+            forwards_everywhere = forwards
+        last_token = torch.tensor([ids[-1] for ids in teacher_prompt_ids], device=device)
+        prompt_length = torch.tensor([len(ids) for ids in teacher_prompt_ids], device=device)
+        # Row r's input after the cache: its prompt's last token, then its completion but the last token.
+        suffix_ids = torch.cat([last_token[:, None], completion_ids[:, :-1]], dim=1)[:, :length]
+        ones = torch.ones(num_rows, 1, dtype=completion_mask.dtype, device=device)
+        suffix_mask = torch.cat([ones, completion_mask[:, :-1]], dim=1)[:, :length]
+        hidden = None
+        for unit in units:
+            prefixes = [torch.tensor(ids[:-1], dtype=torch.long) for ids, _ in unit]
+            prefix_ids = pad(prefixes, padding_value=pad_id, padding_side="left").to(device)
+            prefix_mask = pad(
+                [torch.ones(len(ids), dtype=torch.long) for ids in prefixes], padding_value=0, padding_side="left"
+            ).to(device)
+            if prefix_ids.size(1) == 0:  # one-token prompts: an empty prefix is one masked pad token
+                prefix_ids = torch.full((len(unit), 1), pad_id, dtype=torch.long, device=device)
+                prefix_mask = torch.zeros_like(prefix_ids)
+            cache = DynamicCache()
+            self._backbone_states(prefix_ids, prefix_mask, (prefix_mask.cumsum(1) - 1).clamp(min=0), cache)
+            rows = torch.tensor([row for _, unit_rows in unit for row in unit_rows], device=device)
+            owner = torch.tensor([k for k, (_, unit_rows) in enumerate(unit) for _ in unit_rows], device=device)
+            for start in range(0, rows.numel(), batch_size):
+                part, which = rows[start : start + batch_size], owner[start : start + batch_size]
+                row_cache = DynamicCache()
+                row_cache.layers = [_SharedPrefixLayer(keys, values, which) for keys, values, _ in cache]
+                positions = (prompt_length[part] - 1)[:, None] + torch.arange(suffix_ids.size(1), device=device)
+                mask = torch.cat([prefix_mask[which], suffix_mask[part]], dim=1)
+                states = self._backbone_states(suffix_ids[part], mask, positions, row_cache)
+                del row_cache
+                if hidden is None:
+                    hidden = states.new_empty(num_rows, length, states.size(-1))
+                hidden[part] = states[:, :length]
+            del cache
+        for _ in range(forwards_everywhere - forwards):
+            dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
+            self._backbone_states(dummy, torch.ones_like(dummy))
+        return hidden
 
     def _student_hidden_pass(self, output) -> torch.Tensor:
         """The student's final hidden states [B, T, H] by a forward of its own (tests and tools; training reuses a
@@ -417,14 +491,22 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         (no position ids): Qwen3's rotary attention depends on relative positions only, so left padding is harmless
         and student states read from GRPO's own forwards line up with these.
         """
+        return self._backbone_states(input_ids, attention_mask)[:, -keep - 1 : -1]
+
+    def _backbone_states(self, input_ids, attention_mask, position_ids=None, cache=None) -> torch.Tensor:
+        """The backbone's final hidden states [B, L, H], no gradient checkpointing (no-grad passes); with `cache`
+        (a `DynamicCache`, filled in place) the inputs follow the tokens already in it."""
         with (
             disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
             self.accelerator.autocast(),
         ):
-            hidden = self._backbone()(
-                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            return self._backbone()(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=cache is not None,
             ).last_hidden_state
-        return hidden[:, -keep - 1 : -1]
 
     # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
@@ -453,6 +535,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 has_truth.numel() - has_truth.float().sum(),
                 truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
+                # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
+                *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
             ]
         )
         big = torch.finfo(torch.float32).max
@@ -465,7 +549,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         )
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
-        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows) = sums.tolist()
+        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows) = sums[:9].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -481,6 +565,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             "no_ground_truth_frac": no_truth / max(rows, 1.0),
             "teacher_truncated_frac": n_truncated / max(rows, 1.0),
         }
+        # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
+        # the mean over the logging interval (None when no step of it had one).
+        for name, value in failure_contrast(sums[9:]).items():
+            metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
 
@@ -491,6 +579,29 @@ def _model_token_mask(batch) -> torch.Tensor:
     if "tool_mask" in batch:
         mask = mask & batch["tool_mask"].bool()
     return mask
+
+
+class _SharedPrefixLayer(DynamicLayer):
+    """One layer's cached keys and values of a unit's prompts [P, heads, L, D], read by rows `which` [R]: its attention
+    gets prompt + new states, which are not kept. A rollout pass is a single forward, so keeping them (as
+    `DynamicLayer` does) would only hold every layer's [R, heads, L + T, D] until the pass ends."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, which: torch.Tensor):
+        super().__init__()
+        self.lazy_initialization(keys, values)
+        self.keys, self.values, self.which = keys, values, which
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        return (
+            torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
+            torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
+        )
+
+
+def _has_sliding_layers(config) -> bool:
+    """Sliding-window attention keeps only a window of the prefix in its cache: such models take the full path."""
+    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return "sliding_attention" in (getattr(text_config, "layer_types", None) or ())
 
 
 def _turn_starts(mask: torch.Tensor) -> torch.Tensor:

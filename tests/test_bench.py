@@ -40,7 +40,27 @@ def test_overhead_benchmark_reports_every_configuration(tmp_path):
             assert results[name]["phases_s"]["teacher"]["median"] > 0, name
     for name in bench.PSEUDO_CONFIGS:
         assert results[name]["step_s"]["median"] > 0, name
-    assert {t["target"] for t in report["targets"]} >= {"step_time", "extra_peak_memory", "gigpo_fraction"}
+    assert {t["target"] for t in report["targets"]} >= {
+        "step_time",
+        "extra_peak_memory",
+        "gigpo_fraction",
+        "end_to_end_step_time",
+    }
+
+
+def test_long_prompt_shape_reports_prefix_sharing_and_end_to_end_ratios(tmp_path):
+    bench = load_bench()
+    argv = ["--shape", "long_prompt", "--reps", "1", "--warmup", "0", "--completion-length", "8"]
+    bench.main([*argv, "--prompt-tokens", "256", "--out-dir", str(tmp_path)], log=lambda *args: None)
+    report = json.loads((tmp_path / "overhead_cpu.json").read_text())
+    shape = report["shapes"]["long_prompt"]
+    assert 240 <= shape["prompt_tokens"][0] <= 256
+    assert set(shape["results"]) == {"grpo", "gear/gear", bench.NO_SHARING, "hf_generate"}
+    assert shape["results"]["hf_generate"]["mean_generated_tokens"] == 8  # generation of the timed length
+    targets = {t["target"]: t for t in report["targets"]}
+    assert targets["teacher_prefix_sharing"]["threshold"] == 0.4 and targets["teacher_prefix_sharing"]["value"] > 0
+    assert targets["step_time"]["threshold"] == 1.15
+    assert targets["end_to_end_step_time"]["value"] > 0
 
 
 def test_cuda_shape_is_qwen3_4b_in_bf16():

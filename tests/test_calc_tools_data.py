@@ -29,7 +29,9 @@ EXPRESSION = re.compile(r"\d+(?: [+-] \d+)+")
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("make_calc_tools_data", REPO / "data" / "make_calc_tools_data.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_calc_tools_data", REPO / "data" / "scripts" / "make_calc_tools_data.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("gear_bench_credit_sites", REPO / "bench" / "credit_sites.py")
 sites = importlib.util.module_from_spec(_spec)
@@ -53,3 +55,24 @@ def test_a_turn_too_many_and_a_missing_call_are_located_or_skipped():
 def test_onset_is_the_first_token_of_a_segment():
     segments = [-1, 0, 0, -1, 1, 2]
     assert [sites.is_onset(segments, i) for i in range(6)] == [False, True, False, False, True, True]
+
+
+def test_arith_reference_and_error_site():
+    assert sites.arith_reference("Compute 47 + 38 - 12.\n\nPlease reason step by step") == (
+        "47 + 38 = 85\n85 - 12 = 73\nThe answer is \\boxed{73}."
+    )
+    tokens = ["<think>", "\n\n", "</think>", "\n\n", "47", " + ", "38", " = ", "8", "4", "\n", "84", " - ", "12"]
+    row = {"prompt": "What is 47 + 38 - 12?", "mask": [True] * len(tokens)}
+    assert sites.arith_error_site(tokens, row) == 9  # "84": the units digit is the first wrong character
+    right = {"prompt": "What is 47 + 38?", "mask": [True] * 4}
+    assert sites.arith_error_site(["47", " + ", "38", " = 85"], right) is None
+
+
+def test_label_free_diagnostics_of_trace_rows():
+    rows = [
+        {"kl": [0.4, 0.2], "mask": [True, True], "segment_ids": [0, 1], "advantage": -1.0, "has_ground_truth": True},
+        {"kl": [0.1, 0.1], "mask": [True, True], "segment_ids": [0, 0], "advantage": 1.0, "has_ground_truth": True},
+    ]
+    report = sites.label_free(rows)
+    assert report["kl_failed_over_passed"] == pytest.approx(3.0)
+    assert report["onsets_in_failed_frac"] == pytest.approx(2 / 3)

@@ -1,5 +1,6 @@
-"""A 20-step GEAR run of the test recipe (recipes/tiny/config_math.yaml: the random tiny model on data/math). The
-demo's recipe (recipes/tiny/config_arith.yaml, the warm-started model) runs in tests/test_learning_bench.py.
+"""A 20-step GEAR run of the test recipe (recipes/tiny/config_math.yaml: the random tiny model on data/math). What
+`make demo` runs (recipes/tiny/config_calc_tools.yaml for 20 steps, then the start and the result scored on the same
+held-out problems) is checked in tests/test_demo_summary.py; its figures are measured, not tested (README).
 
 The random tiny model and never earns the accuracy reward, so every advantage would be 0 and
 every weight 1; a reward it does vary on (the share of digits it writes) is added, as in the trainer tests, so the

@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.utils import free_port, run_ranks
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -29,13 +29,7 @@ def extensions_dir() -> str:
     return os.environ.get("TORCH_EXTENSIONS_DIR") or tempfile.mkdtemp(prefix="torch_extensions_")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) -> subprocess.CompletedProcess:
+def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) -> str:
     env = dict(os.environ)
     env.update(
         HF_HUB_OFFLINE="1",
@@ -75,12 +69,7 @@ def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) 
             *launcher_args,
             *target,
         ]
-    try:
-        result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as err:
-        pytest.fail(f"{config}: the run did not finish within {TIMEOUT_S} s (a hang):\n{(err.stderr or '')[-3000:]}")
-    assert result.returncode == 0, f"{config} failed:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}"
-    return result
+    return run_ranks(command, env, TIMEOUT_S, config)
 
 
 def train(config: str, tmp_path: Path, *overrides: str, launcher_args: tuple[str, ...] = ()) -> Path:
@@ -165,3 +154,20 @@ def test_gear_under_zero2_and_ddp(tmp_path, config):
     assert (out / "model.safetensors").is_file()
     if config == "ddp_cpu.yaml":
         assert len(list((tmp_path / "ranks").rglob("stdout.log"))) == 2, "DDP must run two ranks"
+
+
+def test_teacher_prefix_sharing_under_zero3_when_ranks_hold_different_numbers_of_prompts(tmp_path):
+    report = tmp_path / "report.json"
+    launch(
+        "zero3_cpu.yaml",
+        [str(HERE / "teacher_prefix.py"), "--report", str(report), "--output_dir", str(tmp_path / "run")],
+        tmp_path,
+    )
+    ranks = json.loads(report.read_text())
+    assert [r["step"] for r in ranks] == [1, 1]
+    first = [r["passes"][0] for r in ranks]
+    assert [p["distinct"] for p in first] == [1, 2]
+    # rank 0 needs 3 forwards (one prefix, its 4 rows 2 at a time), rank 1 needs 4 (a prefix and a suffix per
+    # prompt); rank 0 makes up the difference, so ZeRO-3's gathers stay paired
+    assert [p["forwards"] for p in first] == [4, 4]
+    assert all(p["max_diff"] < 1e-5 for r in ranks for p in r["passes"])

@@ -8,7 +8,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.inspect import decode_tokens, main, render_html, render_png, rollout_summary, trace_rows
+from gear_trl.inspect import main
+from gear_trl.reporting import decode_tokens, render_html, render_png, rollout_summary, trace_rows
 from gear_trl.trainer import CreditTrace
 
 TINY = "data/tiny-qwen3"

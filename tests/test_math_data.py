@@ -118,7 +118,9 @@ def test_committed_dataset_loads_and_every_ground_truth_scores(directory):
 
 
 def test_generator_reproduces_committed_files(tmp_path):
-    subprocess.run([sys.executable, str(REPO / "data" / "make_math_data.py"), "--out-dir", str(tmp_path)], check=True)
+    subprocess.run(
+        [sys.executable, str(REPO / "data" / "scripts" / "make_math_data.py"), "--out-dir", str(tmp_path)], check=True
+    )
     for directory in COMMITTED:
         for split in ("train", "test"):
             written = (tmp_path / directory / f"{split}.jsonl").read_text()

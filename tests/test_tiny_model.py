@@ -11,7 +11,7 @@ from trl.chat_template_utils import (
     supports_tool_calling,
 )
 
-from gear_trl.tiny import ADDED_TOKENS, SPECIAL_TOKENS, build_tiny_qwen3, train_tokenizer
+from gear_trl.testing.tiny import ADDED_TOKENS, SPECIAL_TOKENS, build_tiny_qwen3, train_tokenizer
 
 TINY_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny-qwen3"
 SMALLER = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 1, "num_attention_heads": 2,

@@ -7,9 +7,6 @@ import copy
 import json
 import logging
 import os
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +19,7 @@ from gear_trl.credit import reverse_kl_and_entropy
 from gear_trl.credit.gigpo import gigpo_advantages
 from gear_trl.credit.segments import CREDIT_MODES
 from gear_trl.trainer import lm_head_transform
-from tests.utils import TINY, make_trainer, math_rows, tiny_args, weighted
+from tests.utils import TINY, free_port, make_trainer, math_rows, run_ranks, tiny_args, weighted
 
 HERE = Path(__file__).parent / "distributed"
 TOKEN_MODES = [mode for mode in CREDIT_MODES if mode != "none"]
@@ -105,12 +102,6 @@ def test_sequence_level_importance_sampling_still_works_with_plain_grpo(tmp_path
 # --- 3. collectives with mixed tool rows -------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_ranks_with_and_without_tool_rows_do_not_hang(tmp_path):
@@ -130,17 +121,7 @@ def test_ranks_with_and_without_tool_rows_do_not_hang(tmp_path):
         "--output_dir",
         str(tmp_path / "run"),
     ]
-    # A new session, so a hang is ended with both workers, not just the launcher.
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = process.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"the two ranks did not finish within 300 s (a hang):\n{output[-3000:]}")
-    assert process.returncode == 0, output[-6000:]
+    run_ranks(command, env, 300, "two ranks, one with tool rows and one without")
     ranks = json.loads(report.read_text())
     # Both ranks logged the tool metrics (reduced together) and GEAR's metrics after them.
     assert [len(r["turns_per_rollout"]) for r in ranks] == [1, 1]

@@ -120,7 +120,7 @@ def test_calculator_warm_start_loads_offline_is_small_and_partly_right():
 def test_stop_and_snapshot_callback_stops_on_the_step_and_saves_every_n(tmp_path):
     from types import SimpleNamespace
 
-    from data.make_warm_start import StopAndSnapshotCallback
+    from data.scripts.make_warm_start import StopAndSnapshotCallback
 
     saved = []
     model = SimpleNamespace(save_pretrained=lambda path: saved.append(path.name))

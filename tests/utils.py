@@ -65,3 +65,34 @@ def make_trainer(tmp_path, cls=GEARTrainer, args=None, dataset=None, model=None,
         processing_class=AutoTokenizer.from_pretrained(TINY),
         **kwargs,
     )
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_ranks(command: list[str], env: dict, timeout: float, what: str) -> str:
+    """Run a multi-process launch; its output (stdout and stderr) on success. A non-zero exit fails the test, and so
+    does a run past `timeout` seconds (a hang), after killing the launcher and every rank it started: it runs in a
+    session of its own, so no orphaned rank outlives the test."""
+    import os
+    import signal
+    import subprocess
+
+    import pytest
+
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"{what}: the run did not finish within {timeout} s (a hang):\n{output[-3000:]}")
+    assert process.returncode == 0, f"{what} failed:\n{output[-6000:]}"
+    return output

@@ -4,8 +4,11 @@
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights.
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
+- :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
+  rollouts).
 """
 
+from .diagnostics import failure_contrast, failure_contrast_sums
 from .divergence import reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
 from .segments import CREDIT_MODES, SEGMENT_MODES, register_segmenter, segment_signal, segment_stats
@@ -14,6 +17,8 @@ from .weights import gear_token_weights, weights_from_signal
 __all__ = [
     "CREDIT_MODES",
     "SEGMENT_MODES",
+    "failure_contrast",
+    "failure_contrast_sums",
     "gear_token_weights",
     "gigpo_advantages",
     "register_segmenter",

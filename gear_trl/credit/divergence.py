@@ -10,6 +10,10 @@ from __future__ import annotations
 import torch
 
 DIVERGENCES = ("full", "topk", "sampled")
+DEFAULT_CHUNK_SIZE = 64
+"""Positions per LM-head chunk: the default of both `reverse_kl_and_entropy` and `GEARConfig.divergence_chunk_size`.
+Extra memory is 3 x chunk x V float32 values (117 MB at Qwen3's V = 151,936); chunks 16-256 are timed in
+bench/results/NOTES.md ("Divergence pass")."""
 _SMALL_VOCAB = 8192  # see _row_dot
 
 
@@ -21,7 +25,7 @@ def reverse_kl_and_entropy(
     mask: torch.Tensor,
     *,
     temperature: float = 1.0,
-    chunk_size: int = 256,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
     lm_head_bias: torch.Tensor | None = None,
     divergence: str = "full",
     top_k: int = 20,

@@ -1,6 +1,6 @@
 """Calculator: a two-tool integer calculator whose state is the list of results computed so far.
 
-The environment of the synthetic calculator task (`data/calc_tools/`, made by `data/make_calc_tools_data.py`): the
+The environment of the synthetic calculator task (`data/calc_tools/`, by `data/scripts/make_calc_tools_data.py`): the
 model must compute "84 + 17 - 9" one operation per tool call, `add(a=84, b=17)` then `subtract(a=101, b=9)`, and
 give the last result as its answer. Unlike BFCL's stateless `MathAPI`, every successful call appends its result to
 the state, so `state_key()` tells rollouts apart by what they have computed: rollouts whose calls produced the same

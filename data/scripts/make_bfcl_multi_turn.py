@@ -24,8 +24,8 @@ our environment returned, exactly as TRL's tool loop builds conversations. `data
 
 Every ground-truth call must run without an error in our environments; the script stops if one does not.
 
-    python data/make_bfcl_multi_turn.py
-    python data/make_bfcl_multi_turn.py --wheel /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl --max-tasks 50
+    python data/scripts/make_bfcl_multi_turn.py
+    python data/scripts/make_bfcl_multi_turn.py --wheel /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl --max-tasks 50
 
 The data is Apache-2.0, from the Berkeley Function Calling Leaderboard (Patil et al.).
 """
@@ -41,8 +41,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# Run as `python data/make_bfcl_multi_turn.py` from a checkout: make the package importable without installing it.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Run as `python data/scripts/make_bfcl_multi_turn.py` from a checkout: gear_trl importable without installing it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gear_trl.data.bfcl import (
     BFCL_EVAL_VERSION,
@@ -189,7 +189,7 @@ def write_jsonl(rows: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent / "bfcl" / f"{CATEGORY}.jsonl",
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "bfcl" / f"{CATEGORY}.jsonl",
         help="Output JSONL file (default: data/bfcl/multi_turn_base.jsonl).",
     )  # fmt: skip
     parser.add_argument(

@@ -1,7 +1,7 @@
 r"""Warm-start a tiny Qwen3 on the arithmetic task (`data/arith/`) with TRL's `SFTTrainer`, on CPU, into
 `data/tiny-qwen3-arith/` (or, with `--task calc_tools`, on the multi-turn calculator task).
 
-The model is built from the committed tokenizer in `data/tiny-qwen3/` (`gear_trl.tiny.build_tiny_qwen3`), trained on
+The model is built from the committed tokenizer in `data/tiny-qwen3/` (`gear_trl.testing.tiny`), trained on
 `data/arith/sft.jsonl` with the loss on assistant tokens only (TRL swaps in its Qwen3 training template, which has
 `{% generation %}` markers), and stopped early on purpose: it should be *partly* right, so that GRPO/GEAR has room to
 improve it and a teacher that sees the ground truth disagrees with it where it goes wrong.
@@ -15,11 +15,11 @@ At the end the script samples completions for the test split the way the RL trai
 - teacher: sampling at temperature 1.0 on the teacher prompt (the ground truth appended with
   `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.teacher.teacher_prompt` builds it).
 
-    python data/make_arith_data.py
-    python data/make_warm_start.py
+    python data/scripts/make_arith_data.py
+    python data/scripts/make_warm_start.py
 
 `--task calc_tools` warm-starts on the multi-turn calculator task instead (`data/calc_tools/`, made by
-`data/make_calc_tools_data.py`): SFT on `data/calc_tools/sft.jsonl` (conversations with tool calls and tool results,
+`data/scripts/make_calc_tools_data.py`): SFT on `data/calc_tools/sft.jsonl` (conversations with tool calls and results,
 the loss on the assistant turns only), 768-token sequences, saved to `data/tiny-qwen3-calc/`. Its evaluation runs
 multi-turn rollouts on the test split through GRPOTrainer's own tool loop (`gear_trl.evaluate.evaluate_multi_turn`:
 the model's calls executed in `gear_trl.envs.Calculator`, the results fed back) and scores them with
@@ -27,8 +27,8 @@ the model's calls executed in `gear_trl.envs.Calculator`, the results fed back) 
 task's teacher template. The other defaults (model size, steps, learning rate) are the arithmetic task's.
 `--no-eval` skips the final evaluation.
 
-    python data/make_calc_tools_data.py
-    python data/make_warm_start.py --task calc_tools [--max-steps N]
+    python data/scripts/make_calc_tools_data.py
+    python data/scripts/make_warm_start.py --task calc_tools [--max-steps N]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -60,7 +60,7 @@ from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
 from gear_trl.data.math import GENERIC
 from gear_trl.rewards.math import accuracy_reward, boxed_spans
 from gear_trl.teacher import teacher_prompt
-from gear_trl.tiny import EOS_TOKEN, PAD_TOKEN, build_tiny_qwen3
+from gear_trl.testing.tiny import EOS_TOKEN, PAD_TOKEN, build_tiny_qwen3
 
 DEFAULT_TOKENIZER_DIR = REPO_ROOT / "data" / "tiny-qwen3"
 DEFAULT_SFT_FILE = REPO_ROOT / "data" / "arith" / "sft.jsonl"
@@ -191,7 +191,7 @@ MAX_TOOL_CALLING_ITERATIONS = 4
 
 
 def calc_teacher_template() -> str:
-    """`TEACHER_TEMPLATE` of `data/make_calc_tools_data.py` (a script, loaded from its file)."""
+    """`TEACHER_TEMPLATE` of `data/scripts/make_calc_tools_data.py` (a script, loaded from its file)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_calc_tools_data", Path(__file__).with_name(

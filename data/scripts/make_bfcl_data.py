@@ -10,8 +10,8 @@ use)"):
 Every reference call written to `ground_truth` is checked against its own possible answer with the reward's checker
 before anything is written. The output is a pure function of the wheel and the arguments.
 
-    python data/make_bfcl_data.py                          # all four categories, every row
-    python data/make_bfcl_data.py --wheel bfcl_eval-2026.3.23-py3-none-any.whl --max-per-category 50
+    python data/scripts/make_bfcl_data.py                          # all four categories, every row
+    python data/scripts/make_bfcl_data.py --wheel bfcl_eval-2026.3.23-py3-none-any.whl --max-per-category 50
 
 The data is Apache-2.0, from the Berkeley Function Calling Leaderboard (Patil et al.).
 """
@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# Run as `python data/make_bfcl_data.py` from a checkout: make the package importable without installing it.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Run as `python data/scripts/make_bfcl_data.py` from a checkout: make the package importable without installing it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gear_trl.data.bfcl import (
     BFCL_EVAL_VERSION,
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
         help="BFCL single-turn categories to write (default: all).",
     )  # fmt: skip
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent / "bfcl",
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "bfcl",
         help="Output folder; one <category>.jsonl is written per category (default: data/bfcl).",
     )  # fmt: skip
     parser.add_argument(

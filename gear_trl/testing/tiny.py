@@ -5,7 +5,7 @@ Nothing is downloaded: the tokenizer is trained here on synthetic text (the math
 tool-calling conversations and template English generated below), so the committed `data/tiny-qwen3/` can be rebuilt
 offline with
 
-    python data/make_tiny_model.py
+    python data/scripts/make_tiny_model.py
 
 Tests build models of other sizes from the committed tokenizer with `build_tiny_qwen3(tokenizer, hidden_size=...)`.
 """
@@ -34,7 +34,7 @@ from tokenizers import (
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 from trl.chat_template_utils import qwen3_chat_template
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the defaults below are for a checkout
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "data" / "tiny-qwen3"
 DEFAULT_DATA_DIR = REPO_ROOT / "data" / "math"
 

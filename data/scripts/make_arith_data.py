@@ -22,7 +22,7 @@ Outputs (a pure function of `--seed`; the test split is drawn first, so `--n-tra
   train problems, then fresh problems (never test ones) up to `--n-sft`. `load_dataset("data/arith")` ignores
   `sft.jsonl` (its name matches no split keyword), so it gives the train and test splits only.
 
-    python data/make_arith_data.py
+    python data/scripts/make_arith_data.py
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import random
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 

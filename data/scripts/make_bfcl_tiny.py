@@ -4,7 +4,7 @@ Keeps the file-system-only samples of data/bfcl/multi_turn_base.jsonl whose earl
 each row's tool list down to the functions its ground truth calls plus a few common ones (pwd, ls, cat), so a prompt
 fits the tiny model. Everything else (initial_config, ground truth) is unchanged.
 
-    python data/make_bfcl_tiny.py
+    python data/scripts/make_bfcl_tiny.py
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ they stand in for (the problems themselves are generated from templates, nothing
 Problems are short (questions under about 40 words) because the models trained on them in tests are tiny. The
 output is a pure function of `--seed`: rerunning the script rewrites identical files.
 
-    python data/make_math_data.py
+    python data/scripts/make_math_data.py
 """
 
 from __future__ import annotations
@@ -522,7 +522,7 @@ def write_jsonl(path: Path, rows: list[Row]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "math")
+    parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parents[1] / "math")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--n-train", type=int, default=400)
     parser.add_argument("--n-test", type=int, default=100)

@@ -35,7 +35,7 @@ not change it):
   problems, then fresh ones (never test ones) up to `--n-sft`. `load_dataset("data/calc_tools")` ignores `sft.jsonl`,
   so it gives the train and test splits only.
 
-    python data/make_calc_tools_data.py
+    python data/scripts/make_calc_tools_data.py
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ import random
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
-from data.make_arith_data import expression, partial_results  # the arithmetic task's problems, written as text
+from data.scripts.make_arith_data import expression, partial_results  # the arithmetic task's problems, written as text
 from gear_trl.envs.base import tool_names
 from gear_trl.envs.calculator import Calculator
 from gear_trl.teacher import teacher_prompt, tool_calls_text, training_chat_template

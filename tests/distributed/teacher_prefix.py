@@ -1,0 +1,100 @@
+"""Two ranks holding different numbers of distinct teacher prompts (rank 0: one, rank 1: two) under the launcher's
+distributed engine, with teacher prefix sharing. Run by tests/test_distributed.py through `accelerate launch`; writes
+a JSON report: per rank, the distinct prompts, the backbone forwards the shared teacher pass made (its own and the
+one-token forwards that match the other rank's count), and how far its states are from the full pass's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from datasets import Dataset
+
+from gear_trl import GEARConfig, GEARTrainer
+from gear_trl.rewards import get_reward_funcs
+
+# With shuffling off, per-device batch 2, two steps per generation and two generations per prompt, rank 0 gets rows
+# 0, 0, 1, 1 (the same prompt twice: one distinct teacher prompt) and rank 1 rows 2, 2, 3, 3 (two).
+PROMPTS = ["What is 3 + 4?", "What is 3 + 4?", "What is 10 + 5?", "Add 6 and 1, then double it."]
+TRUTHS = ["7", "7", "15", "14"]
+
+
+class Recording(GEARTrainer):
+    report: list
+
+    def _teacher_hidden(self, output, teacher_prompt_ids):
+        calls = [0]
+        real = self._backbone_states
+
+        def counting(*args, **kwargs):
+            calls[0] += 1
+            return real(*args, **kwargs)
+
+        self._backbone_states = counting
+        try:
+            shared = super()._teacher_hidden(output, teacher_prompt_ids)
+        finally:
+            del self._backbone_states
+        self.args.teacher_prefix_sharing = False
+        try:
+            full = super()._teacher_hidden(output, teacher_prompt_ids)
+        finally:
+            self.args.teacher_prefix_sharing = True
+        mask = output["completion_mask"].bool()
+        self.report.append(
+            {
+                "distinct": len({tuple(ids) for ids in teacher_prompt_ids}),
+                "forwards": calls[0],
+                "max_diff": float((shared - full)[mask].abs().max()),
+            }
+        )
+        return shared
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--report", required=True)
+    parser.add_argument("--output_dir", required=True)
+    known = parser.parse_args()
+
+    rows = [{"prompt": [{"role": "user", "content": p}], "ground_truth": t} for p, t in zip(PROMPTS, TRUTHS)]
+    args = GEARConfig(
+        output_dir=known.output_dir,
+        per_device_train_batch_size=2,
+        steps_per_generation=2,
+        num_generations=2,
+        max_completion_length=8,
+        max_steps=1,
+        shuffle_dataset=False,
+        learning_rate=1e-4,
+        beta=0.0,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+    )
+    Recording.report = []
+    trainer = Recording(
+        model="data/tiny-qwen3",
+        reward_funcs=get_reward_funcs(["accuracy"]),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+    )
+    trainer.train()
+    mine = {"rank": dist.get_rank(), "step": trainer.state.global_step, "passes": Recording.report}
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    if dist.get_rank() == 0:
+        Path(known.report).write_text(json.dumps(everyone))
+    trainer.accelerator.end_training()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The package's layers: every import of a gear_trl module points down (or across, within a layer), never up, and no
+chain of imports comes back to where it started. Imports inside functions count: a lazy import is still an import.
+
+Layers, bottom to top (README, "Layout"):
+
+    credit        the mathematics: pure tensor functions
+    tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
+    reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
+    trainer       GEARConfig, GEARTrainer and its callbacks, the Hub check, the package's public names
+    entry points  `python -m gear_trl.train / evaluate / inspect`, and gear_trl.testing (support for tests and
+                  data scripts): nothing in the library imports them
+
+A module or package missing from `PLACES` fails the test: a new one must be given its layer here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LAYERS = ("credit", "tasks", "reporting", "trainer", "entry points")
+
+PLACES = {
+    # Subpackages are placed whole; a top-level module on its own.
+    "gear_trl.credit": "credit",
+    "gear_trl.data": "tasks",
+    "gear_trl.rewards": "tasks",
+    "gear_trl.envs": "tasks",
+    "gear_trl.teacher": "tasks",
+    "gear_trl.rollout": "tasks",
+    "gear_trl.reporting": "reporting",
+    "gear_trl.config": "trainer",
+    "gear_trl.hub": "trainer",
+    "gear_trl.callbacks": "trainer",
+    "gear_trl.trainer": "trainer",
+    "gear_trl.preflight": "trainer",  # checks a run before its model loads (train, evaluate)
+    "gear_trl.checkpoints": "trainer",  # which checkpoint a run resumes from
+    "gear_trl.interrupt": "trainer",  # SIGINT/SIGTERM: save at the step boundary
+    "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
+    "gear_trl.train": "entry points",
+    "gear_trl.evaluate": "entry points",
+    "gear_trl.inspect": "entry points",
+    "gear_trl.testing": "entry points",
+}
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gear_trl"
+
+
+def module_files(package_dir: Path) -> dict[str, Path]:
+    """{dotted module name: file} for every .py file under `package_dir` (a package's own name for its __init__)."""
+    root = package_dir.parent
+    modules = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules that module `name` imports anywhere in its file (top level, functions, classes)."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                # `from .x import y` in a.b.c (or in package a.b's __init__) is relative to package a.b.
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            # `from a import b` imports module a.b when there is one, else names defined in a.
+            targets = [f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in modules]
+            targets.append(source)
+        else:
+            continue
+        for target in targets:
+            # `import a.b.c` where a.b.c is not a module (an attribute path) counts as its longest module prefix.
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of `module`: its own entry in `PLACES` or its closest package's (the root package only for itself)."""
+    parts = module.split(".")
+    for end in range(len(parts), 1, -1):
+        place = PLACES.get(".".join(parts[:end]))
+        if place is not None:
+            return place
+    return PLACES.get(module)
+
+
+def find_problems(package_dir: Path) -> list[str]:
+    """Every unplaced module, upward import and import cycle in the package, as readable lines."""
+    modules = module_files(package_dir)
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+    problems = [f"{name} has no layer: add it (or its package) to PLACES" for name in graph if layer_of(name) is None]
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            low, high = layer_of(name), layer_of(target)
+            if low is not None and high is not None and rank[high] > rank[low]:
+                problems.append(f"upward import: {name} ({low}) imports {target} ({high})")
+    problems += [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph)]
+    return problems
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (first module repeated at the end) per strongly connected group of mutually importing modules."""
+    state, stack, found = {}, [], []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                found.append(stack[stack.index(target) :] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_every_module_is_placed_and_imports_only_downwards_without_cycles():
+    problems = find_problems(PACKAGE)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_place_names_a_module_that_exists():
+    modules = module_files(PACKAGE)
+    assert sorted(name for name in PLACES if name not in modules) == []
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "gear_trl"
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        (  # the cycle this test was written for, hidden in a function
+            {
+                "trainer.py": "from .callbacks import CreditReportCallback\n",
+                "callbacks.py": "def report():\n    from .inspect import write_report\n",
+                "inspect.py": "from . import train\n",
+                "train.py": "def build():\n    from gear_trl.trainer import GEARTrainer\n",
+            },
+            [
+                "upward import: gear_trl.callbacks (trainer) imports gear_trl.inspect (entry points)",
+                "import cycle: "
+                + " -> ".join(f"gear_trl.{m}" for m in ("callbacks", "inspect", "train", "trainer", "callbacks")),
+            ],
+        ),
+        (  # a task plug-in reaching up into the trainer, through an attribute path
+            {"rewards/__init__.py": "", "rewards/math.py": "import gear_trl.trainer.GEARTrainer\n", "trainer.py": ""},
+            ["upward import: gear_trl.rewards.math (tasks) imports gear_trl.trainer (trainer)"],
+        ),
+        (  # a new top-level module nobody placed
+            {"helpers.py": "from .credit import divergence\n", "credit/__init__.py": "", "credit/divergence.py": ""},
+            ["gear_trl.helpers has no layer: add it (or its package) to PLACES"],
+        ),
+        (  # a package whose submodule imports the package's own __init__, which imports the submodule
+            {"envs/__init__.py": "from .base import Env\n", "envs/base.py": "from . import registry\n"},
+            ["import cycle: gear_trl.envs -> gear_trl.envs.base -> gear_trl.envs"],
+        ),
+    ],
+)
+def test_the_check_finds_upward_imports_cycles_and_unplaced_modules(tmp_path, files, expected):
+    package = write(tmp_path, {"gear_trl/__init__.py": "", **{f"gear_trl/{k}": v for k, v in files.items()}})
+    assert find_problems(package) == expected

@@ -1,0 +1,68 @@
+"""The credit report's HTML, rendered from its Jinja template: tokens, colours and legend, and the template shipped."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from gear_trl.reporting import render_html_report
+from gear_trl.reporting.colors import ENTROPY_COLORS, KL_COLORS, WEIGHT_COLORS, color_scale, weight_color
+from tests.test_inspect import TOKENS, TokenSpans, hand_made_row
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def styles(span) -> dict[str, str]:
+    return dict(part.split(":", 1) for part in span["attrs"]["style"].split(";"))
+
+
+def test_every_token_carries_its_kl_entropy_and_weight_colours():
+    row = hand_made_row()
+    page = render_html_report([(TOKENS, row)], "colours")
+    parser = TokenSpans()
+    parser.feed(page)
+    assert [s["text"] for s in parser.tokens] == [t.replace("\n", "\u21b5") for t in TOKENS]
+    model = [i for i, m in enumerate(row["mask"]) if m]
+    kl_max = max(row["kl"][i] for i in model)
+    h_max = max(row["entropy"][i] for i in model)
+    for i, span in enumerate(parser.tokens):
+        style = styles(span)
+        assert style["--kl"] == color_scale(KL_COLORS, row["kl"][i] / kl_max)
+        assert style["--h"] == color_scale(ENTROPY_COLORS, row["entropy"][i] / h_max)
+        assert style["--w"] == weight_color(row["weights"][i])
+    # The weight scale runs blue (less credit) - white (1) - orange (more): check its ends and middle.
+    assert weight_color(1.0) == "#ffffff" and weight_color(0.5) == WEIGHT_COLORS[0] and weight_color(9) == "#e66101"
+    assert styles(parser.tokens[1])["--w"] != "#ffffff"  # weight 0.6: a shade of blue
+    for stops in (KL_COLORS, ENTROPY_COLORS, WEIGHT_COLORS):
+        assert f"linear-gradient(to right,{','.join(stops)})" in page  # the legend's bars
+
+
+def test_a_negative_advantage_is_marked_and_rollouts_get_their_own_sections():
+    good, bad = hand_made_row(), {**hand_made_row(), "advantage": -0.25, "prompt": None, "ground_truth": None}
+    page = render_html_report([(TOKENS, good), (TOKENS, bad)], "two")
+    sections = page.split('<section class="rollout">')[1:]
+    assert len(sections) == 2
+    assert '<span class="pos">advantage +0.875</span>' in sections[0]
+    assert '<span class="neg">advantage -0.250</span>' in sections[1]
+    assert "<details>" in sections[0] and "<details>" not in sections[1]  # no prompt, no ground truth
+    # Token spans follow one another with nothing between them (a space would show between the tokens).
+    assert not re.search(r"</span>\s+<span class=\"tok", page)
+
+
+def test_the_template_ships_in_the_wheel(tmp_path):
+    # Built from a copy: an in-tree build would reuse a stale build/ folder that already holds the template.
+    source = tmp_path / "source"
+    shutil.copytree(REPO / "gear_trl", source / "gear_trl", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        check=True,
+        cwd=source,
+    )
+    (wheel,) = tmp_path.glob("gear_trl-*.whl")
+    assert "gear_trl/reporting/templates/credit.html.j2" in zipfile.ZipFile(wheel).namelist()
