@@ -92,3 +92,15 @@ def test_readme_section_agrees_with_the_committed_results(sweep):
         for metric in ("reward_last", "sampled_accuracy"):
             cell = report["paired"][teacher["name"]][metric]
             assert cell["n_seeds"] >= 5 and cell["ci_low"] <= cell["mean"] <= cell["ci_high"]
+
+
+def test_teacher_warm_starts_are_shipped(sweep):
+    """Every teacher's warm start is committed, under 20 MB, and differs from the testbed's only in its weights (same
+    shape, tokenizer and chat template): the sweep varies the teacher, nothing else."""
+    reference = REPO_ROOT / "data" / "tiny-qwen3-arith"
+    assert [t["hint_frac"] for t in sweep.TEACHERS] == sorted(t["hint_frac"] for t in sweep.TEACHERS)
+    for teacher in sweep.TEACHERS:
+        model_dir = REPO_ROOT / teacher["model"]
+        assert sum(f.stat().st_size for f in model_dir.iterdir() if f.is_file()) < 20 * 2**20
+        for name in ("config.json", "tokenizer.json", "chat_template.jinja"):
+            assert (model_dir / name).read_bytes() == (reference / name).read_bytes(), (teacher["name"], name)
