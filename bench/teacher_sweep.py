@@ -541,6 +541,22 @@ def readme_section(report: dict) -> str:
         + ", ".join(_cell(report["paired"][t["name"]]["reward_last"]) for t in by_blame)
         + "."
     )
+    kl_ratio = [t["diagnostic"].get("kl_failed_over_passed") for t in by_blame]
+    if all(v is not None for v in kl_ratio):
+        same = kl_ratio == sorted(kl_ratio)
+        onset_gap = [
+            (t["diagnostic"].get("onsets_in_failed_frac") or 0) - (t["diagnostic"].get("failed_tokens_frac") or 0)
+            for t in by_blame
+        ]
+        findings.append(
+            "The label-free KL ratio (failed over passed) "
+            + ("rises in the same order" if same else "does not follow that order")
+            + ": "
+            + ", ".join(_num(v) for v in kl_ratio)
+            + "; the share of onsets in failed rollouts minus their share of tokens: "
+            + ", ".join(f"{v:+.2f}" for v in onset_gap)
+            + "."
+        )
     sweep = report.get("sweep") or {}
     if sweep.get("best") and len(sweep.get("arms", {})) > 1:
         cell = sweep["arms"][sweep["best"]]
@@ -550,7 +566,15 @@ def readme_section(report: dict) -> str:
             "accuracy (picked on the same seeds it is scored on, so its interval flatters it)."
         )
     findings = [f"- {line}" for line in findings]
-    return "\n".join([
+    caveat = ""
+    if not wins and all(v is not None for v in kl_ratio):
+        top = by_blame[-1]
+        caveat = (
+            f" Here a ratio above 1 ({_num(kl_ratio[-1])} for `{top['name']}`) went with a teacher that localizes, "
+            f"but its error token took only {_num(top['localization']['blame_ratio'])} times the rest's weight, "
+            "and GEAR did not beat GRPO: a ratio above 1 says the teacher sees the failures, not that GEAR will pay."
+        )
+    return _wrap_prose([
         "## When does GEAR help?",
         "",
         ("GEAR's teacher is the policy shown the reference answer, so it can only blame the token where a rollout goes "
@@ -573,7 +597,8 @@ def readme_section(report: dict) -> str:
         "(chance: at a random token). *Blame ratio*: that token's weight over the mean weight of the rest of the "
         "rollout when the advantage is negative (above 1: the mistake takes more blame). *Advantage mass moved*: the "
         "share of |advantage| x tokens that GEAR shifts between tokens. The last two columns need no labels (the "
-        "trainer logs them as `gear/kl_failed_over_passed` and `gear/onsets_in_failed_frac`): the teacher-student KL "
+        "trainer logs them as `gear/kl_failed_over_passed` and `gear/onsets_in_failed_frac`; computed here on the same "
+        "rollouts with the trainer's functions): the teacher-student KL "
         "in failed over passed rollouts, and the share of segment onsets that fall in failed rollouts beside the "
         "share of tokens that do."),
         "",
@@ -590,8 +615,23 @@ def readme_section(report: dict) -> str:
         "teacher that knows where the student errs disagrees more with failed rollouts (ratio above 1) and opens "
         "its segments there (onset share above the token share); near 1 and near the token share, GEAR can only "
         "reshuffle the advantage. Where labels exist, `bench/credit_sites.py` measures the onset and blame at the "
-        "error token directly."),
+        "error token directly." + caveat),
     ])  # fmt: skip
+
+
+def _wrap_prose(blocks: list[str], width: int = 119) -> str:
+    """Join the section's blocks, wrapping prose paragraphs and bullets at `width` (tables, code and images as is)."""
+    import textwrap
+
+    out = []
+    for block in blocks:
+        if block.startswith(("|", "```", "!", "python ", "#")) or "\n" in block or len(block) <= width:
+            out.append(block)
+        else:
+            indent = "  " if block.startswith("- ") else ""
+            out.append(textwrap.fill(block, width, subsequent_indent=indent, break_long_words=False,
+                                     break_on_hyphens=False))  # fmt: skip
+    return "\n".join(out)
 
 
 def readme_block(text: str) -> str:
