@@ -414,7 +414,7 @@ def plot(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, len(METRICS), figsize=(11, 4.2))
     for ax, (metric, title) in zip(axes, METRICS.items(), strict=True):
-        for teacher in report["teachers"]:
+        for k, teacher in enumerate(report["teachers"]):
             cell = report["paired"][teacher["name"]][metric]
             x = teacher["localization"]["blame_ratio"]
             if x is None or math.isnan(cell["mean"]):
@@ -423,7 +423,8 @@ def plot(report: dict, path: Path) -> None:
             high = cell["ci_high"] - cell["mean"] if not math.isnan(cell["ci_high"]) else 0.0
             ax.errorbar([x], [cell["mean"]], yerr=[[low], [high]], fmt="o", capsize=4)
             ax.annotate(f"{teacher['name']} (teacher acc. {teacher['teacher_accuracy']:.2f})", (x, cell["mean"]),
-                        textcoords="offset points", xytext=(6, 4), fontsize=8)  # fmt: skip
+                        textcoords="offset points", xytext=(6, 6 if k % 2 else -12), fontsize=8)  # fmt: skip
+        ax.margins(x=0.3)  # room for the labels
         ax.axhline(0, color="gray", lw=1, ls="--")
         ax.axvline(1, color="gray", lw=0.8, ls=":")
         ax.set_xlabel("localization: error token's blame ratio (1 = no better than the rest)")
