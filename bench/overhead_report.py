@@ -1,0 +1,313 @@
+"""bench/overhead.py's verdicts and tables, computed from a report's results alone (no torch, no model): the
+targets, the markdown report and the README's table (`--readme-table`)."""
+
+from __future__ import annotations
+
+from overhead_shapes import NO_SHARING, PSEUDO_CONFIGS, TRAINER_CONFIGS
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Targets
+
+# Targets from the issue ("Performance and scale"); checked and reported, never tuned.
+MAX_STEP_RATIO = 1.3  # GEAR step time / GRPO step time, CPU shapes
+MAX_EXTRA_MEMORY_FRACTION = 0.10  # GEAR's extra peak memory / GRPO's step peak, CPU shapes
+MAX_DIVERGENCE_VS_SDPO = 0.2  # GEAR divergence-pass extra memory / SDPO full_logits extra memory, vocab shape
+MAX_GIGPO_FRACTION = 0.005  # GiGPO grouping + step advantages / GEAR step time
+MAX_LONG_PROMPT_STEP_RATIO = 1.15  # GEAR step time / GRPO step time, long_prompt shape (issue 12)
+MAX_PREFIX_SHARING_RATIO = 0.4  # teacher pass with prefix sharing / without, long_prompt shape
+MAX_END_TO_END_RATIO = 1.10  # (generation + GEAR step) / (generation + GRPO step), every shape
+
+
+def evaluate_targets(shapes: dict, device: str) -> list[dict]:
+    targets = []
+
+    def add(name, shape, value, threshold, holds, description):
+        targets.append(
+            {
+                "target": name,
+                "shape": shape,
+                "value": value,
+                "threshold": threshold,
+                "holds": holds,
+                "description": description,
+            }
+        )
+
+    for shape_name, shape in shapes.items():
+        res = shape["results"]
+        grpo, gear = res.get("grpo", {}), res.get("gear/gear", {})
+        if "step_s" in grpo and "step_s" in gear:
+            ratio = gear["step_ratio_to_grpo"]
+            limit = MAX_LONG_PROMPT_STEP_RATIO if shape_name == "long_prompt" else MAX_STEP_RATIO
+            add(
+                "step_time",
+                shape_name,
+                ratio,
+                limit,
+                ratio <= limit,
+                "GEAR (credit gear) median step time / GRPO's (per-round paired ratio: median "
+                f"{gear['step_ratio_to_grpo_paired']['median']:.2f}; "
+                f"fastest reps: {gear['step_ratio_to_grpo_min']:.2f})",
+            )
+            grpo_peak = grpo["extra_peak_mb"]["step"]
+            over = max(gear["extra_peak_mb"]["step"] - grpo_peak, 0.0)
+            fraction = over / grpo_peak if grpo_peak > 0 else float("inf")
+            add(
+                "extra_peak_memory",
+                shape_name,
+                fraction,
+                MAX_EXTRA_MEMORY_FRACTION,
+                fraction <= MAX_EXTRA_MEMORY_FRACTION,
+                "(GEAR step's extra peak - GRPO step's extra peak) / GRPO step's extra peak",
+            )
+            divergence = gear["extra_peak_mb"].get("teacher", 0.0)
+            fraction = divergence / grpo_peak if grpo_peak > 0 else float("inf")
+            add(
+                "divergence_pass_memory",
+                shape_name,
+                fraction,
+                MAX_EXTRA_MEMORY_FRACTION,
+                fraction <= MAX_EXTRA_MEMORY_FRACTION,
+                "stricter reading: GEAR divergence pass's extra peak (over step start) / GRPO step's extra peak",
+            )
+        if "end_to_end_ratio_to_grpo_paired" in gear:
+            ratio = gear["end_to_end_ratio_to_grpo_paired"]["median"]
+            gen = res["hf_generate"]
+            add(
+                "end_to_end_step_time",
+                shape_name,
+                ratio,
+                MAX_END_TO_END_RATIO,
+                ratio <= MAX_END_TO_END_RATIO,
+                "(real HF generation + GEAR step) / (generation + GRPO step), median of per-round ratios; "
+                f"generation {_fmt_s(gen['step_s'])} for {gen.get('mean_generated_tokens', 0):.0f} tokens per "
+                "completion",
+            )
+        if shape_name == "long_prompt" and "teacher_ratio_to_no_prefix_sharing_paired" in gear:
+            ratio = gear["teacher_ratio_to_no_prefix_sharing_paired"]["median"]
+            full = res[NO_SHARING]["phases_s"]["teacher"]
+            add(
+                "teacher_prefix_sharing",
+                shape_name,
+                ratio,
+                MAX_PREFIX_SHARING_RATIO,
+                ratio <= MAX_PREFIX_SHARING_RATIO,
+                "GEAR teacher pass with prefix sharing / without (`teacher_prefix_sharing: false`), median of "
+                f"per-round ratios; {_fmt_s(gear['phases_s']['teacher'])} vs {_fmt_s(full)}",
+            )
+        sdpo = res.get("sdpo/full_logits", {})
+        if shape_name != "tiny" and "step_s" in gear and "extra_peak_mb" in sdpo:
+            divergence = gear["extra_peak_mb"].get("teacher", 0.0)
+            sdpo_peak = sdpo["extra_peak_mb"]["step"]
+            fraction = divergence / sdpo_peak if sdpo_peak > 0 else float("inf")
+            add(
+                "divergence_vs_sdpo_full_logits",
+                shape_name,
+                fraction,
+                MAX_DIVERGENCE_VS_SDPO,
+                fraction <= MAX_DIVERGENCE_VS_SDPO,
+                "GEAR divergence pass's extra peak / SDPO full_logits step's extra peak",
+            )
+        gigpo = res.get("gigpo", {})
+        if "step_s" in gigpo and "step_s" in gear:
+            fraction = gigpo["step_s"]["median"] / gear["step_s"]["median"]
+            add(
+                "gigpo_fraction",
+                shape_name,
+                fraction,
+                MAX_GIGPO_FRACTION,
+                fraction < MAX_GIGPO_FRACTION,
+                "gigpo_advantages on 64 rollouts x 10 steps / GEAR step time",
+            )
+    return targets
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Report
+
+
+def _fmt_s(stats: dict | None) -> str:
+    if not stats:
+        return "-"
+    median = stats["median"]
+    unit, scale = ("ms", 1e3) if median < 1 else ("s", 1.0)
+    return f"{median * scale:.3g} {unit}"
+
+
+def _fmt_mb(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1024:.2f} GB" if abs(value) >= 1024 else f"{value:.0f} MB"
+
+
+def _fmt_lengths(lengths) -> str:
+    if not lengths:
+        return "?"
+    return f"{lengths[0]}" if lengths[0] == lengths[-1] else f"{lengths[0]}-{lengths[-1]}"
+
+
+def shape_table(shape: dict) -> list[str]:
+    res = shape["results"]
+    s = shape["shape"]
+    title = (
+        f"**{s['name']}** ({s['model']}, vocab {shape['model']['vocab_size']:,}; B={s['batch']} completions, "
+        f"T={s['length']} tokens; prompts of {_fmt_lengths(shape.get('prompt_tokens'))} tokens; median of "
+        f"{s['reps']} interleaved reps)"
+    )
+    header = (
+        "| configuration | step (IQR) | x GRPO | x GRPO, fastest reps | rewards | teacher pass | segments+weights "
+        "| loss fwd+bwd | step extra peak | teacher-pass extra peak |"
+    )
+    lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in TRAINER_CONFIGS:
+        r = res.get(name)
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"| {name} | {r['error']} | | | | | | | | |")
+            continue
+        ph = r["phases_s"]
+        seg = None
+        if "segments" in ph or "weights" in ph:
+            seg = {"median": ph.get("segments", {}).get("median", 0) + ph.get("weights", {}).get("median", 0)}
+        teacher = _fmt_s(ph.get("teacher"))
+        inside = r.get("phase_inside", {}).get("teacher", [])
+        if "loss" in inside:
+            teacher += " (partly in loss)" if "prepare" in inside else " (in loss)"
+        step = r["step_s"]
+        iqr = f"{_fmt_s(step)} ({_fmt_s({'median': step['iqr']})})"
+        lines.append(
+            f"| {name} | {iqr} | {r.get('step_ratio_to_grpo', float('nan')):.2f} "
+            f"| {r.get('step_ratio_to_grpo_min', float('nan')):.2f} | {_fmt_s(ph.get('rewards'))} "
+            f"| {teacher} | {_fmt_s(seg)} | {_fmt_s(ph.get('loss'))} "
+            f"| {_fmt_mb(r['extra_peak_mb'].get('step'))} | {_fmt_mb(r['extra_peak_mb'].get('teacher'))} |"
+        )
+    for name in PSEUDO_CONFIGS:
+        r = res.get(name)
+        if r and "step_s" in r:
+            note = ""
+            if name == "gigpo":
+                note = "gigpo_advantages, 64 rollouts x 10 steps"
+            if name == "hf_generate":
+                note = f"real HF generate, mean {r.get('mean_generated_tokens', 0):.0f} tokens"
+            lines.append(f"| {name} ({note}) | {_fmt_s(r['step_s'])} | | | | | | | | |")
+    return lines
+
+
+def markdown_report(report: dict) -> str:
+    meta = report["meta"]
+    setup = (
+        f"`python bench/overhead.py {' '.join(meta['argv'])}` on {meta['machine']}; torch {meta['torch']}, "
+        f"transformers {meta['transformers']}, trl {meta['trl']}; num_iterations={meta['num_iterations']}, "
+        f"divergence_chunk_size={meta['divergence_chunk_size']}, SDPO top-k={meta['sdpo_topk']}. "
+        "Same rows and the same fixed completions (no EOS) through every trainer, configurations interleaved "
+        "round-robin; generation is excluded. Memory: extra peak over the step's start "
+        f"({meta['memory_method']})."
+    )
+    columns = (
+        "Columns: step = prepare (`_generate_and_score_completions`, SDPO `_prepare_training_batch`) + loss "
+        "(`compute_loss` + `backward`), median (IQR); x GRPO: ratio of medians, and of the fastest repetitions "
+        "(other processes only add time, so those are the least disturbed); teacher pass = GEAR's added backbone "
+        "passes and LM-head chunks, "
+        'SDPO\'s no-grad teacher forward, "(in loss)" when it runs inside `compute_loss` (then the loss column '
+        "includes it, or that part of it); extra peaks are over the step's start (the teacher pass's is its peak "
+        "during that pass)."
+    )
+    title = f"# GEAR overhead vs GRPO and SDPO ({meta['device']})"
+    lines = [title, "", setup, "", f"gear_trl: {_source_line(meta)}.", "", columns, ""]
+    for shape in report["shapes"].values():
+        lines += shape_table(shape) + [""]
+    lines += ["| target | shape | value | threshold | holds |", "|---|---|---|---|---|"]
+    for t in report["targets"]:
+        lines.append(
+            f"| {t['description']} | {t['shape']} | {t['value']:.3g} | {t['threshold']:g} "
+            f"| {'yes' if t['holds'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _source_line(meta: dict) -> str:
+    source = meta.get("gear_trl", {})
+    if source.get("label"):
+        return source["label"]
+    changes = source.get("uncommitted_changes")
+    dirty = f" plus uncommitted changes ({', '.join(changes)})" if changes else ""
+    return f"the repository at {meta.get('commit')}{dirty}"
+
+
+def print_report(report: dict, log):
+    log("")
+    log(markdown_report(report))
+
+
+def readme_table(report: dict) -> str:
+    """The README's performance table and targets, from a report (`--readme-table PATH`)."""
+    shapes = report["shapes"]
+
+    def cell(shape: dict, key: str) -> str:
+        res, s = shape["results"], shape["shape"]
+        grpo, gear, full = res.get("grpo", {}), res.get("gear/gear", {}), res.get(NO_SHARING, {})
+        gen, sdpo, gigpo = res.get("hf_generate", {}), res.get("sdpo/full_logits", {}), res.get("gigpo", {})
+        if key == "shape":
+            return (
+                f"{s['model']}, V={shape['model']['vocab_size']:,}, prompt {_fmt_lengths(shape.get('prompt_tokens'))}"
+                f" + completion {s['length']} tokens, {s['batch']} completions ({s['num_generations']} per prompt)"
+            )
+        if key == "grpo":
+            return _fmt_s(grpo.get("step_s"))
+        if key == "gear":
+            if "step_s" not in gear:
+                return "-"
+            paired = gear["step_ratio_to_grpo_paired"]["median"]
+            return f"{_fmt_s(gear['step_s'])}, **{gear['step_ratio_to_grpo']:.2f}x** (paired {paired:.2f}x)"
+        if key == "teacher":
+            if "teacher" not in gear.get("phases_s", {}):
+                return "-"
+            text = _fmt_s(gear["phases_s"]["teacher"])
+            if "teacher_ratio_to_no_prefix_sharing_paired" in gear:
+                ratio = gear["teacher_ratio_to_no_prefix_sharing_paired"]["median"]
+                text += f"; without sharing {_fmt_s(full['phases_s']['teacher'])} (**{ratio:.2f}x**)"
+            return text
+        if key == "generation":
+            if "step_s" not in gen:
+                return "-"
+            ratio = gear.get("end_to_end_ratio_to_grpo_paired", {}).get("median")
+            text = f"{_fmt_s(gen['step_s'])} ({gen.get('mean_generated_tokens', 0):.0f} tokens)"
+            return text + (f"; GEAR **{ratio:.3f}x** GRPO" if ratio else "")
+        if key == "memory":
+            if "extra_peak_mb" not in gear:
+                return "-"
+            return (
+                f"{_fmt_mb(grpo['extra_peak_mb']['step'])} / {_fmt_mb(gear['extra_peak_mb']['step'])} / "
+                f"{_fmt_mb(gear['extra_peak_mb'].get('teacher'))}"
+            )
+        if key == "sdpo":
+            if "step_s" not in sdpo:
+                return "-"
+            return f"{_fmt_s(sdpo['step_s'])}, {_fmt_mb(sdpo['extra_peak_mb']['step'])}"
+        if key == "gigpo":
+            if "step_s" not in gigpo or "step_s" not in gear:
+                return "-"
+            return f"{_fmt_s(gigpo['step_s'])} ({gigpo['step_s']['median'] / gear['step_s']['median']:.2%} of a step)"
+        raise KeyError(key)
+
+    rows = [
+        ("shape", "| shape |"),
+        ("grpo", "| GRPO step |"),
+        ("gear", "| GEAR step (`credit: gear`), x GRPO |"),
+        ("teacher", "| GEAR teacher pass (teacher backbone + chunked LM head), x without prefix sharing |"),
+        ("generation", "| real HF generation of the same lengths; (generation + step) x GRPO's |"),
+        ("memory", "| extra peak memory: GRPO step / GEAR step / GEAR teacher pass |"),
+        ("sdpo", "| SDPO `full_logits` step, extra peak |"),
+        ("gigpo", "| GiGPO grouping (64 rollouts x 10 steps) |"),
+    ]
+    names = list(shapes)
+    lines = ["| |" + "".join(f" {n} |" for n in names), "|---|" + "---|" * len(names)]
+    lines += [label + "".join(f" {cell(shapes[n], key)} |" for n in names) for key, label in rows]
+    lines += ["", "| target | shape | value | threshold | holds |", "|---|---|---|---|---|"]
+    for t in report["targets"]:
+        lines.append(
+            f"| `{t['target']}` | {t['shape']} | {t['value']:.3g} | {t['threshold']:g} | "
+            f"{'yes' if t['holds'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"
