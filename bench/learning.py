@@ -225,6 +225,9 @@ def train_one(job: dict) -> dict:
         "onset_rate": _log_series(history, "gear/onset_rate"),
         "segment_len_mean": _log_series(history, "gear/segment_len_mean"),
         "kl_mean": _log_series(history, "gear/kl_mean"),
+        # the label-free diagnostics (bench/teacher_sweep.py compares them with label-based localization)
+        "kl_failed_over_passed": _log_series(history, "gear/kl_failed_over_passed"),
+        "onsets_in_failed_frac": _log_series(history, "gear/onsets_in_failed_frac"),
         "gigpo_step_adv_std": _log_series(history, "gigpo/step_adv_std"),
         "completion_length": _log_series(history, "completions/mean_length"),
     }

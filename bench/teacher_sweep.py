@@ -1,0 +1,791 @@
+"""When does GEAR pay? GEAR against GRPO on the arithmetic testbed, from warm starts whose teachers differ in quality.
+
+GEAR's teacher is the policy itself shown the reference answer, so how much it helps depends on how well the model
+has learned to *use* a reference in its prompt. The warm starts in `TEACHERS` (data/README.md, "Teachers of graded
+quality") differ only in the share of SFT rows that carry the reference (0%, 30%, 70%) and where their SFT stopped;
+each leaves the plain student partly right. For each one the script measures:
+
+- the teacher: sampled accuracy (T = 1) on the 200 held-out problems with the reference in the prompt, beside the
+  student's (`gear_trl.evaluate`, as bench/learning.py scores a start);
+- localization, from the label the synthetic task has (the first token where a failed rollout departs from the
+  reference solution, `bench/credit_sites.arith_error_site`), on rollouts sampled as training samples them
+  (`gear_trl.inspect.sample_credit`, live teacher): how often a segment opens at the error token, the error token's
+  *blame ratio* (its GEAR weight over the mean weight of the rest of the rollout, in failed rollouts with a negative
+  advantage: above 1 means more of the blame lands on the mistake), and the share of advantage mass GEAR moves
+  (half the |advantage|-weighted sum of |w_t - 1| over the sum of |advantage| x tokens);
+- the label-free diagnostics the trainer logs (`gear_trl.credit.failure_contrast`: reverse KL in failed over passed
+  rollouts, share of segment onsets in failed rollouts), on the same rollouts and, where the runs logged them, during
+  training;
+- `none` (GRPO) against `gear`, paired by seed, same recipe (recipes/tiny/config_arith.yaml), steps, batch and seeds,
+  with the paired difference of the final-window training reward and of held-out sampled accuracy and its 95%
+  t-interval; at the best-localizing teacher a small `weight_alpha`/`weight_eps` sweep, and one seed each of
+  `teacher: base` (LoRA), `divergence: topk`, `divergence: sampled`, `weight_lambda: 0.5` as a side table.
+
+Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) and are cached per teacher under
+`--work-dir` (keyed on the warm start's weights), so an interrupted sweep picks up where it stopped.
+
+    python bench/teacher_sweep.py --quick        # 3 teachers x {none, gear} x 2 seeds, 3 small steps: < 5 minutes
+    python bench/teacher_sweep.py                # the full sweep (README, "When does GEAR help?")
+    python bench/teacher_sweep.py --readme       # print that README section from the committed JSON
+
+Writes `bench/results/teacher_sweep[_quick].{json,png,md}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = REPO_ROOT / "bench"
+RESULTS_DIR = BENCH_DIR / "results"
+RECIPE = "recipes/tiny/config_arith.yaml"
+for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-import this file
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import learning
+
+TEACHERS = [
+    {
+        "name": "hint0",
+        "model": "data/tiny-qwen3-arith-hint0",
+        "hint_frac": 0.0,
+        "how": "SFT without reference rows: the teacher prompt is as foreign to the model as to a student",
+    },
+    {
+        "name": "hint30",
+        "model": "data/tiny-qwen3-arith",
+        "hint_frac": 0.3,
+        "how": "the testbed's warm start: 30% of SFT rows carry the reference",
+    },
+    {
+        "name": "hint70",
+        "model": "data/tiny-qwen3-arith-hint70",
+        "hint_frac": 0.7,
+        "how": "70% of SFT rows carry the reference: the teacher copies it",
+    },
+]
+"""The warm starts compared, weakest teacher first (data/README.md says how each was made)."""
+
+CORE_ARMS = ["none", "gear"]
+SWEEP_ARMS = ["gear:weight_alpha=2", "gear:weight_alpha=2,weight_eps=0.8"]
+"""Extra GEAR settings tried at the best-localizing teacher, with every seed (defaults: alpha 1, eps 0.5)."""
+SIDE_ARMS = [
+    "gear:teacher=base,use_peft=true",
+    "gear:divergence=topk",
+    "gear:divergence=sampled",
+    "gear:weight_lambda=0.5",
+]
+"""One seed each at the best-localizing teacher, beside `none` and `gear` of the same seed."""
+METRICS = {
+    "reward_last": "final-window training reward",
+    "sampled_accuracy": "held-out sampled accuracy",
+}
+"""The paired metrics: GEAR minus GRPO per seed."""
+BUDGETS = {
+    "full": {"seeds": [0, 1, 2, 3, 4], "max_steps": 40, "eval_limit": None, "problems": 48, "set": []},
+    "quick": {
+        "seeds": [0, 1],
+        "max_steps": 3,
+        "eval_limit": 16,
+        "problems": 4,
+        "set": ["per_device_train_batch_size=16"],  # 2 problems x 8 samples per step
+    },
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Statistics (pure)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The `p` quantile of Student's t with `df` degrees of freedom (p in (0.5, 1)), by bisection on its CDF, which
+    is the regularized incomplete beta function evaluated here by Simpson's rule on the density."""
+    if not 0.5 < p < 1 or df < 1:
+        raise ValueError(f"need 0.5 < p < 1 and df >= 1; got p={p}, df={df}.")
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf_above_zero(x: float, n: int = 2000) -> float:  # P(0 < T < x) by Simpson's rule; x >= 0
+        h = x / n
+        total = 0.0
+        for i in range(n + 1):
+            t = i * h
+            density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+            total += density * (1 if i in (0, n) else 4 if i % 2 else 2)
+        return total * h / 3
+
+    low, high = 0.0, 1.0
+    while 0.5 + cdf_above_zero(high) < p:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if 0.5 + cdf_above_zero(mid) < p else (low, mid)
+    return (low + high) / 2
+
+
+def paired_interval(differences: list[float], level: float = 0.95) -> dict:
+    """Mean of per-seed paired differences and its two-sided t-interval; NaN bounds with fewer than 2 seeds."""
+    values = [d for d in differences if d is not None and not math.isnan(d)]
+    n = len(values)
+    if n == 0:
+        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": 0, "values": []}
+    mean = statistics.fmean(values)
+    if n < 2:
+        return {"mean": mean, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": n, "values": values}
+    half = t_quantile(0.5 + level / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
+    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n_seeds": n, "values": values}
+
+
+def run_metric(run: dict, metric: str, window: int) -> float | None:
+    if metric == "reward_last":
+        return learning.window_mean(run["reward"], -window)
+    return (run.get("eval") or {}).get(metric)
+
+
+def paired(runs: list[dict], arm: str, baseline: str, window: int) -> dict:
+    """Per metric: `arm` minus `baseline` over the seeds both have run."""
+    by_seed = {label: {r["seed"]: r for r in runs if r["label"] == label} for label in (arm, baseline)}
+    seeds = sorted(set(by_seed[arm]) & set(by_seed[baseline]))
+    return {
+        metric: paired_interval(
+            [
+                run_metric(by_seed[arm][s], metric, window) - run_metric(by_seed[baseline][s], metric, window)
+                for s in seeds
+            ]
+        )
+        for metric in METRICS
+    }
+
+
+def is_onset(segment_ids: list[int], index: int) -> bool:
+    return segment_ids[index] >= 0 and (index == 0 or segment_ids[index - 1] != segment_ids[index])
+
+
+def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int = 0) -> dict:
+    """Label-based localization of GEAR's credit over sampled rollouts (`(tokens, trace_row)` pairs).
+
+    `error_site(tokens, row)` gives the index of a failed rollout's first wrong token (or None). Returned: the share
+    of located failed rollouts with a segment opening at the error token (`onset_rate`) and at a random model token
+    (`onset_rate_random`, the chance level); the mean blame ratio, the error token's weight over the mean weight of
+    the rollout's other model tokens, in located failed rollouts with a negative advantage (`blame_ratio`), and the
+    same for a random token (`blame_ratio_random`); the share of advantage mass moved,
+    sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage."""
+    rng = random.Random(seed)
+    onsets, random_onsets, ratios, random_ratios = [], [], [], []
+    failed = unlocated = 0
+    moved = total = 0.0
+    for tokens, row in rollouts:
+        model = [k for k, m in enumerate(row["mask"]) if m]
+        advantage = row["advantage"]
+        if model and advantage:
+            moved += abs(advantage) * 0.5 * sum(abs(row["weights"][k] - 1.0) for k in model)
+            total += abs(advantage) * len(model)
+        if row.get("reward") != 0.0 or not model:
+            continue
+        failed += 1
+        index = error_site(tokens, row)
+        if index is None:
+            unlocated += 1
+            continue
+        other = rng.choice(model)
+        onsets.append(is_onset(row["segment_ids"], index))
+        random_onsets.append(is_onset(row["segment_ids"], other))
+        if advantage < 0 and len(model) > 1:
+            for k, out in ((index, ratios), (other, random_ratios)):
+                rest = [row["weights"][j] for j in model if j != k]
+                out.append(row["weights"][k] / statistics.fmean(rest))
+
+    def mean(values):
+        return statistics.fmean(values) if values else None
+
+    return {
+        "rollouts": len(rollouts),
+        "failed": failed,
+        "located": failed - unlocated,
+        "onset_rate": mean(onsets),
+        "onset_rate_random": mean(random_onsets),
+        "blame_ratio": mean(ratios),
+        "blame_ratio_random": mean(random_ratios),
+        "blamed_rollouts": len(ratios),
+        "moved_share": moved / total if total else None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Jobs (each in its own process)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def load_script(name: str):
+    """A data script as a module (data/<name>.py, or data/scripts/<name>.py where the scripts moved)."""
+    for path in (REPO_ROOT / "data" / f"{name}.py", REPO_ROOT / "data" / "scripts" / f"{name}.py"):
+        if path.exists():
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise FileNotFoundError(f"data/{name}.py not found")
+
+
+def probe(job: dict) -> dict:
+    """The teacher's accuracy (reference in the prompt, sampled at T = 1) on the held-out split, and GEAR's credit on
+    `problems` x num_generations rollouts of held-out problems sampled as training samples them (saved raw, so the
+    localization figures are computed at report time)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    os.chdir(REPO_ROOT)
+    from datasets import load_dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from gear_trl.inspect import sample_credit
+    from gear_trl.train import build_trainer, load_splits, parse_args
+
+    hf_logging.set_verbosity_error()
+    out_dir = Path(job["work_dir"]) / "probe"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    warm = load_script("make_warm_start")
+    rows = list(load_dataset(job["eval"]["dataset"], split=job["eval"]["split"]))[: job["eval_limit"] or None]
+    model = AutoModelForCausalLM.from_pretrained(job["model"], dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(job["model"])
+    teacher = warm.evaluate(model, tokenizer, rows, do_sample=True, teacher=True, seed=0)
+    student = warm.evaluate(model, tokenizer, rows, do_sample=True, teacher=False, seed=0)
+    del model
+
+    argv = ["--config", job["recipe"], "--credit", "gear", "--model_name_or_path", job["model"],
+            "--output_dir", str(out_dir / "trainer"), "--report_to", "none", "--seed", "0",
+            "--per_device_train_batch_size", "32"]  # fmt: skip
+    script_args, training_args, model_args = parse_args(argv)
+    script_args.dataset_train_split = job["eval"]["split"]
+    script_args.max_train_samples = None
+    dataset, _ = load_splits(script_args, training_args)
+    trainer = build_trainer(script_args, training_args, model_args, dataset)
+    rollouts = sample_credit(trainer, dataset, job["problems"] * trainer.num_generations)
+    result = {
+        "model": job["model"],
+        "spec": probe_spec(job),
+        "teacher_accuracy": teacher["accuracy"],
+        "student_sampled_accuracy_1": student["accuracy"],
+        "n": len(rows),
+        "rollouts": [[tokens, row] for tokens, row in rollouts],
+    }
+    (out_dir / "result.json").write_text(json.dumps(result))
+    return result
+
+
+def probe_spec(job: dict) -> dict:
+    return {key: job[key] for key in ("model", "problems", "eval_limit")}
+
+
+def dispatch(job: dict) -> dict:
+    if job["kind"] == "probe":
+        return probe(job)
+    return learning.eval_start(job) if job["kind"] == "start" else learning.train_one(job)
+
+
+def cached(job: dict) -> dict | None:
+    path = Path(job["work_dir"]) / job["key"] / "result.json"
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    spec = probe_spec(job) if job["kind"] == "probe" else learning.job_spec(job)
+    return result if result.get("spec") == spec else None
+
+
+def run_jobs(jobs: list[dict], workers: int, fresh: bool, log, cached_only: bool = False) -> dict:
+    """Results by (work dir, key); finished runs are read from the cache. With `cached_only`, nothing is run and the
+    jobs not cached are left out."""
+    results, todo = {}, []
+    for job in jobs:
+        result = None if fresh else cached(job)
+        if result is not None:
+            results[job["work_dir"], job["key"]] = result
+        else:
+            todo.append(job)
+    log(f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {workers} at a time")
+    start = time.perf_counter()
+    if todo and cached_only:
+        log(f"--cached-only: {len(todo)} jobs not run: " + ", ".join(
+            f"{Path(job['work_dir']).name}/{job['key']}" for job in todo))  # fmt: skip
+    elif todo:
+        context = mp.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1) as pool:
+            futures = {pool.submit(dispatch, job): job for job in todo}
+            for done, future in enumerate(as_completed(futures), 1):
+                job = futures[future]
+                try:
+                    results[job["work_dir"], job["key"]] = future.result()
+                except Exception as error:  # noqa: BLE001  (one failed arm must not lose the others)
+                    log(f"{Path(job['work_dir']).name}/{job['key']} failed: {error!r}")
+                    continue
+                elapsed = time.perf_counter() - start
+                log(f"[{done}/{len(todo)}] {Path(job['work_dir']).name}/{job['key']} "
+                    f"({elapsed / 60:.1f} min, ~{elapsed / done * (len(todo) - done) / 60:.1f} min left)")  # fmt: skip
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def diagnostic(probe_result: dict, runs: list[dict]) -> dict:
+    """The label-free diagnostics on the probe's rollouts and, where logged, their mean over the GEAR runs."""
+    out = {}
+    try:
+        from credit_sites import label_free
+
+        out.update(label_free([row for _, row in probe_result["rollouts"]]))
+    except ImportError:  # a checkout without the label-free diagnostics
+        pass
+    for key in ("kl_failed_over_passed", "onsets_in_failed_frac"):
+        values = [
+            learning.window_mean(run.get(key) or [], 0) for run in runs if run["label"] == "gear" and run.get(key)
+        ]
+        values = [v for v in values if not math.isnan(v)]
+        out[f"training_{key}"] = statistics.fmean(values) if values else None
+    return out
+
+
+def label_error_site():
+    from credit_sites import arith_error_site
+
+    return arith_error_site
+
+
+def build_report(teachers, probes, starts, runs, best, config) -> dict:
+    window = config["window"]
+    error_site = label_error_site()
+    rows, paired_out = [], {}
+    for teacher in teachers:
+        name = teacher["name"]
+        mine = [r for r in runs if r["teacher"] == name]
+        rows.append({
+            **teacher,
+            "teacher_accuracy": probes[name]["teacher_accuracy"],
+            "student_sampled_accuracy": starts[name]["eval"]["sampled_accuracy"],
+            "student_greedy_accuracy": starts[name]["eval"]["greedy_accuracy"],
+            "localization": localization([tuple(pair) for pair in probes[name]["rollouts"]], error_site),
+            "diagnostic": diagnostic(probes[name], mine),
+        })  # fmt: skip
+        paired_out[name] = paired(mine, "gear", "none", window)
+    mine = [r for r in runs if r["teacher"] == best]
+    sweep = {"teacher": best, "arms": {}}
+    for text in ["gear", *SWEEP_ARMS]:
+        label = learning.parse_arm(text)[0]
+        if any(r["label"] == label for r in mine):
+            sweep["arms"][label] = paired(mine, label, "none", window)
+    ranked = [a for a in sweep["arms"] if not math.isnan(sweep["arms"][a]["reward_last"]["mean"])]
+    sweep["best"] = max(ranked, key=lambda a: sweep["arms"][a]["reward_last"]["mean"]) if ranked else None
+    side = []
+    side_labels = {learning.parse_arm(text)[0] for text in SIDE_ARMS}
+    for text in ["none", "gear", *SIDE_ARMS] if any(r["label"] in side_labels for r in mine) else []:
+        label = learning.parse_arm(text)[0]
+        for run in mine:
+            if run["label"] == label and run["seed"] == config["seeds"][0]:
+                side.append({"arm": label, "seed": run["seed"],
+                             **{m: run_metric(run, m, window) for m in METRICS}})  # fmt: skip
+    return {"teachers": rows, "paired": paired_out, "best_teacher": best, "sweep": sweep, "side": side}
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(11, 4.2))
+    for ax, (metric, title) in zip(axes, METRICS.items(), strict=True):
+        for k, teacher in enumerate(report["teachers"]):
+            cell = report["paired"][teacher["name"]][metric]
+            x = teacher["localization"]["blame_ratio"]
+            if x is None or math.isnan(cell["mean"]):
+                continue
+            low = cell["mean"] - cell["ci_low"] if not math.isnan(cell["ci_low"]) else 0.0
+            high = cell["ci_high"] - cell["mean"] if not math.isnan(cell["ci_high"]) else 0.0
+            ax.errorbar([x], [cell["mean"]], yerr=[[low], [high]], fmt="o", capsize=4)
+            ax.annotate(f"{teacher['name']} (teacher acc. {teacher['teacher_accuracy']:.2f})", (x, cell["mean"]),
+                        textcoords="offset points", xytext=(6, 6 if k % 2 else -12), fontsize=8)  # fmt: skip
+        ax.margins(x=0.3)  # room for the labels
+        ax.axhline(0, color="gray", lw=1, ls="--")
+        ax.axvline(1, color="gray", lw=0.8, ls=":")
+        ax.set_xlabel("localization: error token's blame ratio (1 = no better than the rest)")
+        ax.set_ylabel(f"GEAR - GRPO, {title}")
+        ax.set_title(f"{title}: paired difference, 95% t-interval", fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.suptitle(report["title"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _num(value, digits: int = 2) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _cell(cell: dict, digits: int = 3) -> str:
+    if math.isnan(cell["mean"]):
+        return "n/a"
+    if math.isnan(cell["ci_low"]):
+        return f"{cell['mean']:+.{digits}f} (1 seed)"
+    return f"{cell['mean']:+.{digits}f} [{cell['ci_low']:+.{digits}f}, {cell['ci_high']:+.{digits}f}]"
+
+
+def verdict(cell: dict) -> str:
+    if math.isnan(cell["ci_low"]):
+        return "undetermined"
+    if cell["ci_low"] > 0:
+        return "GEAR better"
+    if cell["ci_high"] < 0:
+        return "GEAR worse"
+    return "no difference resolved"
+
+
+def tables(report: dict) -> str:
+    """The markdown tables: teachers (quality, localization, diagnostics), paired differences, sweep, side table."""
+    lines = [
+        (
+            "| teacher | SFT rows with the reference | teacher acc. (reference in prompt) | student sampled acc. "
+            "| onset at error (chance) | blame ratio (random token) | advantage mass moved "
+            "| KL failed / passed | onsets in failed (failed tokens) |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in report["teachers"]:
+        loc, diag = t["localization"], t["diagnostic"]
+        lines.append(
+            f"| `{t['name']}` | {t['hint_frac']:.0%} | {_num(t['teacher_accuracy'])} "
+            f"| {_num(t['student_sampled_accuracy'])} "
+            f"| {_num(loc['onset_rate'])} ({_num(loc['onset_rate_random'])}) "
+            f"| {_num(loc['blame_ratio'])} ({_num(loc['blame_ratio_random'])}) | {_num(loc['moved_share'], 3)} "
+            f"| {_num(diag.get('kl_failed_over_passed'))} "
+            f"| {_num(diag.get('onsets_in_failed_frac'))} ({_num(diag.get('failed_tokens_frac'))}) |"
+        )
+    lines += [
+        "",
+        "| teacher | seeds | GEAR - GRPO, " + " | GEAR - GRPO, ".join(METRICS.values()) + " |",
+        "|---|---|" + "---|" * len(METRICS),
+    ]
+    for name, cells in report["paired"].items():
+        n = max(cell["n_seeds"] for cell in cells.values())
+        lines.append(f"| `{name}` | {n} | " + " | ".join(_cell(cells[m]) for m in METRICS) + " |")
+    sweep = report["sweep"]
+    if len(sweep["arms"]) > 1:
+        lines += [
+            "",
+            f"Sweep at `{sweep['teacher']}` (each arm minus GRPO, paired by seed):",
+            "",
+            "| arm | seeds | " + " | ".join(METRICS.values()) + " |",
+            "|---|---|" + "---|" * len(METRICS),
+        ]
+        for arm, cells in sweep["arms"].items():
+            n = max(cell["n_seeds"] for cell in cells.values())
+            lines.append(f"| `{arm}` | {n} | " + " | ".join(_cell(cells[m]) for m in METRICS) + " |")
+    if report["side"]:
+        lines += [
+            "",
+            f"Side table at `{report['best_teacher']}`, seed {report['side'][0]['seed']} only:",
+            "",
+            "| arm | " + " | ".join(METRICS.values()) + " |",
+            "|---|" + "---|" * len(METRICS),
+        ]
+        for row in report["side"]:
+            lines.append(f"| `{row['arm']}` | " + " | ".join(_num(row[m], 3) for m in METRICS) + " |")
+    return "\n".join(lines)
+
+
+def readme_section(report: dict) -> str:
+    """The README's "When does GEAR help?" section, generated from the sweep's JSON."""
+    config = report["config"]
+    verdicts = {
+        name: {metric: verdict(cells[metric]) for metric in METRICS} for name, cells in report["paired"].items()
+    }
+    wins = [(n, METRICS[m]) for n, v in verdicts.items() for m in METRICS if v[m] == "GEAR better"]
+    losses = [(n, METRICS[m]) for n, v in verdicts.items() for m in METRICS if v[m] == "GEAR worse"]
+    by_blame = sorted(report["teachers"], key=lambda t: t["localization"]["blame_ratio"] or 0)
+    findings = []
+    if wins:
+        findings.append("GEAR's 95% interval lies above zero for " + ", ".join(f"`{n}` ({m})" for n, m in wins) + ".")
+    else:
+        findings.append(
+            "**GEAR never beats GRPO here**: for no teacher and neither metric does the 95% interval of the paired "
+            "difference lie above zero."
+        )
+    if losses:
+        findings.append("It lies below zero for " + ", ".join(f"`{n}` ({m})" for n, m in losses) + ".")
+    findings.append(
+        "By the error token's blame ratio, lowest to highest: "
+        + ", ".join(
+            f"`{t['name']}` {_num(t['localization']['blame_ratio'])} (random token "
+            f"{_num(t['localization']['blame_ratio_random'])})"
+            for t in by_blame
+        )
+        + "; GEAR - GRPO in final reward, same order: "
+        + ", ".join(_cell(report["paired"][t["name"]]["reward_last"]) for t in by_blame)
+        + "."
+    )
+    kl_ratio = [t["diagnostic"].get("kl_failed_over_passed") for t in by_blame]
+    if all(v is not None for v in kl_ratio):
+        same = kl_ratio == sorted(kl_ratio)
+        onset_gap = [
+            (t["diagnostic"].get("onsets_in_failed_frac") or 0) - (t["diagnostic"].get("failed_tokens_frac") or 0)
+            for t in by_blame
+        ]
+        findings.append(
+            "The label-free KL ratio (failed over passed) "
+            + ("rises in the same order" if same else "does not follow that order")
+            + ": "
+            + ", ".join(_num(v) for v in kl_ratio)
+            + "; the share of onsets in failed rollouts minus their share of tokens: "
+            + ", ".join(f"{v:+.2f}" for v in onset_gap)
+            + "."
+        )
+    sweep = report.get("sweep") or {}
+    if sweep.get("best") and len(sweep.get("arms", {})) > 1:
+        cell = sweep["arms"][sweep["best"]]
+        findings.append(
+            f"At `{sweep['teacher']}` the sweep's best arm by mean final reward is `{sweep['best']}`: "
+            f"{_cell(cell['reward_last'])} in final reward, {_cell(cell['sampled_accuracy'])} in held-out sampled "
+            "accuracy (picked on the same seeds it is scored on, so its interval flatters it)."
+        )
+    findings = [f"- {line}" for line in findings]
+    caveat = ""
+    if not wins and all(v is not None for v in kl_ratio):
+        top = by_blame[-1]
+        caveat = (
+            f" Here a ratio above 1 ({_num(kl_ratio[-1])} for `{top['name']}`) went with a teacher that localizes, "
+            f"but its error token took only {_num(top['localization']['blame_ratio'])} times the rest's weight, "
+            "and GEAR did not beat GRPO: a ratio above 1 says the teacher sees the failures, not that GEAR will pay."
+        )
+    return _wrap_prose([
+        "## When does GEAR help?",
+        "",
+        ("GEAR's teacher is the policy shown the reference answer, so it can only blame the token where a rollout goes "
+        "wrong if the model has learned to use a reference. `bench/teacher_sweep.py` makes that measurable on the "
+        "arithmetic testbed: warm starts that differ in how well their teacher uses the reference (the share of SFT "
+        "rows that carry it; data/README.md, \"Teachers of graded quality\"), each with a partly right student, and "
+        f"per warm start GRPO (`none`) against `gear` paired by seed ({len(config['seeds'])} seeds, "
+        f"{config['max_steps']} steps of {config['batch']}, recipe `{config['recipe']}`), the final reward being the "
+        f"mean of the last {config['window']} steps and held-out accuracy 2 samples at T = 1 on the 200 test "
+        "problems. Intervals are 95% t-intervals on the per-seed differences."),
+        "",
+        "```bash",
+        "python bench/teacher_sweep.py --quick    # 3 teachers x {none, gear} x 2 seeds, 3 small steps: < 5 minutes",
+        "python bench/teacher_sweep.py            # the full sweep, cached and resumable",
+        "python bench/teacher_sweep.py --readme   # this section, from bench/results/teacher_sweep.json",
+        "```",
+        "",
+        ("Localization is measured where the task gives labels: in failed rollouts sampled as training samples them, "
+        "the first token that departs from the reference solution. *Onset at error*: a GEAR segment opens there "
+        "(chance: at a random token). *Blame ratio*: that token's weight over the mean weight of the rest of the "
+        "rollout when the advantage is negative (above 1: the mistake takes more blame). *Advantage mass moved*: the "
+        "share of |advantage| x tokens that GEAR shifts between tokens. The last two columns need no labels (the "
+        "trainer logs them as `gear/kl_failed_over_passed` and `gear/onsets_in_failed_frac`; computed here on the same "
+        "rollouts with the trainer's functions): the teacher-student KL "
+        "in failed over passed rollouts, and the share of segment onsets that fall in failed rollouts beside the "
+        "share of tokens that do."),
+        "",
+        tables(report),
+        "",
+        "![GEAR - GRPO against localization](bench/results/teacher_sweep.png)",
+        "",
+        *findings,
+        "",
+        ("**On your own data**, before paying for the teacher passes: run a few GEAR steps and read the label-free "
+        "diagnostics the trainer logs. `gear/kl_failed_over_passed` is the teacher-student KL per token in failed "
+        "(negative-advantage) rollouts over that in passed ones, `gear/onsets_in_failed_frac` the share of segment "
+        "onsets in failed rollouts, to be read against `gear/failed_tokens_frac`, the share of tokens there. A "
+        "teacher that knows where the student errs disagrees more with failed rollouts (ratio above 1) and opens "
+        "its segments there (onset share above the token share); near 1 and near the token share, GEAR can only "
+        "reshuffle the advantage. Where labels exist, `bench/credit_sites.py` measures the onset and blame at the "
+        "error token directly." + caveat),
+    ])  # fmt: skip
+
+
+def _wrap_prose(blocks: list[str], width: int = 119) -> str:
+    """Join the section's blocks, wrapping prose paragraphs and bullets at `width` (tables, code and images as is)."""
+    import textwrap
+
+    out = []
+    for block in blocks:
+        if block.startswith(("|", "```", "!", "python ", "#")) or "\n" in block or len(block) <= width:
+            out.append(block)
+        else:
+            indent = "  " if block.startswith("- ") else ""
+            out.append(textwrap.fill(block, width, subsequent_indent=indent, break_long_words=False,
+                                     break_on_hyphens=False))  # fmt: skip
+    return "\n".join(out)
+
+
+def readme_block(text: str) -> str:
+    """The "## When does GEAR help?" section of a README text (up to the next level-2 heading)."""
+    start = text.index("## When does GEAR help?")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)].rstrip("\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def sha_of(model_dir: str) -> str:
+    return hashlib.sha256((REPO_ROOT / model_dir / "model.safetensors").read_bytes()).hexdigest()[:10]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 3 steps of 2 problems, 16 held-out rows.")
+    parser.add_argument("--readme", action="store_true", help="Print the README section from the committed JSON.")
+    parser.add_argument("--teachers", nargs="+", help="Teacher names (default: all).")
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--no-extras", action="store_true", help="Skip the sweep and the side table.")
+    parser.add_argument("--best-teacher", help="Where the sweep and side table run (default: best blame ratio).")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--work-dir", help="Default: outputs/teacher_sweep[_quick].")
+    parser.add_argument("--out-dir", default=str(RESULTS_DIR))
+    parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument("--runs-git", help="The commit the cached runs were trained at, where it is not HEAD.")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="Train nothing: report the runs already cached (a partial sweep says how many seeds each cell has).",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None, log=print) -> dict:
+    args = make_parser().parse_args(argv)
+    name = "teacher_sweep" + ("_quick" if args.quick else "")
+    if args.readme:
+        report = json.loads((Path(args.out_dir) / "teacher_sweep.json").read_text())
+        print(readme_section(report))
+        return report
+    budget = BUDGETS["quick" if args.quick else "full"]
+    seeds = args.seeds or budget["seeds"]
+    max_steps = args.max_steps or budget["max_steps"]
+    teachers = [t for t in TEACHERS if not args.teachers or t["name"] in args.teachers]
+    work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
+    overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
+
+    import yaml
+
+    recipe_text = (REPO_ROOT / RECIPE).read_text()
+    recipe = yaml.safe_load(recipe_text)
+    task = learning.TASKS["math"]
+    common = {
+        "eval": task["eval"],
+        "eval_limit": budget["eval_limit"],
+        "train_eval": {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)},
+        "temperature": float(recipe.get("temperature", 1.0)),
+        # of the recipe's values, not its text: a reworded comment must not throw away an hour of cached runs
+        "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
+    }
+
+    def work_dir(teacher: dict) -> str:  # keyed on the weights: a remade warm start is never mixed with old runs
+        return str(work_root / f"{teacher['name']}-{sha_of(teacher['model'])}")
+
+    def train_jobs(teacher: dict, arms: list[str], arm_seeds: list[int]) -> list[dict]:
+        jobs = []
+        for seed in arm_seeds:
+            for text in arms:
+                label, mode, arm_overrides = learning.parse_arm(text)
+                jobs.append({
+                    "kind": "train", "key": learning.run_key(label, seed), "label": label, "mode": mode,
+                    "seed": seed, "recipe": RECIPE, "max_steps": max_steps, "teacher": teacher["name"],
+                    "overrides": ["--model_name_or_path", teacher["model"], *overrides, *arm_overrides],
+                    "work_dir": work_dir(teacher), **common,
+                })  # fmt: skip
+        return jobs
+
+    # Phase 1: each warm start scored (student, teacher) and its credit sampled; the best-localizing one hosts the
+    # sweep. Phase 2: the runs, seed-major so that a cut-off sweep has every teacher's first seeds.
+    first = []
+    for teacher in teachers:
+        base = {"model": teacher["model"], "work_dir": work_dir(teacher), "teacher": teacher["name"], **common}
+        first.append({"kind": "start", "key": "start", **base})
+        first.append({"kind": "probe", "key": "probe", "recipe": RECIPE, "problems": budget["problems"], **base})
+    results = run_jobs(first, args.workers, args.fresh, log)
+    probes = {t["name"]: results[work_dir(t), "probe"] for t in teachers}
+    starts = {t["name"]: results[work_dir(t), "start"] for t in teachers}
+    error_site = label_error_site()
+    blame = {
+        t["name"]: localization([tuple(p) for p in probes[t["name"]]["rollouts"]], error_site)["blame_ratio"] or 0
+        for t in teachers
+    }
+    best = args.best_teacher or max(blame, key=blame.get)
+    best_teacher = next(t for t in teachers if t["name"] == best)
+
+    jobs = [job for seed in seeds for t in teachers for job in train_jobs(t, CORE_ARMS, [seed])]
+    if not args.quick and not args.no_extras:
+        jobs += train_jobs(best_teacher, SIDE_ARMS, seeds[:1])  # one seed each: cheap, so first
+        jobs += [job for seed in seeds for job in train_jobs(best_teacher, SWEEP_ARMS, [seed])]
+    start = time.perf_counter()
+    results.update(run_jobs(jobs, args.workers, args.fresh, log, cached_only=args.cached_only))
+    runs = [
+        {**results[job["work_dir"], job["key"]], "teacher": job["teacher"]}
+        for job in jobs
+        if (job["work_dir"], job["key"]) in results
+    ]
+
+    window = max(1, max_steps // 4)
+    batch = recipe["per_device_train_batch_size"]
+    for item in budget["set"]:
+        if item.startswith("per_device_train_batch_size="):
+            batch = int(item.partition("=")[2])
+    config = {
+        "recipe": RECIPE,
+        "overrides": budget["set"],
+        "seeds": seeds,
+        "max_steps": max_steps,
+        "batch": f"{batch // recipe['num_generations']} problems x {recipe['num_generations']} samples",
+        "window": window,
+        "eval_limit": budget["eval_limit"],
+        "problems_probed": budget["problems"],
+    }
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    report = {
+        "title": f"GEAR vs GRPO by teacher quality ({'quick, ' if args.quick else ''}{RECIPE}, {max_steps} steps, "
+        f"seeds {seeds})",
+        "config": config,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "git": commit.stdout.strip() or None,
+        "runs_git": args.runs_git or commit.stdout.strip() or None,
+        "wall_s_this_invocation": round(time.perf_counter() - start, 1),
+        **build_report(teachers, probes, starts, runs, best, config),
+        "runs": runs,
+    }
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+    plot(report, out_dir / f"{name}.png")
+    table = tables(report)
+    (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
+    log(table)
+    log(f"wrote {out_dir / (name + '.json')}, .png and .md")
+    return report
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

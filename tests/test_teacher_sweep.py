@@ -1,0 +1,106 @@
+"""bench/teacher_sweep.py: its statistics and localization figures on hand-worked numbers, and the README's "When
+does GEAR help?" section agrees with the committed results."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH = REPO_ROOT / "bench" / "teacher_sweep.py"
+RESULTS = REPO_ROOT / "bench" / "results" / "teacher_sweep.json"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    spec = importlib.util.spec_from_file_location("gear_bench_teacher_sweep", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)])
+def test_t_quantile_matches_the_table(sweep, df, expected):
+    assert sweep.t_quantile(0.975, df) == pytest.approx(expected, abs=2e-4)
+
+
+def test_paired_interval_on_hand_worked_differences(sweep):
+    # mean 0.3, sd sqrt(0.025) = 0.158114, se 0.0707107, t(0.975, 4) = 2.776445: half-width 0.196324
+    cell = sweep.paired_interval([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert cell["mean"] == pytest.approx(0.3)
+    assert cell["ci_low"] == pytest.approx(0.103676, abs=1e-5)
+    assert cell["ci_high"] == pytest.approx(0.496324, abs=1e-5)
+    assert cell["n_seeds"] == 5
+    one = sweep.paired_interval([0.2])
+    assert one["mean"] == 0.2 and math.isnan(one["ci_low"]) and one["n_seeds"] == 1
+
+
+def test_paired_differences_match_seeds(sweep):
+    runs = [
+        {"label": label, "seed": seed, "reward": reward, "eval": {"sampled_accuracy": acc}}
+        for label, seed, reward, acc in (
+            ("none", 0, [0.0, 0.2], 0.10), ("gear", 0, [0.0, 0.4], 0.20),
+            ("none", 1, [0.0, 0.3], 0.30), ("gear", 1, [0.0, 0.3], 0.20),
+            ("gear", 2, [0.0, 0.9], 0.90),  # no GRPO run for seed 2: left out
+        )
+    ]  # fmt: skip
+    cells = sweep.paired(runs, "gear", "none", window=1)
+    assert cells["reward_last"]["values"] == pytest.approx([0.2, 0.0])
+    assert cells["sampled_accuracy"]["values"] == pytest.approx([0.1, -0.1])
+    assert cells["reward_last"]["n_seeds"] == 2
+
+
+def test_localization_figures(sweep):
+    # Rollout 1 failed (advantage -1), error at token 2 where a segment opens; weights 1, 1, 2, 1 (mean of the rest 1):
+    # blame ratio 2. Rollout 2 passed (advantage +1), weights 0.5, 1.5, 1, 1. Rollout 3 failed, error not located.
+    rollouts = [
+        (["a", "b", "c", "d"], {"mask": [1, 1, 1, 1], "segment_ids": [-1, -1, 0, 0], "weights": [1, 1, 2, 1],
+                                "advantage": -1.0, "reward": 0.0, "error": 2}),
+        (["a", "b", "c", "d"], {"mask": [1, 1, 1, 1], "segment_ids": [0, 0, -1, -1], "weights": [0.5, 1.5, 1, 1],
+                                "advantage": 1.0, "reward": 1.0, "error": None}),
+        (["a", "b"], {"mask": [1, 1], "segment_ids": [-1, -1], "weights": [1, 1], "advantage": 0.0, "reward": 0.0,
+                      "error": None}),
+    ]  # fmt: skip
+    loc = sweep.localization(rollouts, lambda tokens, row: row["error"])
+    assert (loc["failed"], loc["located"]) == (2, 1)
+    assert loc["onset_rate"] == 1.0
+    assert loc["blame_ratio"] == pytest.approx(2.0)
+    # moved: rollout 1: 0.5 * (1) = 0.5, rollout 2: 0.5 * (0.5 + 0.5) = 0.5; over |A| x tokens = 8
+    assert loc["moved_share"] == pytest.approx(1.0 / 8)
+
+
+def test_verdicts(sweep):
+    assert sweep.verdict({"mean": 0.1, "ci_low": 0.01, "ci_high": 0.2}) == "GEAR better"
+    assert sweep.verdict({"mean": -0.1, "ci_low": -0.2, "ci_high": -0.01}) == "GEAR worse"
+    assert sweep.verdict({"mean": 0.1, "ci_low": -0.1, "ci_high": 0.3}) == "no difference resolved"
+
+
+def test_readme_section_agrees_with_the_committed_results(sweep):
+    report = json.loads(RESULTS.read_text())
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert sweep.readme_block(readme) == sweep.readme_section(report)
+    assert len(report["teachers"]) >= 3
+    for teacher in report["teachers"]:
+        for key in ("name", "teacher_accuracy", "student_sampled_accuracy", "localization", "diagnostic"):
+            assert key in teacher
+        for metric in ("reward_last", "sampled_accuracy"):
+            cell = report["paired"][teacher["name"]][metric]
+            assert cell["n_seeds"] >= 5 and cell["ci_low"] <= cell["mean"] <= cell["ci_high"]
+
+
+def test_teacher_warm_starts_are_shipped(sweep):
+    """Every teacher's warm start is committed, under 20 MB, and differs from the testbed's only in its weights (same
+    shape, tokenizer and chat template): the sweep varies the teacher, nothing else."""
+    reference = REPO_ROOT / "data" / "tiny-qwen3-arith"
+    assert [t["hint_frac"] for t in sweep.TEACHERS] == sorted(t["hint_frac"] for t in sweep.TEACHERS)
+    for teacher in sweep.TEACHERS:
+        model_dir = REPO_ROOT / teacher["model"]
+        assert sum(f.stat().st_size for f in model_dir.iterdir() if f.is_file()) < 20 * 2**20
+        for name in ("config.json", "tokenizer.json", "chat_template.jinja"):
+            assert (model_dir / name).read_bytes() == (reference / name).read_bytes(), (teacher["name"], name)
