@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.utils import free_port, run_ranks
+from tests.utils import free_port, run_ranks, torchrun
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -42,21 +42,7 @@ def launch(config: str, target: list[str], tmp_path: Path, *launcher_args: str) 
         # accelerate starts a MULTI_CPU config with its one-process launcher (CPU DDP through accelerate wants
         # mpirun), which would test nothing distributed; torchrun starts the two gloo ranks, as on GPU machines, and
         # writes each rank's output under ranks/ so the test can see there were two.
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_port",
-            str(free_port()),
-            "--log-dir",
-            str(tmp_path / "ranks"),
-            "--tee",
-            "3",
-            *launcher_args,
-            *target,
-        ]
+        command = torchrun("--log-dir", str(tmp_path / "ranks"), "--tee", "3", *launcher_args, *target)
     else:
         command = [
             sys.executable,

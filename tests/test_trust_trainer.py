@@ -7,7 +7,6 @@ import copy
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from gear_trl.credit import reverse_kl_and_entropy
 from gear_trl.credit.gigpo import gigpo_advantages
 from gear_trl.credit.segments import CREDIT_MODES
 from gear_trl.trainer import lm_head_transform
-from tests.utils import TINY, free_port, make_trainer, math_rows, run_ranks, tiny_args, weighted
+from tests.utils import TINY, make_trainer, math_rows, run_ranks, tiny_args, torchrun, weighted
 
 HERE = Path(__file__).parent / "distributed"
 TOKEN_MODES = [mode for mode in CREDIT_MODES if mode != "none"]
@@ -107,20 +106,7 @@ def test_sequence_level_importance_sampling_still_works_with_plain_grpo(tmp_path
 def test_ranks_with_and_without_tool_rows_do_not_hang(tmp_path):
     report = tmp_path / "report.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", TRL_EXPERIMENTAL_SILENCE="1")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(free_port()),
-        str(HERE / "mixed_tools.py"),
-        "--report",
-        str(report),
-        "--output_dir",
-        str(tmp_path / "run"),
-    ]
+    command = torchrun(str(HERE / "mixed_tools.py"), "--report", str(report), "--output_dir", str(tmp_path / "run"))
     run_ranks(command, env, 300, "two ranks, one with tool rows and one without")
     ranks = json.loads(report.read_text())
     # Both ranks logged the tool metrics (reduced together) and GEAR's metrics after them.

@@ -75,6 +75,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def torchrun(*args: str) -> list[str]:
+    """The command that starts `args` (launcher options, then a script or `-m module` and its arguments) on two CPU
+    ranks over gloo with torchrun, on a free port."""
+    import sys
+
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        *args,
+    ]
+
+
 def run_ranks(command: list[str], env: dict, timeout: float, what: str) -> str:
     """Run a multi-process launch; its output (stdout and stderr) on success. A non-zero exit fails the test, and so
     does a run past `timeout` seconds (a hang), after killing the launcher and every rank it started: it runs in a
