@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 ELLIPSIS = "…"
 
 
@@ -160,6 +162,25 @@ def prefix_sharing_forwards(units: list[list[tuple[list[int], list[int]]]], max_
     """Backbone forwards the trainer runs for a `prefix_sharing_plan`: one prefix pass per unit, then its rows in
     passes of at most `max_rows`."""
     return sum(1 + -(-sum(len(rows) for _, rows in unit) // max_rows) for unit in units)
+
+
+def suffix_attention_bias(key_mask: torch.Tensor, query_length: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive attention bias for queries that are the last `query_length` of their keys (a pass on a cache).
+
+    key_mask: [R, S] bool or 0/1, the keys each row may attend to (cached prefix, then the queries' own tokens);
+    returns [R, 1, Q, S] of `dtype`, 0 where query q (key position S - Q + q) may attend to key k (k <= S - Q + q and
+    key_mask[r, k]) and the dtype's most negative finite value elsewhere.
+
+    Built once per pass and handed to the model as a ready 4-D mask: every attention layer then reads the same
+    tensor, where a 2-D mask makes transformers build a boolean mask that PyTorch's SDPA turns into an additive one
+    again in every layer (on CPU a quarter of a long-prompt teacher pass).
+    """
+    rows, keys = key_mask.shape
+    query_pos = torch.arange(keys - query_length, keys, device=key_mask.device)
+    causal = torch.arange(keys, device=key_mask.device)[None, :] <= query_pos[:, None]  # [Q, S]
+    allowed = causal[None, None] & key_mask.bool()[:, None, None, :]
+    bias = torch.zeros(rows, 1, query_length, keys, dtype=dtype, device=key_mask.device)
+    return bias.masked_fill_(~allowed, torch.finfo(dtype).min)
 
 
 def training_chat_template(tokenizer) -> str | None:

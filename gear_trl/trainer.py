@@ -37,7 +37,13 @@ from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
-from .teacher import TeacherPromptBuilder, prefix_sharing_forwards, prefix_sharing_plan, tool_calls_text
+from .teacher import (
+    TeacherPromptBuilder,
+    prefix_sharing_forwards,
+    prefix_sharing_plan,
+    suffix_attention_bias,
+    tool_calls_text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -457,7 +463,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 row_cache.layers = [_SharedPrefixLayer(keys, values, which) for keys, values, _ in cache]
                 positions = (prompt_length[part] - 1)[:, None] + torch.arange(suffix_ids.size(1), device=device)
                 mask = torch.cat([prefix_mask[which], suffix_mask[part]], dim=1)
-                states = self._backbone_states(suffix_ids[part], mask, positions, row_cache)
+                states = self._backbone_states(suffix_ids[part], mask, positions, row_cache, after_cache=True)
                 del row_cache
                 if hidden is None:
                     hidden = states.new_empty(num_rows, length, states.size(-1))
@@ -493,13 +499,27 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         """
         return self._backbone_states(input_ids, attention_mask)[:, -keep - 1 : -1]
 
-    def _backbone_states(self, input_ids, attention_mask, position_ids=None, cache=None) -> torch.Tensor:
+    def _backbone_states(
+        self, input_ids, attention_mask, position_ids=None, cache=None, after_cache: bool = False
+    ) -> torch.Tensor:
         """The backbone's final hidden states [B, L, H], no gradient checkpointing (no-grad passes); with `cache`
-        (a `DynamicCache`, filled in place) the inputs follow the tokens already in it."""
+        (a `DynamicCache`, filled in place) the inputs follow the tokens already in it.
+
+        `after_cache`: `attention_mask` [B, S] covers the cached keys and the inputs, which are the last L of them.
+        For SDPA and eager attention it is then handed over as one additive [B, 1, L, S] bias for every layer
+        (`suffix_attention_bias`); flash-attention kernels take the 2-D mask as it is.
+        """
         with (
             disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
             self.accelerator.autocast(),
         ):
+            if after_cache and self._causal_lm().config._attn_implementation in ("sdpa", "eager"):
+                device_type = attention_mask.device.type
+                if torch.is_autocast_enabled(device_type):
+                    dtype = torch.get_autocast_dtype(device_type)
+                else:
+                    dtype = self._backbone().get_input_embeddings().weight.dtype
+                attention_mask = suffix_attention_bias(attention_mask, input_ids.size(1), dtype)
             return self._backbone()(
                 input_ids=input_ids,
                 attention_mask=attention_mask,

@@ -8,9 +8,10 @@ import json
 import pytest
 import torch
 from datasets import Dataset
+from transformers import AutoModelForCausalLM
 
-from gear_trl.teacher import prefix_sharing_forwards, prefix_sharing_plan
-from tests.utils import make_trainer, tiny_args
+from gear_trl.teacher import prefix_sharing_forwards, prefix_sharing_plan, suffix_attention_bias
+from tests.utils import TINY, make_trainer, tiny_args
 
 # ---- the plan (pure) ---------------------------------------------------------------------------------------------
 
@@ -73,7 +74,26 @@ def teacher_ids(trainer, rows, tools=None):
 
 
 @pytest.mark.slow
-def test_single_turn_prompts_of_different_lengths_with_and_without_ground_truth(tmp_path):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_suffix_attention_bias_by_hand(dtype):
+    # Keys of row 0: [pad, prompt, q0, q1]; of row 1: [prompt, prompt, q0, q1]. The queries are the
+    # last two keys: q0 sees the prompt and itself, q1 also q0; nobody sees the pad.
+    key_mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+    bias = suffix_attention_bias(key_mask, 2, dtype)
+    lo = torch.finfo(dtype).min
+    expected = torch.tensor(
+        [
+            [[lo, 0, 0, lo], [lo, 0, 0, 0]],
+            [[0, 0, 0, lo], [0, 0, 0, 0]],
+        ],
+        dtype=dtype,
+    )[:, None]
+    assert bias.dtype == dtype and bias.shape == (2, 1, 2, 4)
+    assert torch.equal(bias, expected)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])  # both take the rollout pass's mask as one 4-D bias
+def test_single_turn_prompts_of_different_lengths_with_and_without_ground_truth(tmp_path, attention):
     questions = ["What is 3 + 2?", "A farmer has " + "many sheep and goats, " * 12 + "how many legs?", "2 + 2?"]
     data = Dataset.from_list(
         [
@@ -82,7 +102,9 @@ def test_single_turn_prompts_of_different_lengths_with_and_without_ground_truth(
         ]
     )
     args = tiny_args(tmp_path, per_device_train_batch_size=6, num_generations=2, shuffle_dataset=False)
-    trainer = make_trainer(tmp_path, args=args, dataset=data)
+    model = AutoModelForCausalLM.from_pretrained(TINY, attn_implementation=attention)
+    trainer = make_trainer(tmp_path, args=args, dataset=data, model=model)
+    assert trainer._causal_lm().config._attn_implementation == attention
     rows = next(iter(trainer.get_train_dataloader()))
     batch = generate(trainer, rows)
     prompt_ids = teacher_ids(trainer, rows)
