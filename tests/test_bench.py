@@ -73,3 +73,31 @@ def test_cuda_shape_is_qwen3_4b_in_bf16():
     assert described["dtype"] == "torch.bfloat16"
     assert (described["hidden_size"], described["layers"], described["vocab_size"]) == (2560, 36, 151_936)
     assert 4.0e9 < described["parameters"] < 4.05e9
+
+
+def test_divergence_memory_target_counts_what_the_teacher_pass_allocates_not_grpos_activations():
+    load_bench()  # puts bench/ on sys.path for its modules
+    from overhead_report import evaluate_targets
+
+    def shape(local_teacher_mb):
+        gear = {
+            "step_ratio_to_grpo": 1.0,
+            "step_ratio_to_grpo_paired": {"median": 1.0},
+            "step_ratio_to_grpo_min": 1.0,
+            "step_s": {"median": 1.0},
+            # 200 MB in use when the LM-head chunks start (GRPO's forward activations), the pass adds 5 MB
+            "extra_peak_mb": {"step": 1000.0, "teacher": 205.0},
+        }
+        if local_teacher_mb is not None:
+            gear["phase_local_peak_mb"] = {"teacher": local_teacher_mb}
+        return {"results": {"grpo": {"step_s": {"median": 1.0}, "extra_peak_mb": {"step": 1000.0}}, "gear/gear": gear}}
+
+    def divergence_target(local_teacher_mb):
+        targets = evaluate_targets({"long_prompt": shape(local_teacher_mb)}, "cpu")
+        (target,) = [t for t in targets if t["target"] == "divergence_pass_memory"]
+        return target
+
+    assert divergence_target(5.0)["value"] == pytest.approx(0.005) and divergence_target(5.0)["holds"]
+    assert "205 MB" in divergence_target(5.0)["description"]  # the step-start reading is still shown
+    # a report from before the parts were timed keeps its step-start reading
+    assert divergence_target(None)["value"] == pytest.approx(0.205) and not divergence_target(None)["holds"]
