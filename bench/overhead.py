@@ -117,6 +117,11 @@ def parse_args(argv=None):
     parser.add_argument("--num-iterations", type=int, default=1)
     parser.add_argument("--prompt-tokens", type=int, default=None, help="prompt length of the long_prompt shape")
     parser.add_argument(
+        "--tiny-model",
+        action="store_true",
+        help="run the shapes on data/tiny-qwen3 (16-wide heads, hidden 64) instead of their own backbones",
+    )
+    parser.add_argument(
         "--divergence-chunk-size", type=int, default=None, help="default: GEARConfig's divergence_chunk_size"
     )
     parser.add_argument("--sdpo-topk", type=int, default=20, help="SDPO distillation_topk (GEAR's divergence_top_k)")

@@ -33,7 +33,7 @@ class Shape:
     """One model + batch geometry. `batch` completions per step, `num_generations` per prompt, `length` tokens each."""
 
     name: str
-    model: str  # "tiny": data/tiny-qwen3; "vocab": small backbone, Qwen3 vocabulary; "qwen3-4b": Qwen3-4B geometry
+    model: str  # "tiny": data/tiny-qwen3; else a random model of `model_config` (see the dicts below)
     batch: int
     num_generations: int
     length: int
@@ -54,6 +54,22 @@ VOCAB_BACKBONE = {
     "num_key_value_heads": 2,
     "head_dim": 32,
     "vocab_size": QWEN3_VOCAB,
+    "max_position_embeddings": 8192,
+    "tie_word_embeddings": True,
+}
+# Qwen3's head geometry at a width a CPU runs: 128-wide heads, 4 query heads per key/value head, MLP 4x the width.
+# Per token and layer at the long_prompt shape's ~1,150 keys on average (full teacher pass), attention is ~80% of the
+# tiny test model's FLOPs (16-wide heads, hidden 64: 0.29 of 0.37 MFLOP), ~50% of this backbone's (2.4 of 4.6) and ~9%
+# of Qwen3-4B's (19 of 221): this shape stays more attention-bound than a real model, the tiny model far more so.
+# The tiny tokenizer's vocabulary keeps the LM head small: this shape is about the prompt, `vocab` about the head.
+LONG_PROMPT_BACKBONE = {
+    "hidden_size": 256,
+    "intermediate_size": 1024,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 128,
+    "vocab_size": 2264,
     "max_position_embeddings": 8192,
     "tie_word_embeddings": True,
 }
@@ -87,7 +103,7 @@ def make_shapes(args) -> list[Shape]:
         ),
         "long_prompt": Shape(  # an agent-sized prompt (BFCL multi-turn rows are longer still, see NOTES.md)
             "long_prompt",
-            "tiny",
+            "qwen3-proportions",
             batch=8,
             num_generations=8,
             length=256,
@@ -95,6 +111,7 @@ def make_shapes(args) -> list[Shape]:
             warmup_length=16,
             hf_generate=True,
             prompt_tokens=2048,
+            model_config=LONG_PROMPT_BACKBONE,
             configs=("grpo", "gear/gear", NO_SHARING, "hf_generate"),
         ),
         "vocab": Shape(
@@ -138,6 +155,8 @@ def make_shapes(args) -> list[Shape]:
             overrides["length"] = args.completion_length
         if args.reps is not None:
             overrides["reps"] = args.reps
+        if getattr(args, "tiny_model", False):
+            overrides["model"], overrides["model_config"] = "tiny", {}
         if args.prompt_tokens is not None and shape.prompt_tokens:
             overrides["prompt_tokens"] = args.prompt_tokens
         shape = replace(shape, **overrides)

@@ -101,3 +101,15 @@ def test_divergence_memory_target_counts_what_the_teacher_pass_allocates_not_grp
     assert "205 MB" in divergence_target(5.0)["description"]  # the step-start reading is still shown
     # a report from before the parts were timed keeps its step-start reading
     assert divergence_target(None)["value"] == pytest.approx(0.205) and not divergence_target(None)["holds"]
+
+
+def test_long_prompt_runs_on_qwen3_head_geometry_unless_the_tiny_model_is_asked_for():
+    bench = load_bench()
+    from overhead_shapes import build_model_config
+
+    (shape,) = bench.make_shapes(bench.parse_args(["--shape", "long_prompt"]))
+    config = build_model_config(shape)
+    assert (config.head_dim, config.num_attention_heads // config.num_key_value_heads) == (128, 4)
+    assert config.vocab_size == 2264 and shape.prompt_tokens == 2048
+    (tiny,) = bench.make_shapes(bench.parse_args(["--shape", "long_prompt", "--tiny-model"]))
+    assert tiny.model == "tiny" and build_model_config(tiny).head_dim == 16
