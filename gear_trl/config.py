@@ -78,6 +78,8 @@ class GEARConfig(GRPOConfig):
             normalization and optional similarity grouping of anchor states.
         teacher_prefix_sharing (`bool`, defaults to `True`): compute each distinct teacher prompt once per
             generation batch (key/value cache) and run only the completions on it.
+        teacher_prefix_sharing_max_ratio (`float`, defaults to `0.5`): share a generation batch's prompts only when
+            the shared pass runs at most this fraction of the full pass's tokens; 1.0 shares whenever it may.
     """
 
     credit: str = field(
@@ -186,6 +188,16 @@ class GEARConfig(GRPOConfig):
             "as before (our default: true)."
         },
     )
+    teacher_prefix_sharing_max_ratio: float = field(
+        default=0.5,
+        metadata={
+            "help": "With `teacher_prefix_sharing`, share a generation batch's teacher prompts only when the shared "
+            "pass runs at most this fraction of the tokens of the full pass (prompts + completions); otherwise that "
+            "batch takes the full pass. Short prompts with long completions (math) save little and would pay one "
+            "more forward per prompt group (under ZeRO-3 one more gather of every parameter). In (0, 1]; 1.0 shares "
+            "whenever it may. Logged as gear/teacher_prefix_shared_frac (our default: 0.5)."
+        },
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -224,6 +236,7 @@ class GEARConfig(GRPOConfig):
             raise ValueError(
                 f"`teacher_template` is not a valid format string ({err!r}); write literal braces as `{{` and `}}`."
             ) from err
+        _in_range("teacher_prefix_sharing_max_ratio", self.teacher_prefix_sharing_max_ratio, 0.0, 1.0, low_open=True)
         self._check_grpo_options()
 
     def _check_grpo_options(self) -> None:

@@ -164,6 +164,21 @@ def prefix_sharing_forwards(units: list[list[tuple[list[int], list[int]]]], max_
     return sum(1 + -(-sum(len(rows) for _, rows in unit) // max_rows) for unit in units)
 
 
+def prefix_sharing_tokens(units: list[list[tuple[list[int], list[int]]]], completion_length: int) -> tuple[int, int]:
+    """Token positions the teacher's backbone runs for a `prefix_sharing_plan`: `(full, shared)`.
+
+    full: every row's prompt (left-padded to the longest of the batch) and its completion, as the full path runs them;
+    shared: each unit's prompts but their last token (left-padded to the unit's longest), then every row's
+    `completion_length` tokens. Attention still reads each row's whole prompt, so the time saved is less than the
+    tokens saved; the point is to skip sharing where it saves little and adds a forward per unit.
+    """
+    rows = sum(len(unit_rows) for unit in units for _, unit_rows in unit)
+    longest = max((len(ids) for unit in units for ids, _ in unit), default=0)
+    full = rows * (longest + completion_length)
+    prefixes = sum(len(unit) * max(max(len(ids) for ids, _ in unit) - 1, 1) for unit in units)
+    return full, prefixes + rows * completion_length
+
+
 def suffix_attention_bias(key_mask: torch.Tensor, query_length: int, dtype: torch.dtype) -> torch.Tensor:
     """Additive attention bias for queries that are the last `query_length` of their keys (a pass on a cache).
 

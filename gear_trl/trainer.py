@@ -41,11 +41,21 @@ from .teacher import (
     TeacherPromptBuilder,
     prefix_sharing_forwards,
     prefix_sharing_plan,
+    prefix_sharing_tokens,
     suffix_attention_bias,
     tool_calls_text,
 )
 
 logger = logging.getLogger(__name__)
+
+# What the generation batch carries to the loss for GEAR when the student's states come from the loss's forward.
+GEAR_BATCH_KEYS = (
+    "gear_teacher_hidden",
+    "gear_base_advantages",
+    "gear_has_truth",
+    "gear_truncated",
+    "gear_teacher_shared",
+)
 
 
 @dataclass
@@ -168,10 +178,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
+        output["gear_teacher_shared"] = torch.full((len(inputs),), self._teacher_pass_shared, device=mask.device)
         if self._student_hidden is not None:
             output["advantages"] = self._gear_advantages(output, self._student_hidden, mode)
             self._student_hidden = None
-            for key in ("gear_teacher_hidden", "gear_base_advantages", "gear_has_truth", "gear_truncated"):
+            for key in GEAR_BATCH_KEYS:
                 del output[key]
         return output
 
@@ -221,7 +232,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     def _gear_advantages(self, batch, student_hidden: torch.Tensor, mode: str) -> torch.Tensor:
         """Per-token advantages A_i * w_t [B, T] from student and teacher final hidden states [B, T, H]."""
         trace = self._credit(batch, student_hidden)
-        self._log_gear_metrics(mode, trace, batch["gear_truncated"])
+        self._log_gear_metrics(mode, trace, batch["gear_truncated"], batch["gear_teacher_shared"])
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
             self.last_credit_trace = trace.to("cpu")
         return trace.advantages
@@ -381,11 +392,34 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         context = nullcontext()
         if self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
             context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
+        self._teacher_pass_shared = False
         with context:
-            # Decided from the configuration only, never from the data: under ZeRO-3 every rank takes the same path.
-            if self.args.teacher_prefix_sharing and not _has_sliding_layers(self._causal_lm().config):
-                return self._teacher_hidden_shared_prefix(output, teacher_prompt_ids, batch_size)
-            return self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
+            # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
+            # forward counts below are matched.
+            if not self.args.teacher_prefix_sharing or _has_sliding_layers(self._causal_lm().config):
+                return self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
+            # Whether this batch shares depends on its prompts, so ranks may differ, and so may their numbers of
+            # forwards: every rank takes the largest count over ranks (one gather, called by all) and makes up the
+            # difference with one-token forwards, since ZeRO-3 gathers the parameters collectively in every forward.
+            units = prefix_sharing_plan(teacher_prompt_ids, batch_size)
+            full_tokens, shared_tokens = prefix_sharing_tokens(units, output["completion_ids"].size(1))
+            share = shared_tokens <= self.args.teacher_prefix_sharing_max_ratio * full_tokens
+            forwards = (
+                prefix_sharing_forwards(units, batch_size) if share else -(-len(teacher_prompt_ids) // batch_size)
+            )
+            forwards_everywhere = forwards
+            if self.accelerator.num_processes > 1:
+                device = output["completion_ids"].device
+                forwards_everywhere = int(self.accelerator.gather(torch.tensor([forwards], device=device)).max())
+            if share:
+                hidden = self._teacher_hidden_shared_prefix(output, teacher_prompt_ids, units, batch_size)
+            else:
+                hidden = self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
+            for _ in range(forwards_everywhere - forwards):
+                dummy = torch.full((1, 1), self._tokenizer.pad_token_id, dtype=torch.long, device=hidden.device)
+                self._backbone_states(dummy, torch.ones_like(dummy))
+            self._teacher_pass_shared = share
+            return hidden
 
     def _teacher_hidden_full(self, output, teacher_prompt_ids: list[list[int]], batch_size: int) -> torch.Tensor:
         """One forward over prompt + completion per rollout (`teacher_prefix_sharing: false`)."""
@@ -410,7 +444,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         return torch.cat(hidden)
 
     def _teacher_hidden_shared_prefix(
-        self, output, teacher_prompt_ids: list[list[int]], batch_size: int
+        self, output, teacher_prompt_ids: list[list[int]], units, batch_size: int
     ) -> torch.Tensor:
         """The same states as `_teacher_hidden_full`, with each distinct teacher prompt computed once.
 
@@ -423,20 +457,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
 
         Memory: the prefix caches of one unit of `prefix_sharing_plan` (at most `batch_size` prompts, every layer),
         plus, in a rollout pass, one layer's keys and values of `batch_size` x (prompt + completion) tokens at a
-        time (`_SharedPrefixLayer` does not keep them). The number of forwards depends on how many distinct prompts
-        a rank holds, so every rank first takes the largest count over ranks and makes up the difference with
-        one-token forwards: ZeRO-3 gathers the parameters collectively in every forward.
+        time (`_SharedPrefixLayer` does not keep them). `units`: `prefix_sharing_plan(teacher_prompt_ids,
+        batch_size)`; the caller matches the number of forwards across ranks.
         """
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         device = completion_ids.device
         num_rows, length = completion_ids.shape
         pad_id = self._tokenizer.pad_token_id
-        units = prefix_sharing_plan(teacher_prompt_ids, batch_size)
-        forwards = prefix_sharing_forwards(units, batch_size)
-        if self.accelerator.num_processes > 1:
-            forwards_everywhere = int(self.accelerator.gather(torch.tensor([forwards], device=device)).max())
-        else:
-            forwards_everywhere = forwards
         last_token = torch.tensor([ids[-1] for ids in teacher_prompt_ids], device=device)
         prompt_length = torch.tensor([len(ids) for ids in teacher_prompt_ids], device=device)
         # Row r's input after the cache: its prompt's last token, then its completion but the last token.
@@ -469,9 +496,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                     hidden = states.new_empty(num_rows, length, states.size(-1))
                 hidden[part] = states[:, :length]
             del cache
-        for _ in range(forwards_everywhere - forwards):
-            dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
-            self._backbone_states(dummy, torch.ones_like(dummy))
         return hidden
 
     def _student_hidden_pass(self, output) -> torch.Tensor:
@@ -531,7 +555,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
 
-    def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor):
+    def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor):
         kl, mask, segment_ids, weights, has_truth = (
             trace.kl,
             trace.mask,
@@ -555,6 +579,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 has_truth.numel() - has_truth.float().sum(),
                 truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
+                shared.float().sum(),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
             ]
@@ -569,7 +594,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         )
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
-        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows) = sums[:9].tolist()
+        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -584,10 +609,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             "weight_max": extremes[1].item() if tokens else 0.0,
             "no_ground_truth_frac": no_truth / max(rows, 1.0),
             "teacher_truncated_frac": n_truncated / max(rows, 1.0),
+            "teacher_prefix_shared_frac": n_shared / max(rows, 1.0),
         }
         # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
         # the mean over the logging interval (None when no step of it had one).
-        for name, value in failure_contrast(sums[9:]).items():
+        for name, value in failure_contrast(sums[10:]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)

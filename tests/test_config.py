@@ -46,6 +46,8 @@ def test_unknown_credit_mode_lists_the_valid_ones():
         ("fixed_segment_len", 0, "positive integer"),
         ("max_segment_len", 0, "positive integer or None"),
         ("max_teacher_prompt_length", -3, "positive integer or None"),
+        ("teacher_prefix_sharing_max_ratio", 0.0, "(0.0, 1.0]"),
+        ("teacher_prefix_sharing_max_ratio", 1.5, "(0.0, 1.0]"),
     ],
 )
 def test_out_of_range_values_name_the_field_and_range(field, value, fragment):

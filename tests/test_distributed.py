@@ -153,7 +153,8 @@ def test_teacher_prefix_sharing_under_zero3_when_ranks_hold_different_numbers_of
     assert [r["step"] for r in ranks] == [1, 1]
     first = [r["passes"][0] for r in ranks]
     assert [p["distinct"] for p in first] == [1, 2]
-    # rank 0 needs 3 forwards (one prefix, its 4 rows 2 at a time), rank 1 needs 4 (a prefix and a suffix per
-    # prompt); rank 0 makes up the difference, so ZeRO-3's gathers stay paired
+    assert [p["shared"] for p in first] == [False, True]
+    # rank 0's full pass needs 2 forwards (its 4 rows 2 at a time), rank 1's shared pass 4 (a prefix and a suffix
+    # per prompt); rank 0 makes up the difference, so ZeRO-3's gathers stay paired
     assert [p["forwards"] for p in first] == [4, 4]
     assert all(p["max_diff"] < 1e-5 for r in ranks for p in r["passes"])

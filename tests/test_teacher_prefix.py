@@ -10,7 +10,12 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM
 
-from gear_trl.teacher import prefix_sharing_forwards, prefix_sharing_plan, suffix_attention_bias
+from gear_trl.teacher import (
+    prefix_sharing_forwards,
+    prefix_sharing_plan,
+    prefix_sharing_tokens,
+    suffix_attention_bias,
+)
 from tests.utils import TINY, make_trainer, tiny_args
 
 # ---- the plan (pure) ---------------------------------------------------------------------------------------------
@@ -30,6 +35,17 @@ def test_plan_groups_rows_by_prompt_in_batch_order_and_bounds_each_unit():
         prefix_sharing_plan(prompts, 0)
 
 
+def test_sharing_tokens_by_hand():
+    a, b = [1, 2, 3, 4, 5], [6, 7]
+    units = prefix_sharing_plan([a, a, a, b], max_rows=2)  # [[(a, [0, 1, 2])], [(b, [3])]]
+    # full: 4 rows x (longest prompt 5 + completion 10); shared: a's 4 prefix tokens, b's 1, then 4 x 10
+    assert prefix_sharing_tokens(units, 10) == (4 * 15, 4 + 1 + 40)
+    # one unit with both prompts: b is left-padded to a's length in the prefix pass
+    assert prefix_sharing_tokens(prefix_sharing_plan([a, b], max_rows=2), 3) == (2 * 8, 2 * 4 + 2 * 3)
+    # a one-token prompt still costs its prefix pass one (masked) token
+    assert prefix_sharing_tokens(prefix_sharing_plan([[9], [9]], max_rows=2), 4) == (2 * 5, 1 + 2 * 4)
+
+
 # ---- the trainer's teacher pass on the tiny model ----------------------------------------------------------------
 
 
@@ -47,9 +63,12 @@ def both_paths(trainer, batch, prompt_ids):
         trainer.args.teacher_prefix_sharing = False
         full = trainer._teacher_hidden(batch, prompt_ids)
         full_tokens, tokens[:] = sum(tokens), []
-        trainer.args.teacher_prefix_sharing = True
+        trainer.args.teacher_prefix_sharing, ratio = True, trainer.args.teacher_prefix_sharing_max_ratio
+        trainer.args.teacher_prefix_sharing_max_ratio = 1.0  # share whatever it saves
         shared = trainer._teacher_hidden(batch, prompt_ids)
+        assert trainer._teacher_pass_shared
     finally:
+        trainer.args.teacher_prefix_sharing_max_ratio = ratio
         del trainer._backbone_states
     return full, shared, full_tokens, sum(tokens)
 
@@ -119,6 +138,10 @@ def test_single_turn_prompts_of_different_lengths_with_and_without_ground_truth(
     assert full_tokens == len(rows) * (longest + length)
     # one prefix pass over the three prompts (left-padded to the longest), then every rollout's completion alone
     assert shared_tokens == 3 * (longest - 1) + len(rows) * length
+    # short prompts save too little: by default (teacher_prefix_sharing_max_ratio 0.5) the batch takes the full pass
+    assert shared_tokens > 0.5 * full_tokens
+    torch.testing.assert_close(trainer._teacher_hidden(batch, prompt_ids), full)
+    assert not trainer._teacher_pass_shared
 
 
 @pytest.mark.slow
@@ -141,6 +164,8 @@ def test_multi_turn_completions_with_tool_results(tmp_path):
     full, shared, full_tokens, shared_tokens = both_paths(trainer, batch, prompt_ids)
     assert_same_states(full, shared, batch)
     assert shared_tokens < full_tokens / 2
+    trainer._teacher_hidden(batch, prompt_ids)
+    assert trainer._teacher_pass_shared  # agent prompts: shared under the default ratio
 
 
 @pytest.mark.slow

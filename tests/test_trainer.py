@@ -92,10 +92,13 @@ def test_gear_reweights_advantages_preserving_each_completions_mean(tmp_path):
         "weight_max",
         "no_ground_truth_frac",
         "teacher_truncated_frac",
+        "teacher_prefix_shared_frac",
     ):
         assert f"gear/{name}" in metrics, name
     assert metrics["gear/kl_mean"][-1] > 0
     assert metrics["gear/kl_max"][-1] >= metrics["gear/kl_mean"][-1]
+    # 16-token completions after prompts several times longer: the shared pass runs under half the tokens
+    assert metrics["gear/teacher_prefix_shared_frac"][-1] == 1.0
 
 
 def test_missing_ground_truth_column_fails_before_training(tmp_path):

@@ -1,6 +1,7 @@
 """Two ranks holding different numbers of distinct teacher prompts (rank 0: one, rank 1: two) under the launcher's
-distributed engine, with teacher prefix sharing. Run by tests/test_distributed.py through `accelerate launch`; writes
-a JSON report: per rank, the distinct prompts, the backbone forwards the shared teacher pass made (its own and the
+distributed engine, with teacher prefix sharing on, where rank 0's batch takes the full pass and rank 1's shares (as
+ranks whose prompts differ may decide). Run by tests/test_distributed.py through `accelerate launch`; writes a JSON
+report: per rank, the distinct prompts, whether the pass shared, the backbone forwards it made (its own and the
 one-token forwards that match the other rank's count), and how far its states are from the full pass's."""
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Recording(GEARTrainer):
         self._backbone_states = counting
         try:
             shared = super()._teacher_hidden(output, teacher_prompt_ids)
+            did_share = self._teacher_pass_shared
         finally:
             del self._backbone_states
         self.args.teacher_prefix_sharing = False
@@ -50,10 +52,12 @@ class Recording(GEARTrainer):
         self.report.append(
             {
                 "distinct": len({tuple(ids) for ids in teacher_prompt_ids}),
+                "shared": did_share,
                 "forwards": calls[0],
                 "max_diff": float((shared - full)[mask].abs().max()),
             }
         )
+        self._teacher_pass_shared = did_share
         return shared
 
 
@@ -87,6 +91,8 @@ def main() -> None:
         args=args,
         train_dataset=Dataset.from_list(rows),
     )
+    # rank 0: share only if it removed every token (never); rank 1: share whatever it saves
+    trainer.args.teacher_prefix_sharing_max_ratio = 1e-9 if dist.get_rank() == 0 else 1.0
     trainer.train()
     mine = {"rank": dist.get_rank(), "step": trainer.state.global_step, "passes": Recording.report}
     everyone = [None] * dist.get_world_size()
