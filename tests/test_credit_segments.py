@@ -315,3 +315,38 @@ def test_scan_handles_a_large_batch():
     signal, ids = segment_signal(kl, entropy, mask, mode="gear", max_segment_len=64)
     assert signal.shape == ids.shape == (64, 2048)
     assert bool(((ids >= 0) <= mask).all())
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", ["gear", "gear_no_entropy"])
+def test_uncapped_scan_in_whole_tensor_ops_equals_the_position_loop(mode, seed):
+    from gear_trl.credit.segments import SegmentInputs, _new_turn_flags, _normalize, _scan_segments_loop
+
+    generator = torch.Generator().manual_seed(seed)
+    batch, length = 16, 97
+    density = [0.05, 0.3, 0.7][seed % 3]  # few, some, many onsets
+    kl = (torch.rand(batch, length, generator=generator) < density) * torch.rand(batch, length, generator=generator)
+    mask = torch.rand(batch, length, generator=generator) > 0.25
+    mask[0] = False  # an empty row
+    mask[1, :30] = False  # a row whose first tokens are not the model's
+    turn_starts = torch.rand(batch, length, generator=generator) > 0.95
+    entropy = torch.rand(batch, length, generator=generator)
+    inputs = SegmentInputs(  # as segment_signal builds them
+        dn=_normalize(kl, mask, "max"),
+        hn=_normalize(entropy, mask, "max"),
+        mask=mask,
+        new_turn=_new_turn_flags(mask, turn_starts),
+        onset_threshold=0.4,
+        entropy_threshold=0.7,
+        fixed_segment_len=32,
+        max_segment_len=None,
+    )
+    signal, ids = segment_signal(
+        kl, entropy, mask, mode=mode, turn_starts=turn_starts, onset_threshold=0.4, entropy_threshold=0.7
+    )
+    onset = inputs.dn >= 0.4
+    breaks = mask & (inputs.new_turn | (inputs.hn >= 0.7 if mode == "gear" else onset))
+    loop_signal, loop_ids = _scan_segments_loop(inputs, breaks)
+    assert torch.equal(ids, loop_ids)
+    assert torch.equal(signal, loop_signal)
+    assert (ids >= 0).any() and (ids < 0).any()

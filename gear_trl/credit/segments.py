@@ -268,6 +268,36 @@ def _scan_segments(inputs: SegmentInputs, breaks: torch.Tensor) -> tuple[torch.T
     Returns:
         ``(signal, segment_ids)`` as in :func:`segment_signal`.
     """
+    if inputs.max_segment_len is None:
+        return _segments_between_breaks(inputs, breaks)
+    return _scan_segments_loop(inputs, breaks)
+
+
+def _segments_between_breaks(inputs: SegmentInputs, breaks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_scan_segments` without a length cap, in whole-tensor operations ([B, T] in, [B, T] out).
+
+    Without a cap, a segment can only close at a break, and the token after it is judged afresh, so the masked tokens
+    from one break to the next (a region: the tokens with the same count of breaks so far) hold at most one segment,
+    from the region's first onset to its end.
+    """
+    batch, length = inputs.mask.shape
+    onset = inputs.mask & (inputs.dn >= inputs.onset_threshold)
+    region = breaks.long().cumsum(dim=1)  # 0 before a row's first break, then 1, 2, ...
+    slot = torch.arange(batch).unsqueeze(1) * (length + 1) + region  # one slot per (row, region)
+    positions = torch.arange(length).expand(batch, length)
+    first_onset = torch.full((batch * (length + 1),), length)
+    first_onset.scatter_reduce_(0, slot[onset], positions[onset], reduce="amin")
+    start = first_onset[slot]  # [B, T]: the first onset of each token's region (length if none)
+    inside = inputs.mask & (positions >= start)
+    anchor = inputs.dn.gather(1, start.clamp_max(length - 1))
+    opens = onset & (positions == start)
+    segment_ids = torch.where(inside, opens.long().cumsum(dim=1) - 1, -1)
+    return torch.where(inside, anchor, inputs.dn), segment_ids
+
+
+def _scan_segments_loop(inputs: SegmentInputs, breaks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_scan_segments` one position at a time (~12 small ops per position): needed for `max_segment_len`, whose
+    closing depends on the scan's own state."""
     batch = inputs.mask.shape[0]
     onset = inputs.mask & (inputs.dn >= inputs.onset_threshold)
     # Unbounded segments never reach the cap.
