@@ -92,9 +92,9 @@ def test_trainer_logs_the_diagnostics_of_its_credit_trace(tmp_path):
     traces = []
     log_gear_metrics = trainer._log_gear_metrics
 
-    def keep_trace(mode, trace, truncated):
+    def keep_trace(mode, trace, *rest):
         traces.append(trace)
-        return log_gear_metrics(mode, trace, truncated)
+        return log_gear_metrics(mode, trace, *rest)
 
     trainer._log_gear_metrics = keep_trace
     weighted(trainer, generate(trainer, first_batch(trainer)))
