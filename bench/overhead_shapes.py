@@ -155,7 +155,7 @@ def make_shapes(args) -> list[Shape]:
             overrides["length"] = args.completion_length
         if args.reps is not None:
             overrides["reps"] = args.reps
-        if getattr(args, "tiny_model", False):
+        if args.tiny_model:
             overrides["model"], overrides["model_config"] = "tiny", {}
         if args.prompt_tokens is not None and shape.prompt_tokens:
             overrides["prompt_tokens"] = args.prompt_tokens
