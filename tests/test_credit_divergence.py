@@ -283,3 +283,48 @@ def test_other_head_dtypes(inputs, dtype):
     tolerance = 1e-5 if dtype == torch.float64 else 2e-2
     torch.testing.assert_close(entropy, ref_entropy, atol=tolerance, rtol=tolerance)
     torch.testing.assert_close(kl, ref_kl, atol=tolerance, rtol=tolerance)
+
+
+# --- lm_head_statistics: the row-level function the divergence and the fused log-probability pass share -------------
+
+
+def test_lm_head_statistics_hand_worked():
+    """V = 2, W = I: the rows are the logits. Student (0, log 3) -> pS = (1/4, 3/4); teacher (0, 0) -> pT = (1/2, 1/2);
+    second row: student (log 2, 0) -> pS = (2/3, 1/3), teacher = student."""
+    from gear_trl.credit import lm_head_statistics
+
+    student = torch.tensor([[0.0, math.log(3.0)], [math.log(2.0), 0.0]])
+    teacher = torch.tensor([[0.0, 0.0], [math.log(2.0), 0.0]])
+    stats = lm_head_statistics(student, torch.eye(2), teacher_rows=teacher, targets=torch.tensor([1, 1]))
+    close(stats.log_z, torch.tensor([math.log(4.0), math.log(3.0)]))
+    close(stats.target_log_prob, torch.tensor([math.log(0.75), math.log(1 / 3)]))
+    h0 = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    h1 = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
+    close(stats.entropy, torch.tensor([h0, h1]))
+    close(stats.kl, torch.tensor([0.25 * math.log(0.5) + 0.75 * math.log(1.5), 0.0]))
+    # Temperature 2 halves the logits: row 0 becomes (0, log sqrt 3) -> log_z = log(1 + sqrt 3).
+    hot = lm_head_statistics(student, torch.eye(2), temperature=2.0, chunk_size=1)
+    close(hot.log_z[0], torch.tensor(math.log(1 + math.sqrt(3.0))))
+    assert hot.kl is None and hot.target_log_prob is None
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 100])
+def test_lm_head_statistics_match_materialized_logits(inputs, chunk_size):
+    from gear_trl.credit import lm_head_statistics
+
+    student, teacher, weight, bias, mask = inputs
+    rows_s, rows_t = student[mask], teacher[mask]
+    targets = torch.arange(rows_s.shape[0]) % V
+    stats = lm_head_statistics(
+        rows_s, weight, teacher_rows=rows_t, targets=targets, temperature=0.7, lm_head_bias=bias, chunk_size=chunk_size
+    )
+    zs = (rows_s @ weight.T + bias) / 0.7
+    close(stats.log_z, zs.logsumexp(-1))
+    close(stats.target_log_prob, zs.log_softmax(-1).gather(-1, targets[:, None])[:, 0])
+    ref_kl, ref_entropy = reference(student, teacher, weight, mask, 0.7, bias)
+    close(stats.kl, ref_kl[mask])
+    close(stats.entropy, ref_entropy[mask])
+    alone = lm_head_statistics(rows_s, weight, targets=targets, temperature=0.7, lm_head_bias=bias, chunk_size=2)
+    close(alone.log_z, stats.log_z)
+    close(alone.entropy, stats.entropy)
+    close(alone.target_log_prob, stats.target_log_prob)

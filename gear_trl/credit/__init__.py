@@ -1,6 +1,7 @@
 """Credit assignment for gear_trl: pure tensor functions, no trainer state.
 
 - :func:`reverse_kl_and_entropy`: student-teacher reverse KL and entropy per token.
+- :func:`lm_head_statistics`: the same per row, with the student's log-partition and target log-probabilities.
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights.
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
@@ -9,7 +10,7 @@
 """
 
 from .diagnostics import failure_contrast, failure_contrast_sums
-from .divergence import reverse_kl_and_entropy
+from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
 from .segments import CREDIT_MODES, SEGMENT_MODES, register_segmenter, segment_signal, segment_stats
 from .weights import gear_token_weights, weights_from_signal
@@ -17,10 +18,12 @@ from .weights import gear_token_weights, weights_from_signal
 __all__ = [
     "CREDIT_MODES",
     "SEGMENT_MODES",
+    "HeadStatistics",
     "failure_contrast",
     "failure_contrast_sums",
     "gear_token_weights",
     "gigpo_advantages",
+    "lm_head_statistics",
     "register_segmenter",
     "reverse_kl_and_entropy",
     "segment_signal",

@@ -7,6 +7,8 @@ extra memory is O(chunk_size x V) instead of O(B x T x V).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 DIVERGENCES = ("full", "topk", "sampled")
@@ -101,12 +103,80 @@ def reverse_kl_and_entropy(
     mask = mask.to(device=device, dtype=torch.bool)
     kl_out = torch.zeros(batch, length, dtype=torch.float32, device=device)
     entropy_out = torch.zeros_like(kl_out)
-    student_rows = student_hidden[mask]
-    teacher_rows = teacher_hidden[mask]
-    sampled_rows = token_ids.to(device)[mask] if divergence == "sampled" else None
-    positions = student_rows.shape[0]
-    if positions == 0:
-        return kl_out, entropy_out
+    stats = lm_head_statistics(
+        student_hidden[mask],
+        lm_head_weight,
+        teacher_rows=teacher_hidden[mask],
+        targets=token_ids.to(device)[mask] if divergence == "sampled" else None,
+        temperature=temperature,
+        chunk_size=chunk_size,
+        lm_head_bias=lm_head_bias,
+        divergence=divergence,
+        top_k=top_k,
+        logit_scale=logit_scale,
+        final_logit_softcapping=final_logit_softcapping,
+    )
+    kl_out[mask] = stats.kl
+    entropy_out[mask] = stats.entropy
+    return kl_out, entropy_out
+
+
+class HeadStatistics(NamedTuple):
+    """Per-row statistics of `lm_head_statistics`, every tensor [N] float32 (None when not asked for)."""
+
+    log_z: torch.Tensor
+    """logsumexp of the student's logits z_S (after logit scale, soft-cap and temperature): log pS(v) = z_S(v) - log_z."""
+    entropy: torch.Tensor
+    """full-vocabulary student entropy."""
+    target_log_prob: torch.Tensor | None
+    """log pS(targets), with `targets`."""
+    kl: torch.Tensor | None
+    """reverse KL (per `divergence`), with `teacher_rows`."""
+
+
+@torch.no_grad()
+def lm_head_statistics(
+    student_rows: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    *,
+    teacher_rows: torch.Tensor | None = None,
+    targets: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    lm_head_bias: torch.Tensor | None = None,
+    divergence: str = "full",
+    top_k: int = 20,
+    logit_scale: float = 1.0,
+    final_logit_softcapping: float | None = None,
+) -> HeadStatistics:
+    """The student's log-partition, entropy and target log-probability, and the reverse KL to the teacher, per row.
+
+    The rows' logits go through the LM head ``chunk_size`` rows at a time (never an [N, V] tensor), with the
+    transformation and numerics of `reverse_kl_and_entropy`; this is the row-level function it and the trainer's fused
+    log-probability pass (`gear_trl.fused_head`) share: the student's head runs once for GRPO's log-probabilities and
+    GEAR's divergence.
+
+    Args:
+        student_rows: [N, H], final hidden states; row n predicts token ``targets[n]``.
+        lm_head_weight: [V, H].
+        teacher_rows: [N, H] or None, the teacher's states at the same positions; gives ``kl``.
+        targets: [N] long or None, the predicted tokens; gives ``target_log_prob``, and is ``y`` for
+            ``divergence="sampled"`` (required there).
+        temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping: as in
+            `reverse_kl_and_entropy` (not validated here).
+
+    Returns:
+        HeadStatistics of [N] float32 tensors.
+    """
+    rows, vocab = student_rows.shape[0], lm_head_weight.shape[0]
+    device = student_rows.device
+    pair = teacher_rows is not None
+    log_z = torch.empty(rows, dtype=torch.float32, device=device)
+    entropy = torch.empty_like(log_z)
+    target_log_prob = torch.empty_like(log_z) if targets is not None else None
+    kl = torch.empty_like(log_z) if pair else None
+    if rows == 0:
+        return HeadStatistics(log_z, entropy, target_log_prob, kl)
 
     # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32, then cast to the
     # head's dtype), never a [chunk, V] tensor. With soft-capping only s goes in there, since the tanh comes before
@@ -118,57 +188,61 @@ def reverse_kl_and_entropy(
         bias = bias.float() * scale
     bias = None if bias is None else bias.to(lm_head_weight.dtype)
 
-    # Extra memory: three [chunk, V] float32 buffers, allocated once and reused by every chunk (fresh tensors
-    # per chunk cost page faults on CPU): the student and teacher logits side by side, and the student's exp.
-    chunk = min(chunk_size, positions)
-    logits_buf = torch.empty(2 * chunk, vocab, dtype=torch.float32, device=device)
+    # Extra memory: [2 x chunk, V] float32 logits (student and teacher side by side; [chunk, V] without a teacher)
+    # and the student's exp [chunk, V], allocated once and reused by every chunk (fresh tensors per chunk cost page
+    # faults on CPU).
+    chunk = min(chunk_size, rows)
+    logits_buf = torch.empty((2 if pair else 1) * chunk, vocab, dtype=torch.float32, device=device)
     exp_buf = torch.empty(chunk, vocab, dtype=torch.float32, device=device)
-    kl_rows = torch.empty(positions, dtype=torch.float32, device=device)
-    entropy_rows = torch.empty_like(kl_rows)
-    for start in range(0, positions, chunk):
-        n = min(chunk, positions - start)
-        rows = slice(start, start + n)
-        hidden_rows = torch.cat((student_rows[rows], teacher_rows[rows]))
+    full = divergence == "full"
+    for start in range(0, rows, chunk):
+        n = min(chunk, rows - start)
+        span = slice(start, start + n)
+        hidden = torch.cat((student_rows[span], teacher_rows[span])) if pair else student_rows[span]
         if scale != 1.0:
-            hidden_rows = hidden_rows.float().mul_(scale)
-        z = _lm_head(hidden_rows.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: 2 * n], exp_buf)
+            hidden = hidden.float().mul_(scale)
+        z = _lm_head(hidden.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: hidden.shape[0]], exp_buf)
         if softcap is not None:
             z.div_(softcap).tanh_().mul_(softcap / temperature)
-        zs, zt = z[:n], z[n:]
-        # Subtract each row's max: zs = zS - max zS and zt = zT - max zT from here on. Softmax, KL and entropy are
-        # unchanged, and every term below stays small (|z| ~ 30-50 would otherwise cost fp32 digits).
-        shifted = zs if divergence == "topk" else z  # topk renormalizes over the support: no teacher logsumexp
-        shifted.sub_(shifted.amax(dim=-1, keepdim=True))
+        zs = z[:n]
+        # Subtract each row's max: from here on zs = zS - max zS (and zt = zT - max zT). Softmax, KL and entropy are
+        # unchanged, and every term below stays small (|z| ~ 30-50 would otherwise cost fp32 digits). "topk"
+        # renormalizes over the support: its teacher needs no shift.
+        shifted = z if pair and divergence != "topk" else zs
+        peak = shifted.amax(dim=-1, keepdim=True)
+        shifted.sub_(peak)
         es = torch.exp(zs, out=exp_buf[:n])  # unnormalized pS = es / ss
         ss = es.sum(dim=-1)
         lse_s = ss.log()  # logsumexp(zs)
-        # H = lse(zS) - <pS, zS>, on the shifted logits.
-        full = divergence == "full"
-        dot_ss = _row_dot(es, zs, spare=zs if full else None)  # zs is not read again in "full"
-        entropy_rows[rows] = lse_s - dot_ss / ss
+        log_z[span] = peak[:n, 0] + lse_s
+        y = None
+        if targets is not None:
+            y = targets[span].unsqueeze(-1)
+            target_log_prob[span] = zs.gather(-1, y).squeeze(-1) - lse_s
+        # H = lse(zS) - <pS, zS>, on the shifted logits; zs is not read again after this dot in "full".
+        dot_ss = _row_dot(es, zs, spare=zs if full or not pair else None)
+        entropy[span] = lse_s - dot_ss / ss
+        if not pair:
+            continue
+        zt = z[n:]
         if full:
             # KL(pS || pT) = <pS, zS - zT> - lse(zS) + lse(zT); zt is exponentiated in place once its dot is taken.
             cross = (dot_ss - _row_dot(es, zt, spare=es)) / ss
-            kl = cross - (lse_s - zt.exp_().sum(dim=-1).log_())
+            chunk_kl = cross - (lse_s - zt.exp_().sum(dim=-1).log_())
         elif divergence == "topk":
             support = zs.topk(min(top_k, vocab), dim=-1).indices
             log_ps_k = zs.gather(-1, support)
             log_pt_k = zt.gather(-1, support)
             log_ps_k = log_ps_k - log_ps_k.logsumexp(dim=-1, keepdim=True)
             log_pt_k = log_pt_k - log_pt_k.logsumexp(dim=-1, keepdim=True)
-            kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
+            chunk_kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
         else:
-            y = sampled_rows[rows].unsqueeze(-1)
             # log pS(y) - log pT(y) = (zs_y - lse(zs)) - (zt_y - lse(zt)).
             delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
-            kl = delta - (lse_s - zt.exp_().sum(dim=-1).log_())
-        # Exact KL is >= 0 but rounding can dip below; the sampled estimate is
-        # clamped by definition (spec step 2).
-        kl_rows[rows] = kl.clamp_min(0.0)
-
-    kl_out[mask] = kl_rows
-    entropy_out[mask] = entropy_rows
-    return kl_out, entropy_out
+            chunk_kl = delta - (lse_s - zt.exp_().sum(dim=-1).log_())
+        # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
+        kl[span] = chunk_kl.clamp_min(0.0)
+    return HeadStatistics(log_z, entropy, target_log_prob, kl)
 
 
 def _lm_head(
