@@ -35,6 +35,7 @@ from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
+from .fused_head import FusedDivergence, divergence_in_log_probs
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
 from .teacher import (
@@ -104,6 +105,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     _capture_generation_pass = False  # read GRPO's no-grad student pass of the current batch
     _pending_gear_batch = None  # batch whose weights the loss's forward will compute
     _student_hidden = None
+    _reported_separate_divergence = False
     last_credit_trace: CreditTrace | None = None  # set every `credit_report_steps` steps for CreditReportCallback
 
     def __init__(self, model, reward_funcs=None, args: GEARConfig | None = None, train_dataset=None, **kwargs):
@@ -180,7 +182,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
         output["gear_teacher_shared"] = torch.full((len(inputs),), self._teacher_pass_shared, device=mask.device)
         if self._student_hidden is not None:
-            output["advantages"] = self._gear_advantages(output, self._student_hidden, mode)
+            divergence = self._divergence(output, self._student_hidden)
+            output["advantages"] = self._gear_advantages(output, divergence, mode)
             self._student_hidden = None
             for key in GEAR_BATCH_KEYS:
                 del output[key]
@@ -211,44 +214,64 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         def keep_hidden(module, module_args, output):
             captured.append(output.last_hidden_state[:, -logits_to_keep - 1 : -1].detach())
 
+        # The loss's forward computes GEAR's divergence from its own student logits where it can (gear_trl.fused_head);
+        # the hook keeps the states for the separate pass where it cannot.
+        fused = None
+        if batch is not None:
+            fused = FusedDivergence(
+                batch["gear_teacher_hidden"],
+                _model_token_mask(batch).bool(),
+                chunk_size=self.args.divergence_chunk_size,
+                divergence=self.args.divergence,
+                top_k=self.args.divergence_top_k,
+            )
         handle = self._backbone().register_forward_hook(keep_hidden)
         try:
-            result = super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
-            )
+            with divergence_in_log_probs(fused) if fused is not None else nullcontext():
+                result = super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+                )
         finally:
             handle.remove()
-        student_hidden = torch.cat(captured)
-        if self._capture_generation_pass:  # GRPO's own no-grad pass, during generation
+        if fused is None:  # GRPO's own no-grad pass, during generation
             self._capture_generation_pass = False
-            self._student_hidden = student_hidden
-        else:  # the loss's forward: the advantages are read right after this returns
-            self._pending_gear_batch = None
-            mode = "train" if self.model.training else "eval"
-            batch["advantages"] = self._gear_advantages(batch, student_hidden, mode)
+            self._student_hidden = torch.cat(captured)
+            return result
+        # The loss's forward: the advantages are read right after this returns.
+        self._pending_gear_batch = None
+        if fused.kl is not None:
+            divergence = (fused.kl, fused.entropy)
+        else:
+            if not self._reported_separate_divergence:
+                self._reported_separate_divergence = True
+                logger.info("GEAR computes its divergence in a pass of its own: %s.", fused.skipped)
+            divergence = self._divergence(batch, torch.cat(captured))
+        mode = "train" if self.model.training else "eval"
+        batch["advantages"] = self._gear_advantages(batch, divergence, mode)
         return result
 
     @torch.no_grad()
-    def _gear_advantages(self, batch, student_hidden: torch.Tensor, mode: str) -> torch.Tensor:
-        """Per-token advantages A_i * w_t [B, T] from student and teacher final hidden states [B, T, H]."""
-        trace = self._credit(batch, student_hidden)
+    def _gear_advantages(self, batch, divergence: tuple[torch.Tensor, torch.Tensor], mode: str) -> torch.Tensor:
+        """Per-token advantages A_i * w_t [B, T] from the batch's reverse KL and student entropy ([B, T] each)."""
+        trace = self._credit(batch, divergence)
         self._log_gear_metrics(mode, trace, batch["gear_truncated"], batch["gear_teacher_shared"])
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
             self.last_credit_trace = trace.to("cpu")
         return trace.advantages
 
     @torch.no_grad()
-    def _credit(self, batch, student_hidden: torch.Tensor) -> CreditTrace:
-        mask = _model_token_mask(batch)
+    def _divergence(self, batch, student_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reverse KL and student entropy [B, T] from student and teacher final hidden states [B, T, H], by a pass of
+        the LM head of their own."""
         causal_lm = self._causal_lm()
         lm_head = causal_lm.get_output_embeddings()
         logit_scale, softcap = lm_head_transform(causal_lm.config)
         with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
-            kl, entropy = reverse_kl_and_entropy(
+            return reverse_kl_and_entropy(
                 student_hidden,
                 batch["gear_teacher_hidden"],
                 lm_head.weight,
-                mask,
+                _model_token_mask(batch),
                 temperature=self.temperature,
                 chunk_size=self.args.divergence_chunk_size,
                 lm_head_bias=lm_head.bias,
@@ -258,6 +281,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 logit_scale=logit_scale,
                 final_logit_softcapping=softcap,
             )
+
+    @torch.no_grad()
+    def _credit(self, batch, divergence: tuple[torch.Tensor, torch.Tensor]) -> CreditTrace:
+        kl, entropy = divergence
+        mask = _model_token_mask(batch)
         signal, segment_ids = segment_signal(
             kl,
             entropy,
@@ -304,7 +332,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         """
         if "gear_teacher_hidden" not in batch:
             raise ValueError("The batch has no teacher states: build it with credit != none and num_iterations == 1.")
-        return self._credit(batch, self._student_hidden_pass(batch))
+        return self._credit(batch, self._divergence(batch, self._student_hidden_pass(batch)))
 
     def _credit_report_due(self) -> bool:
         step = self.state.global_step

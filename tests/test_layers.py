@@ -35,6 +35,7 @@ PLACES = {
     "gear_trl.hub": "trainer",
     "gear_trl.callbacks": "trainer",
     "gear_trl.trainer": "trainer",
+    "gear_trl.fused_head": "trainer",  # GEAR's divergence inside TRL's fused LM head (the loss's forward)
     "gear_trl.preflight": "trainer",  # checks a run before its model loads (train, evaluate)
     "gear_trl.checkpoints": "trainer",  # which checkpoint a run resumes from
     "gear_trl.interrupt": "trainer",  # SIGINT/SIGTERM: save at the step boundary

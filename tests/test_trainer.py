@@ -61,6 +61,39 @@ def test_neutral_credit_matches_grpo_loss_and_gradients(tmp_path, credit, extra)
     assert any(g.abs().sum() > 0 for g in gear_grads.values()), "a zero gradient would make the check vacuous"
 
 
+def test_the_loss_forward_computes_the_divergence_with_grpos_log_probs(tmp_path, monkeypatch, caplog):
+    """On CPU the loss's forward gives GEAR its divergence from the same student logits (gear_trl.fused_head); where
+    TRL folds its tiles with Triton it does not, and the separate pass must give the same advantages and loss."""
+    import logging
+
+    import gear_trl.fused_head
+
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    fused = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05), model=copy.deepcopy(model))
+    separate = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05), model=copy.deepcopy(model))
+    rows = first_batch(fused)
+    fused_batch, separate_batch = generate(fused, rows), generate(separate, rows)
+    calls = []
+    for trainer in (fused, separate):
+        original = trainer._divergence
+        trainer._divergence = lambda batch, hidden, original=original, owner=trainer: (
+            calls.append(owner) or original(batch, hidden)
+        )
+
+    fused_loss, fused_grads = loss_and_grads(fused, fused_batch)
+    assert calls == [], "the fused forward must not need the separate pass"
+    monkeypatch.setattr(gear_trl.fused_head, "_use_triton", lambda device: True)
+    with caplog.at_level(logging.INFO, logger="gear_trl.trainer"):
+        separate_loss, separate_grads = loss_and_grads(separate, separate_batch)
+    assert calls == [separate] and "TRL folds the LM-head tiles with Triton" in caplog.text
+
+    torch.testing.assert_close(fused_batch["advantages"], separate_batch["advantages"], atol=1e-6, rtol=1e-5)
+    assert fused_batch["advantages"].abs().sum() > 0
+    torch.testing.assert_close(fused_loss, separate_loss, atol=1e-6, rtol=1e-5)
+    for name in fused_grads:
+        torch.testing.assert_close(fused_grads[name], separate_grads[name], atol=1e-6, rtol=1e-4, msg=name)
+
+
 def test_gear_reweights_advantages_preserving_each_completions_mean(tmp_path):
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05))
     batch = weighted(trainer, generate(trainer, first_batch(trainer)))
@@ -214,7 +247,8 @@ def test_student_states_from_grpos_pass_and_from_the_loss_forward_give_the_same_
     late = generate(deferred, rows)
     early = generate(captured, rows)
     assert "gear_teacher_hidden" in late and early["advantages"].dim() == 2, "captured at generation time"
-    explicit = deferred._gear_advantages(dict(late), deferred._student_hidden_pass(late), "train")
+    divergence = deferred._divergence(late, deferred._student_hidden_pass(late))
+    explicit = deferred._gear_advantages(dict(late), divergence, "train")
     weighted(deferred, late)
     torch.testing.assert_close(late["advantages"], explicit, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(early["advantages"], explicit, atol=1e-5, rtol=1e-4)

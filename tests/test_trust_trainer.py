@@ -74,8 +74,8 @@ def test_with_a_reference_model_the_student_states_still_come_from_the_student_p
     peft = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, beta=0.1, num_iterations=2), peft_config=peft)
     read = []
-    compute = trainer._gear_advantages
-    trainer._gear_advantages = lambda batch, hidden, mode: read.append(hidden) or compute(batch, hidden, mode)
+    compute = trainer._divergence
+    trainer._divergence = lambda batch, hidden: read.append(hidden) or compute(batch, hidden)
     batch, _ = generate(trainer)
     assert "ref_per_token_logps" in batch and len(read) == 1, "read at generation time, with a reference pass"
     torch.testing.assert_close(read[0], trainer._student_hidden_pass(batch))
@@ -235,7 +235,7 @@ def test_trainer_hands_the_models_logit_transformation_to_the_divergence(tmp_pat
     student = trainer._student_hidden_pass(batch)
     config = trainer._causal_lm().config
     config.logit_scale, config.final_logit_softcapping = 3.0, 0.5
-    trace = trainer._credit(batch, student)
+    trace = trainer._credit(batch, trainer._divergence(batch, student))
     lm_head = trainer._causal_lm().get_output_embeddings()
     expected, _ = reverse_kl_and_entropy(
         student,
