@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import resource
 import threading
 import time
 from collections import defaultdict
@@ -151,7 +152,20 @@ class CUDAMonitor:
 _ACTIVE: StepRecorder | None = None
 
 
+# This thread's CPU time and page faults (the memory monitor's thread is left out), where the OS reports them per thread.
+_RUSAGE_WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+def _cpu_now() -> tuple[float, float, int]:
+    usage = resource.getrusage(_RUSAGE_WHO)
+    return usage.ru_utime, usage.ru_stime, usage.ru_minflt
+
+
 class StepRecorder:
+    """Times, extra peaks and CPU use of one step (`step()`) and of the phases inside it (`phase(name)`). `cpu`: the
+    step's user and system CPU seconds and minor page faults: on CPU much of a step can be the kernel zeroing pages
+    of freshly allocated tiles, which the wall time alone does not show."""
+
     def __init__(self, monitor, sync):
         self.monitor = monitor
         self.sync = sync
@@ -164,8 +178,10 @@ class StepRecorder:
         self.extra = {}
         self.local = {}
         self.inside = defaultdict(set)  # phase -> the phases it ran inside
+        self.cpu = {}
         self.sync()
         self.step_window = self.monitor.open()
+        cpu_start = _cpu_now()
         start = time.perf_counter()
         _ACTIVE = self
         try:
@@ -174,6 +190,8 @@ class StepRecorder:
             _ACTIVE = None
             self.sync()
             self.times["step"] = time.perf_counter() - start
+            user, system, faults = (b - a for a, b in zip(cpu_start, _cpu_now()))
+            self.cpu = {"user_s": user, "system_s": system, "minor_faults": faults}
             self.monitor.close(self.step_window)
             self.extra["step"] = self.step_window.peak - self.step_window.start
 
@@ -221,6 +239,10 @@ def _wrap(owner, attr: str, phase, *, skip_inside: tuple[str, ...] = ()):
     setattr(owner, attr, timed)
 
 
+def _loss_forward() -> bool:
+    return _ACTIVE is not None and "loss" in _ACTIVE.stack
+
+
 def _no_grad_only(name):
     import torch
 
@@ -232,6 +254,19 @@ def _instrument_gear_module():
     import gear_trl.trainer as gear_module
 
     _wrap(gear_module, "reverse_kl_and_entropy", ("teacher", "teacher_lm_head"))
+    # The forward of the loss's LM head, TRL's or (GEAR, gear_trl.fused_head) TRL's plus the divergence: one phase name,
+    # so GRPO's and GEAR's compare. Only the projection with gradients (the loss's) is timed.
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+
+    functions = [ChunkedLogProbFunction]
+    try:
+        from gear_trl.fused_head import _LogProbsWithDivergence
+
+        functions.append(_LogProbsWithDivergence)
+    except ImportError:  # a gear_trl from before the fused head (--gear-src)
+        pass
+    for function in functions:
+        _wrap(function, "forward", lambda: "lm_head_forward" if _loss_forward() else None)
     _wrap(gear_module, "segment_signal", "segments")
     _wrap(gear_module, "weights_from_signal", "weights")
 

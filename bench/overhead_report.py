@@ -25,10 +25,15 @@ def teacher_pass_peak_mb(result: dict) -> float | None:
     The extra peak over the step's start counted GRPO's own memory as GEAR's: the LM-head chunks run after GRPO's
     training forward, whose saved activations (GRPO's, not GEAR's) are then in use. At the long_prompt shape that made
     ~200 MB of activations look like the pass's, which itself allocates a few MB there. Reports made before the parts
-    were timed have only the step-start reading, which is then returned."""
+    were timed have only the step-start reading, which is then returned.
+
+    Where the LM-head chunks run inside the loss's LM-head forward (gear_trl.fused_head: no `teacher_lm_head` phase,
+    an `lm_head_forward` one), that whole forward's own peak counts too: an upper bound, since it also holds the
+    student's logits, which TRL's forward in its place would allocate anyway."""
     local = result.get("phase_local_peak_mb", {})
     if "teacher" in local:
-        return local["teacher"]
+        fused = "teacher_lm_head" not in local and "lm_head_forward" in local
+        return max(local["teacher"], local["lm_head_forward"]) if fused else local["teacher"]
     return result.get("extra_peak_mb", {}).get("teacher")
 
 
@@ -156,6 +161,15 @@ def _fmt_mb(value) -> str:
     return f"{value / 1024:.2f} GB" if abs(value) >= 1024 else f"{value:.0f} MB"
 
 
+def _fmt_cpu(result: dict) -> str:
+    cpu = result.get("cpu")
+    if not cpu:
+        return "-"
+    text = f"{_fmt_s(cpu['user_s'])} + {_fmt_s(cpu['system_s'])}"
+    ratio = result.get("user_cpu_ratio_to_grpo")
+    return text if ratio is None else f"{text} ({ratio:.2f})"
+
+
 def _fmt_lengths(lengths) -> str:
     if not lengths:
         return "?"
@@ -172,15 +186,15 @@ def shape_table(shape: dict) -> list[str]:
     )
     header = (
         "| configuration | step (IQR) | x GRPO | x GRPO, fastest reps | rewards | teacher pass | segments+weights "
-        "| loss fwd+bwd | step extra peak | teacher-pass extra peak |"
+        "| loss fwd+bwd | LM-head fwd | CPU user + system (user x GRPO) | step extra peak | teacher-pass extra peak |"
     )
-    lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in TRAINER_CONFIGS:
         r = res.get(name)
         if r is None:
             continue
         if "error" in r:
-            lines.append(f"| {name} | {r['error']} | | | | | | | | |")
+            lines.append(f"| {name} | {r['error']} | | | | | | | | | | |")
             continue
         ph = r["phases_s"]
         seg = None
@@ -195,8 +209,8 @@ def shape_table(shape: dict) -> list[str]:
         lines.append(
             f"| {name} | {iqr} | {r.get('step_ratio_to_grpo', float('nan')):.2f} "
             f"| {r.get('step_ratio_to_grpo_min', float('nan')):.2f} | {_fmt_s(ph.get('rewards'))} "
-            f"| {teacher} | {_fmt_s(seg)} | {_fmt_s(ph.get('loss'))} "
-            f"| {_fmt_mb(r['extra_peak_mb'].get('step'))} | {_fmt_mb(teacher_pass_peak_mb(r))} |"
+            f"| {teacher} | {_fmt_s(seg)} | {_fmt_s(ph.get('loss'))} | {_fmt_s(ph.get('lm_head_forward'))} "
+            f"| {_fmt_cpu(r)} | {_fmt_mb(r['extra_peak_mb'].get('step'))} | {_fmt_mb(teacher_pass_peak_mb(r))} |"
         )
     for name in PSEUDO_CONFIGS:
         r = res.get(name)
@@ -206,7 +220,7 @@ def shape_table(shape: dict) -> list[str]:
                 note = "gigpo_advantages, 64 rollouts x 10 steps"
             if name == "hf_generate":
                 note = f"real HF generate, mean {r.get('mean_generated_tokens', 0):.0f} tokens"
-            lines.append(f"| {name} ({note}) | {_fmt_s(r['step_s'])} | | | | | | | | |")
+            lines.append(f"| {name} ({note}) | {_fmt_s(r['step_s'])} | | | | | | | | | | |")
     return lines
 
 
@@ -224,11 +238,15 @@ def markdown_report(report: dict) -> str:
         "Columns: step = prepare (`_generate_and_score_completions`, SDPO `_prepare_training_batch`) + loss "
         "(`compute_loss` + `backward`), median (IQR); x GRPO: ratio of medians, and of the fastest repetitions "
         "(other processes only add time, so those are the least disturbed); teacher pass = GEAR's added backbone "
-        "passes and LM-head chunks, "
+        "passes (and its LM-head chunks where they run as a pass of their own), "
         'SDPO\'s no-grad teacher forward, "(in loss)" when it runs inside `compute_loss` (then the loss column '
         "includes it, or that part of it); step extra peaks are over the step's start; the teacher pass's is what "
         "it allocates itself, the largest peak of its parts over the memory in use when each starts (inside "
-        "`compute_loss` that memory holds GRPO's own forward activations)."
+        "`compute_loss` that memory holds GRPO's own forward activations); LM-head fwd = the forward of the loss's "
+        "fused LM head (TRL's `ChunkedLogProbFunction`, or GEAR's `gear_trl.fused_head` computing TRL's outputs and "
+        "the divergence from the same student logits), inside the loss column; CPU = this thread's user and system "
+        "(kernel: mostly zeroing the pages of freshly allocated tiles) CPU seconds per step, and the ratio of median "
+        "user CPU to GRPO's."
     )
     title = f"# GEAR overhead vs GRPO and SDPO ({meta['device']})"
     lines = [title, "", setup, "", f"gear_trl: {_source_line(meta)}.", "", columns, ""]

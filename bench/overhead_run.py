@@ -277,6 +277,7 @@ def benchmark_shape(shape: Shape, opts, monitor, log) -> dict:
                 samples[name].append(
                     {
                         "times": dict(recorder.times),
+                        "cpu": dict(recorder.cpu),
                         "extra": dict(recorder.extra),
                         "local": dict(recorder.local),
                         "loss": loss,
@@ -334,6 +335,11 @@ def benchmark_shape(shape: Shape, opts, monitor, log) -> dict:
             },
         }
         if name in TRAINER_CONFIGS:
+            results[name]["cpu"] = {
+                "user_s": _stats([run["cpu"]["user_s"] for run in runs]),
+                "system_s": _stats([run["cpu"]["system_s"] for run in runs]),
+                "minor_faults": statistics.median(run["cpu"]["minor_faults"] for run in runs),
+            }
             results[name]["loss"] = runs[-1]["loss"]
             results[name]["phase_inside"] = runs[-1]["inside"]
             if opts.num_iterations > 1:
@@ -352,6 +358,8 @@ def benchmark_shape(shape: Shape, opts, monitor, log) -> dict:
                 # Per round, against GRPO's step of the same round: less sensitive to load that drifts between rounds.
                 paired = [a / b for a, b in zip(res["step_s"]["samples"], grpo["step_s"]["samples"])]
                 res["step_ratio_to_grpo_paired"] = _stats(paired)
+                # What the step computes, without the kernel's page-zeroing (see StepRecorder).
+                res["user_cpu_ratio_to_grpo"] = res["cpu"]["user_s"]["median"] / grpo["cpu"]["user_s"]["median"]
                 res["phase_ratio_to_grpo"] = {
                     p: res["phases_s"][p]["median"] / grpo["phases_s"][p]["median"]
                     for p in ("prepare", "rewards", "loss")

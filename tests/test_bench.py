@@ -38,6 +38,9 @@ def test_overhead_benchmark_reports_every_configuration(tmp_path):
     for name in bench.TRAINER_CONFIGS:
         if name.startswith("sdpo/") or (name.startswith("gear/") and name != "gear/none"):
             assert results[name]["phases_s"]["teacher"]["median"] > 0, name
+    for name in ("grpo", "gear/none", "gear/gear"):  # TRL's LM-head forward, or GEAR's fused one in its place
+        assert results[name]["phases_s"]["lm_head_forward"]["median"] > 0, name
+        assert results[name]["cpu"]["user_s"]["median"] > 0, name
     for name in bench.PSEUDO_CONFIGS:
         assert results[name]["step_s"]["median"] > 0, name
     assert {t["target"] for t in report["targets"]} >= {
@@ -101,6 +104,11 @@ def test_divergence_memory_target_counts_what_the_teacher_pass_allocates_not_grp
     assert "205 MB" in divergence_target(5.0)["description"]  # the step-start reading is still shown
     # a report from before the parts were timed keeps its step-start reading
     assert divergence_target(None)["value"] == pytest.approx(0.205) and not divergence_target(None)["holds"]
+    # with the chunks inside the loss's LM-head forward (no teacher_lm_head phase), that forward's own peak counts
+    fused = shape(5.0)
+    fused["results"]["gear/gear"]["phase_local_peak_mb"]["lm_head_forward"] = 120.0
+    (target,) = [t for t in evaluate_targets({"vocab": fused}, "cpu") if t["target"] == "divergence_pass_memory"]
+    assert target["value"] == pytest.approx(0.12) and not target["holds"]
 
 
 def test_long_prompt_runs_on_qwen3_head_geometry_unless_the_tiny_model_is_asked_for():
