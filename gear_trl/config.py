@@ -55,8 +55,9 @@ class GEARConfig(GRPOConfig):
         divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
             student's `divergence_top_k` tokens, or from the sampled token only.
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
-        divergence_chunk_size (`int`, defaults to `64`): positions per LM-head chunk in the divergence pass; its extra
-            memory is O(chunk x vocabulary).
+        divergence_chunk_size (`int`, defaults to `64`): positions per LM-head chunk in the divergence pass (on CPU,
+            in the loss's LM-head forward, which computes the divergence too); its extra memory is O(chunk x
+            vocabulary).
         normalize (`str`, defaults to `"max"`): per-completion normalization of KL and entropy (`max` or `minmax`).
         onset_threshold (`float`, defaults to `0.1`): normalized KL at or above which a token opens a segment.
         entropy_threshold (`float`, defaults to `0.5`): normalized entropy at or above which a token closes a segment.
@@ -97,8 +98,9 @@ class GEARConfig(GRPOConfig):
     divergence_chunk_size: int = field(
         default=DEFAULT_CHUNK_SIZE,
         metadata={
-            "help": "Positions per LM-head chunk in the divergence pass. Extra memory is about 3 x chunk x vocabulary "
-            "float32 values, independent of sequence length (our default)."
+            "help": "Positions per LM-head chunk in the divergence pass (on CPU, in the loss's LM-head forward, which "
+            "computes the divergence too). Extra memory is about 3 x chunk x vocabulary float32 values, independent "
+            "of sequence length (our default)."
         },
     )
     normalize: str = field(

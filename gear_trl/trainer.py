@@ -5,7 +5,8 @@ and scored a batch, the trainer
 
 1. builds teacher prompts (the prompt with the ground truth in it) and appends the same completion tokens,
 2. runs the student and the teacher without gradients up to their final hidden states,
-3. computes reverse KL and entropy through the LM head chunk by chunk (never a [B, T, V] tensor),
+3. computes reverse KL and entropy through the LM head chunk by chunk (never a [B, T, V] tensor): inside the loss's
+   LM-head forward where TRL folds its tiles with torch ops (`gear_trl.fused_head`), else in a pass of its own,
 4. turns them into per-token weights and hands `advantages[:, None] * weights` to GRPO's unchanged loss.
 
 Every rank makes the same forward calls in the same order, whatever its data, so ZeRO-3's collective parameter
