@@ -80,6 +80,9 @@ class HostMonitor:
         self._windows: list[_Window] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # The sampler runs only while a window is open: mallinfo2 locks every malloc arena, so sampling between
+        # windows would slow whatever runs then (GiGPO's timing: its many small allocations wait on those locks).
+        self._open = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
         self._thread.start()
 
@@ -92,6 +95,7 @@ class HostMonitor:
 
     def _run(self):
         while not self._stop.is_set():
+            self._open.wait()
             self._sample()
             time.sleep(self._interval)
 
@@ -99,15 +103,19 @@ class HostMonitor:
         window = _Window(self.read())
         with self._lock:
             self._windows.append(window)
+            self._open.set()
         return window
 
     def close(self, window: _Window) -> None:
         self._sample()
         with self._lock:
             self._windows.remove(window)
+            if not self._windows:
+                self._open.clear()
 
     def shutdown(self):
         self._stop.set()
+        self._open.set()
         self._thread.join()
 
 
