@@ -81,13 +81,16 @@ def evaluate_targets(shapes: dict, device: str) -> list[dict]:
             )
             divergence = teacher_pass_peak_mb(gear) or 0.0
             fraction = divergence / grpo_peak if grpo_peak > 0 else float("inf")
+            local = gear.get("phase_local_peak_mb", {})
+            fused = "teacher_lm_head" not in local and "lm_head_forward" in local
+            parts = "its parts" + (", the LM-head chunks as the whole fused LM-head forward," if fused else "")
             add(
                 "divergence_pass_memory",
                 shape_name,
                 fraction,
                 MAX_EXTRA_MEMORY_FRACTION,
                 fraction <= MAX_EXTRA_MEMORY_FRACTION,
-                "stricter reading: GEAR teacher pass's own extra peak (its parts over the memory in use when each "
+                f"stricter reading: GEAR teacher pass's own extra peak ({parts} over the memory in use when each "
                 f"starts: {divergence:.0f} MB; over the step's start: {gear['extra_peak_mb'].get('teacher', 0.0):.0f}"
                 " MB) / GRPO step's extra peak",
             )
@@ -295,6 +298,18 @@ def readme_table(report: dict) -> str:
                 return "-"
             paired = gear["step_ratio_to_grpo_paired"]["median"]
             return f"{_fmt_s(gear['step_s'])}, **{gear['step_ratio_to_grpo']:.2f}x** (paired {paired:.2f}x)"
+        if key == "cpu":
+            if "user_cpu_ratio_to_grpo" not in gear:
+                return "-"
+            return (
+                f"{_fmt_s(gear['cpu']['user_s'])} + {_fmt_s(gear['cpu']['system_s'])} vs {_fmt_s(grpo['cpu']['user_s'])}"
+                f" + {_fmt_s(grpo['cpu']['system_s'])}: user **{gear['user_cpu_ratio_to_grpo']:.2f}x**"
+            )
+        if key == "lm_head":
+            phases = (grpo.get("phases_s", {}), gear.get("phases_s", {}))
+            if any("lm_head_forward" not in p for p in phases):
+                return "-"
+            return f"{_fmt_s(phases[0]['lm_head_forward'])} / {_fmt_s(phases[1]['lm_head_forward'])}"
         if key == "teacher":
             if "teacher" not in gear.get("phases_s", {}):
                 return "-"
@@ -330,7 +345,15 @@ def readme_table(report: dict) -> str:
         ("shape", "| shape |"),
         ("grpo", "| GRPO step |"),
         ("gear", "| GEAR step (`credit: gear`), x GRPO |"),
-        ("teacher", "| GEAR teacher pass (teacher backbone + chunked LM head), x without prefix sharing |"),
+        ("cpu", "| CPU seconds per step, user + system (kernel: page zeroing), GEAR vs GRPO |"),
+        ("lm_head", "| the loss's LM-head forward: GRPO (TRL's) / GEAR (TRL's outputs + the divergence) |"),
+        (
+            "teacher",
+            (
+                "| GEAR teacher pass (teacher backbone, and the LM-head chunks where they are a pass of their own), "
+                "x without prefix sharing |"
+            ),
+        ),
         ("generation", "| real HF generation of the same lengths; (generation + step) x GRPO's |"),
         ("memory", "| extra peak memory: GRPO step / GEAR step / GEAR teacher pass |"),
         ("sdpo", "| SDPO `full_logits` step, extra peak |"),
