@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 import trl.trainer.utils as trl_utils
-from trl.kernels.chunked_logprob import ChunkedLogProbFunction, _use_triton
+from trl.kernels.chunked_logprob import OPTIONAL_OUTPUTS, ChunkedLogProbFunction, _use_triton
 
 from .credit import lm_head_statistics
 
@@ -162,7 +162,7 @@ class _Swapped:
         chunk_size,
         final_logit_softcapping=None,
         logit_scale=1.0,
-        outputs=("log_probs",),
+        outputs=OPTIONAL_OUTPUTS,  # TRL's default: every optional output (which the swap then leaves to TRL)
     ):
         args = (hidden, weight, bias, targets, temperature, chunk_size, final_logit_softcapping, logit_scale, outputs)
         reason = self.request.unsupported(hidden, weight, outputs)
