@@ -31,21 +31,35 @@ install: $(filter $(VENV)/bin/python,$(PYTHON))
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 	$(PYTHON) -m pip install --quiet --no-deps "bfcl-eval==2026.3.23"
 
-# GEAR from the warm-started tiny model (data/tiny-qwen3-arith), then greedy accuracy of the result on the 128
-# problems it trained on and on the held-out test split (the start scores 0.25 on both).
+# GEAR + GiGPO for 20 steps on the multi-turn calculator task (recipes/tiny/config_calc_tools.yaml: the warm start
+# data/tiny-qwen3-calc calls add/subtract tools that are executed, then answers in \boxed{}). The warm start is scored
+# on 100 held-out problems of data/calc_tools (2 samples each at the training temperature) on the second core while
+# training runs; then the trained model is scored on the same problems while gear_trl.inspect renders the credit of 4
+# of its rollouts; demo_summary.py prints start vs end, the training reward (curve in outputs/demo/reward.png) and
+# where the credit report and the model are. The Trainer's per-step log dicts go to outputs/demo/train.log.
 # One torch thread: for a model this small a second thread gains little, and on a busy machine it makes every op
 # wait at an OpenMP barrier (a step took 11 s instead of 2 s beside another job).
+# Library warnings (transformers' deprecations, TRL's "experimental feature") are silenced here only: a person reads this.
 demo: export OMP_NUM_THREADS = 1
+demo: export TRL_EXPERIMENTAL_SILENCE = 1
+demo: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
 demo: install
+	@mkdir -p outputs/demo
 	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_start.json & \
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_start.json \
+		> outputs/demo/eval_start.log & \
 	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
-		--output_dir outputs/demo && wait $$!
+		--logging_steps 1 --output_dir outputs/demo > outputs/demo/train.log && wait $$!
+	$(PYTHON) -m gear_trl.inspect --config recipes/tiny/config_calc_tools.yaml --model outputs/demo --split test \
+		--num-rollouts 4 --out outputs/demo/credit > outputs/demo/inspect.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_end.json
-	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_end.json \
+		> outputs/demo/eval_end.log && wait $$!
+	@echo
+	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json \
+		--run outputs/demo --credit outputs/demo/credit
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import shlex
 from pathlib import Path
@@ -78,5 +79,59 @@ def test_make_demo_scores_start_and_trained_model_on_the_same_held_out_rows():
     assert start["--dataset"] == end["--dataset"] == recipe["dataset_name"]
     same = {key: value for key, value in start.items() if key not in ("--model", "--output")}
     assert same == {key: value for key, value in end.items() if key not in ("--model", "--output")}
-    summary = next(cmd for cmd in demo_commands() if cmd[1].endswith("demo_summary.py"))
-    assert summary[2:] == [start["--output"], end["--output"]]
+    summary = next(cmd for cmd in demo_commands() if len(cmd) > 1 and cmd[1].endswith("demo_summary.py"))
+    assert summary[2:4] == [start["--output"], end["--output"]]
+    assert options(summary)["--run"] == train["--output_dir"]
+    # The credit report is of the trained model, under the same recipe, and the summary points at it.
+    inspect = options(next(cmd for cmd in demo_commands() if cmd[1:3] == ["-m", "gear_trl.inspect"]))
+    assert inspect["--model"] == train["--output_dir"] and inspect["--config"] == train["--config"]
+    assert inspect["--split"] == recipe["dataset_test_split"]
+    assert options(summary)["--credit"] == inspect["--out"]
+    assert train["--logging_steps"] == "1"  # one point of the reward curve per step
+
+
+def write_run(tmp_path, rewards_by_checkpoint):
+    """A training output_dir with checkpoints whose trainer_state.json log the given (step, reward) pairs."""
+    for step, history in rewards_by_checkpoint.items():
+        checkpoint = tmp_path / f"checkpoint-{step}"
+        checkpoint.mkdir()
+        log = [{"step": s, "reward": r, "loss": 0.0} for s, r in history] + [{"step": step, "train_runtime": 1.0}]
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"log_history": log}))
+    return tmp_path
+
+
+def test_reward_history_reads_the_newest_checkpoint_by_step_number(tmp_path):
+    # checkpoint-10 sorts before checkpoint-9 as text; the newest is the one with the larger step
+    run = write_run(tmp_path, {9: [(1, 0.0)], 10: [(1, 0.1), (2, 0.2), (10, 0.9)]})
+    (tmp_path / "checkpoint-10-tmp").mkdir()  # not a checkpoint
+    assert demo_summary.reward_history(run) == [(1, 0.1), (2, 0.2), (10, 0.9)]
+
+
+def test_reward_history_without_checkpoint_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="trainer_state.json"):
+        demo_summary.reward_history(tmp_path)
+
+
+def test_window_means_of_first_and_last_steps():
+    history = [(step, float(step)) for step in range(1, 21)]
+    assert demo_summary.window_means(history) == (3.0, 18.0, 5)
+    assert demo_summary.window_means([(1, 0.2), (2, 0.6), (3, 1.0)]) == (0.2, 1.0, 1)
+
+
+def test_report_lines_name_the_curve_credit_report_and_model(tmp_path):
+    (tmp_path / "run").mkdir()
+    run = write_run(tmp_path / "run", {4: [(s, s / 10) for s in range(1, 5)]})
+    credit = tmp_path / "credit"
+    credit.mkdir()
+    (credit / "credit_test.html").write_text("<html></html>")
+    (credit / "credit_test.png").write_bytes(b"")
+    lines = demo_summary.report_lines(report(0.395), report(0.46), run, credit)
+    assert lines[0].endswith("start 0.395 -> end 0.460 (+0.065)")
+    assert "0.150 -> 0.350" in lines[1] and str(run / "reward.png") in lines[1]
+    assert (run / "reward.png").stat().st_size > 1000  # a real picture was drawn
+    assert str(credit / "credit_test.html") in lines[2] and str(credit / "credit_test.png") in lines[2]
+    assert str(run / "README.md") in lines[3]
+    credit_empty = tmp_path / "empty"
+    credit_empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="credit_"):
+        demo_summary.report_lines(report(0.4), report(0.4), None, credit_empty)

@@ -1,12 +1,15 @@
-"""Print the demo's before/after line from two `python -m gear_trl.evaluate` reports of the same split.
+"""Print what `make demo` did, for a person: held-out accuracy before and after, the training reward curve (as a
+small PNG), and where the credit report and the trained model are.
 
-python recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json
+python recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json \
+    --run outputs/demo --credit outputs/demo/credit
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 
@@ -26,14 +29,80 @@ def summary(start: dict, end: dict) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> str:
+def reward_history(run_dir: Path) -> list[tuple[int, float]]:
+    """(step, mean training reward) of every logged step, from the newest checkpoint's `trainer_state.json` (the
+    Trainer saves one at the last step). Raises FileNotFoundError when the run left no checkpoint."""
+    checkpoints = [p for p in run_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
+    states = [p / "trainer_state.json" for p in checkpoints if (p / "trainer_state.json").is_file()]
+    if not states:
+        raise FileNotFoundError(f"No checkpoint with a trainer_state.json in {run_dir}: did the training run finish?")
+    newest = max(states, key=lambda path: int(path.parent.name.split("-")[1]))
+    history = json.loads(newest.read_text())["log_history"]
+    return [(entry["step"], float(entry["reward"])) for entry in history if "reward" in entry and "step" in entry]
+
+
+def window_means(history: list[tuple[int, float]], window: int = 5) -> tuple[float, float, int]:
+    """Mean reward of the first and of the last `window` logged steps (fewer when the run logged fewer)."""
+    if not history:
+        raise ValueError("The run logged no reward.")
+    window = max(1, min(window, len(history) // 2 or 1))
+    rewards = [reward for _, reward in history]
+    return sum(rewards[:window]) / window, sum(rewards[-window:]) / window, window
+
+
+def plot_rewards(history: list[tuple[int, float]], path: Path) -> Path:
+    """A small line plot of the training reward per logged step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(4.5, 2.6), dpi=100)
+    steps, rewards = zip(*history, strict=True)
+    axis.plot(steps, rewards, marker="o", markersize=3)
+    axis.set_xlabel("optimizer step")
+    axis.set_ylabel("mean reward")
+    axis.set_title("training reward (GEAR + GiGPO)", fontsize=10)
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def report_lines(start: dict, end: dict, run_dir: Path | None = None, credit_dir: Path | None = None) -> list[str]:
+    lines = [summary(start, end)]
+    if run_dir is not None:
+        history = reward_history(run_dir)
+        first, last, window = window_means(history)
+        png = plot_rewards(history, run_dir / "reward.png")
+        lines.append(
+            f"training reward, mean of the first and last {window} steps (a few prompts a step, so noisy): "
+            f"{first:.3f} -> {last:.3f}; curve: {png}"
+        )
+    if credit_dir is not None:
+        reports = sorted(credit_dir.glob("credit_*.html"))
+        if not reports:
+            raise FileNotFoundError(f"No credit report (credit_*.html) in {credit_dir}.")
+        pngs = sorted(credit_dir.glob("credit_*.png"))
+        also = f" (picture: {pngs[0]})" if pngs else ""
+        lines.append(f"per-token credit of rollouts from the trained model: {reports[0]}{also}")
+    if run_dir is not None:
+        lines.append(f"trained model and its model card: {run_dir}/ ({run_dir / 'README.md'})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("start", help="evaluate report of the starting model (JSON)")
     parser.add_argument("end", help="evaluate report of the trained model (JSON)")
+    parser.add_argument("--run", type=Path, default=None, help="the training run's output_dir (reward curve)")
+    parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect's --out folder")
     args = parser.parse_args(argv)
-    line = summary(*(json.loads(Path(path).read_text()) for path in (args.start, args.end)))
-    print(line)
-    return line
+    start, end = (json.loads(Path(path).read_text()) for path in (args.start, args.end))
+    lines = report_lines(start, end, args.run, args.credit)
+    print("\n".join(lines))
+    return lines
 
 
 if __name__ == "__main__":
