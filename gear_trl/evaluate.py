@@ -104,17 +104,17 @@ def load_eval_split(
 ):
     """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`."""
     from .data import detect_adapter, get_adapter, prepare_dataset
-    from .preflight import load_dataset_named
+    from .preflight import PreflightError, load_dataset_named
 
     splits = load_dataset_named(dataset, dataset_config, what="dataset")
     if split not in splits:
-        raise ValueError(f"Split {split!r} is not in {dataset!r}; its splits are {list(splits)}.")
+        raise PreflightError(f"`--split` {split!r} is not in {dataset!r}; its splits are {list(splits)}.")
     data = splits[split]
     if limit is not None:
         data = data.select(range(min(limit, len(data))))
     adapter = detect_adapter(data.column_names) if dataset_format == "auto" else get_adapter(dataset_format)
     prepared = prepare_dataset(
-        data, adapter=adapter.name, ground_truth_column=ground_truth_column, system_prompt=system_prompt
+        data, adapter=adapter, ground_truth_column=ground_truth_column, system_prompt=system_prompt
     )
     return prepared, adapter.name
 
@@ -564,21 +564,24 @@ def make_parser() -> argparse.ArgumentParser:
         "--dataset_format",
         "--dataset-format",
         default="auto",
-        help="Dataset adapter, as in recipes: auto, gsm8k, math, generic, tool_use.",
+        help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, or an import path "
+        "(my_pkg.data:to_example).",
     )
     add("--system_prompt", "--system-prompt", default=None, help="Optional system message for every prompt.")
     add(
         "--reward",
         nargs="+",
         default=None,
-        help="Reward function(s) by registered name; the first gives `accuracy`. Default: the task's own "
-        "(accuracy; tool_call_accuracy for tool_use data).",
+        help="Reward function(s) by registered name or import path (my_pkg.rewards:my_reward); the first gives "
+        "`accuracy`. Default: the task's own (accuracy; tool_call_accuracy for tool_use data; the environment's "
+        "for a built-in --environment, required for your own).",
     )
     add(
         "--environment",
         default=None,
-        help="Tool environment (as a recipe's `environment`, e.g. calculator, bfcl): roll out multi-turn rows with "
-        "their tools executed. Default reward: the environment's.",
+        help="Tool environment (as a recipe's `environment`: calculator, bfcl, or an import path such as "
+        "my_pkg.bank:BankEnv): roll out multi-turn rows with their tools executed. Default reward: the "
+        "environment's (name one with --reward for your own environment).",
     )
     add(
         "--max-tool-calling-iterations",
@@ -630,7 +633,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     import torch
 
-    from .preflight import check_dataset_source, check_model_source
+    from .preflight import PreflightError, check_dataset_source, check_model_source
     from .rewards import get_reward_funcs
 
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
@@ -643,10 +646,13 @@ def main(argv: list[str] | None = None) -> dict:
 
         get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
         if not reward_names and args.environment not in ENVIRONMENT_REWARDS:
-            raise ValueError(f"Name the reward of environment {args.environment!r} with --reward.")
+            raise PreflightError(
+                f"--environment {args.environment!r} has no default reward: name one with --reward "
+                "(a registered name or an import path such as my_pkg.rewards:my_reward)."
+            )
         reward_names = reward_names or [ENVIRONMENT_REWARDS[args.environment]]
     elif reward_names and any(name in EXECUTING_REWARDS for name in reward_names):
-        raise ValueError(
+        raise PreflightError(
             f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; pass --environment "
             "to run them, or score single turns with tool_call_accuracy."
         )
@@ -717,11 +723,11 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .preflight import PreflightError
+    from .plugins import UserInputError
 
     try:
         main(argv)
-    except PreflightError as err:
+    except UserInputError as err:
         sys.exit(f"error: {err}")
 
 
