@@ -100,6 +100,7 @@ def _check_reset_signature(reset, name: str, columns: list[str], what: str) -> N
         parameters = inspect.signature(reset).parameters.values()
     except (TypeError, ValueError):
         return
+    shown = ", ".join(["self", *(str(p) for p in parameters)])
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return
     accepted = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
@@ -113,7 +114,7 @@ def _check_reset_signature(reset, name: str, columns: list[str], what: str) -> N
     if unexpected or missing:
         problem = f"it does not take {unexpected}" if unexpected else f"it requires {missing}, which are not columns"
         raise UserInputError(
-            f"{what} {name}.reset{inspect.signature(reset)}: TRL calls it as `reset(**row)` with every dataset column "
+            f"{what} {name}.reset({shown}): TRL calls it as `reset(**row)` with every dataset column "
             f"({columns}), but {problem}. Write it as `def reset(self, **row)` and read the columns it needs from `row`."
         )
 
