@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import textwrap
 import warnings
 from collections import Counter
@@ -43,7 +44,7 @@ from .envs.checks import check_environment
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .hub import check_hub_access
 from .plugins import UserInputError
-from .preflight import check_trackers
+from .preflight import check_trackers, looks_like_local_path
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
 from .teacher import (
     DEFAULT_TOOL_TEACHER_TEMPLATE,
@@ -667,6 +668,66 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             ).last_hidden_state
 
     # ----------------------------------------------------------------------------------------------------------------
+    # Model card: TRL's, with local paths named as paths (TRL links every name to the Hub) and the credit settings.
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        base_model = getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", "") or None
+        if is_peft_model(self.accelerator.unwrap_model(self.model)):
+            base_model = getattr(self._causal_lm().config, "_name_or_path", "") or base_model
+        hub_dataset = dataset_name if dataset_name and _is_hub_id(dataset_name) else None
+        super().create_model_card(model_name=model_name, dataset_name=hub_dataset, tags=tags)
+        if not self.is_world_process_zero():
+            return
+        path = os.path.join(self.args.output_dir, "README.md")
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+        origin = "This model is a fine-tuned version of " + _name_or_link(base_model, "")
+        if dataset_name:
+            origin += " on the " + _name_or_link(dataset_name, "datasets/") + " dataset"
+        lines = [origin + "." if line.startswith("This model is a fine-tuned version of") else line for line in lines]
+        if not self.hub_model_id:  # not pushed: the quick start loads the saved folder
+            lines = [line.replace('model="None"', f"model={self.args.output_dir!r}") for line in lines]
+        at = next(
+            (i + 1 for i, line in enumerate(lines) if line.startswith("This model was trained with")), len(lines)
+        )
+        lines[at:at] = ["", *self._credit_card_lines()]
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines))
+
+    def _credit_card_lines(self) -> list[str]:
+        """The model card's account of the credit assignment: the mode and the settings that shape its numbers."""
+        args = self.args
+        settings = {"credit": args.credit}
+        if args.uses_teacher:
+            settings.update(
+                teacher=args.teacher,
+                divergence=args.divergence if args.divergence != "topk" else f"topk (k={args.divergence_top_k})",
+                onset_threshold=args.onset_threshold,
+                entropy_threshold=args.entropy_threshold,
+                normalize=args.normalize,
+                max_segment_len=args.max_segment_len,
+                weight_alpha=args.weight_alpha,
+                weight_lambda=args.weight_lambda,
+                weight_norm=args.weight_norm,
+            )
+        if args.credit in ("gigpo", "gear+gigpo"):
+            settings.update(gigpo_gamma=args.gigpo_gamma, gigpo_omega=args.gigpo_omega, gigpo_mode=args.gigpo_mode)
+        settings.update(
+            rewards=", ".join(self.reward_func_names),
+            num_generations=self.num_generations,
+            max_completion_length=self.max_completion_length,
+            learning_rate=args.learning_rate,
+            beta=args.beta,
+        )
+        return [
+            "### Credit assignment",
+            "",
+            "Trained with gear_trl's `GEARTrainer` (a subclass of TRL's `GRPOTrainer`) with these settings:",
+            "",
+            *(f"- {name}: `{value}`" for name, value in settings.items()),
+        ]
+
+    # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
 
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor):
@@ -731,6 +792,20 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
+
+
+def _is_hub_id(name: str) -> bool:
+    """Whether `name` names a Hub repository (`org/name` or `name`) rather than a local file or folder."""
+    return not os.path.exists(os.path.expanduser(name)) and not looks_like_local_path(name)
+
+
+def _name_or_link(name: str | None, kind: str) -> str:
+    """A Hub id as a link to its page (`kind`: "" for models, "datasets/"), a local path as a path."""
+    if not name:
+        return "a local model"
+    if _is_hub_id(name):
+        return f"[{name}](https://huggingface.co/{kind}{name})"
+    return f"`{name}` (a local path)"
 
 
 def _model_token_mask(batch) -> torch.Tensor:
