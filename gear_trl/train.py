@@ -137,7 +137,7 @@ def parse_args(argv: list[str] | None = None):
         return parser.parse_args_and_config(args=argv)
     except ValueError as err:
         message = str(err)
-        if "Unknown arguments" in message and "'--datasets'" in message:
+        if "'--datasets'" in message:
             raise PreflightError(
                 "`datasets` (TRL's dataset mixtures) is not supported: GEAR maps one dataset through one "
                 "`dataset_format`, and a mixture of differently shaped sets would need one per set. Concatenate the "

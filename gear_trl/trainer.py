@@ -686,7 +686,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             origin += " on the " + _name_or_link(dataset_name, "datasets/") + " dataset"
         lines = [origin + "." if line.startswith("This model is a fine-tuned version of") else line for line in lines]
         if not self.hub_model_id:  # not pushed: the quick start loads the saved folder
-            lines = [line.replace('model="None"', f"model={self.args.output_dir!r}") for line in lines]
+            lines = [line.replace('model="None"', f'model="{self.args.output_dir}"') for line in lines]
         at = next(
             (i + 1 for i, line in enumerate(lines) if line.startswith("This model was trained with")), len(lines)
         )

@@ -17,6 +17,7 @@ from gear_trl.train import load_splits, parse_args
 from tests.bank_plugin.bank import BankEnv, balance_reward
 
 BANK = "tests.bank_plugin.bank"
+RECIPE = "recipes/tiny/config_math.yaml"
 
 
 # --- plug-ins by import path -----------------------------------------------------------------------------------------
@@ -122,6 +123,8 @@ def test_trl_dataset_mixtures_are_refused_with_the_reason(tmp_path):
         UserInputError, match="`datasets` \\(TRL's dataset mixtures\\) is not supported.*one local file"
     ):
         parse_args(["--config", str(recipe), "--output_dir", str(tmp_path)])
+    with pytest.raises(UserInputError, match="`datasets` \\(TRL's dataset mixtures\\) is not supported"):
+        parse_args(["--config", RECIPE, "--datasets", "a"])  # on the command line too
 
 
 # --- environment checks ----------------------------------------------------------------------------------------------
