@@ -33,6 +33,8 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
+from .plugins import UserInputError
+
 ADAPTER_CONFIG = "adapter_config.json"
 TASK_REWARDS = {"tool_use": "tool_call_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
@@ -59,7 +61,7 @@ def _torch_dtype(dtype):
     value = getattr(torch, str(dtype), None)
     if isinstance(value, torch.dtype):
         return value
-    raise ValueError(f"Unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
+    raise UserInputError(f"Unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
 
 
 def load_model(path: str, *, dtype="auto", device: str | None = None, merge: bool = True, is_trainable: bool = False):
@@ -197,11 +199,11 @@ def score(reward_funcs: Sequence[Callable], rows: list[dict], completions: list,
 
 def _check_sampling(temperature: float, num_samples: int, batch_size: int) -> None:
     if temperature < 0:
-        raise ValueError(f"`temperature` must be >= 0, got {temperature}.")
+        raise UserInputError(f"`temperature` must be >= 0, got {temperature}.")
     if num_samples < 1 or batch_size < 1:
-        raise ValueError("`num_samples` and `batch_size` must be at least 1.")
+        raise UserInputError("`num_samples` and `batch_size` must be at least 1.")
     if temperature == 0 and num_samples > 1:
-        raise ValueError(
+        raise UserInputError(
             "Greedy decoding (temperature 0) gives one completion per prompt; set a temperature > 0 "
             "to draw several samples."
         )
@@ -449,7 +451,7 @@ def evaluate_multi_turn(
     _check_sampling(temperature, num_samples, batch_size)
     rows = [dict(row) for row in dataset]
     if not rows:
-        raise ValueError("The evaluation split is empty.")
+        raise UserInputError("The evaluation split is empty: choose another with --split.")
     names = _reward_names(reward_funcs, reward_names)
     index_column = "_eval_index"
     data = Dataset.from_list([{**row, index_column: i} for i, row in enumerate(rows)])

@@ -6,8 +6,10 @@
 Any recipe field can be overridden on the command line (`--learning_rate 1e-6`). The run resumes from the last
 complete checkpoint in `output_dir` when there is one, saves the model (the adapter under LoRA), writes the model
 card, and pushes to the Hub when `push_to_hub` is set. Before the model loads it checks what would otherwise fail
-late: the output folder is writable, local paths exist, precision agrees with the launcher, the training rows have a
-ground truth, the Hub can be reached when pushing. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
+late: the output folder is writable, local paths exist, precision agrees with the launcher, the `report_to` trackers
+are installed, the Hub can be reached when pushing, the plug-ins (`environment`, `reward_funcs`, `dataset_format`:
+built-in names or import paths such as `my_pkg.bank:BankEnv`) import, the training rows have a ground truth, and the
+environment's tools and `reset` are usable. Every such mistake is one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
 exit with status 75 (`gear_trl.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
 """
 

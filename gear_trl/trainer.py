@@ -149,7 +149,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
             _check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
-            check_peft_for_teacher(model, kwargs.get("peft_config"))
+            _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
         environment_factory = kwargs.get("environment_factory")
         if environment_factory is not None:
             # TRL builds tool schemas and calls `reset` only once generation starts: check them now, and keep
@@ -159,7 +159,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                     check_environment(factory, what=f"environment {name!r}", reset_first_row=False)
             else:
                 check_environment(environment_factory, train_dataset if isinstance(train_dataset, Dataset) else None)
-        check_vllm_server_tools(args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
+        _as_user_error(check_vllm_server_tools, args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
@@ -792,6 +792,16 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
+
+
+def _as_user_error(check, *args) -> None:
+    """Run a configuration check whose `ValueError` is a user's to fix, as a `UserInputError` (one line at the CLI)."""
+    try:
+        check(*args)
+    except UserInputError:
+        raise
+    except ValueError as err:
+        raise UserInputError(str(err)) from err
 
 
 def _is_hub_id(name: str) -> bool:
