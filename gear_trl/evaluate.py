@@ -103,9 +103,11 @@ def load_eval_split(
     limit: int | None = None,
     system_prompt: str | None = None,
     ground_truth_column: str = "ground_truth",
+    columns: tuple[str, str, str | None] = ("question", "answer", None),
 ):
-    """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`."""
-    from .data import detect_adapter, get_adapter, prepare_dataset
+    """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`.
+    `columns`: question column, answer column and answer pattern of `dataset_format="columns"`."""
+    from .data import column_adapter, detect_adapter, get_adapter, prepare_dataset
     from .preflight import PreflightError, load_dataset_named
 
     splits = load_dataset_named(dataset, dataset_config, what="dataset")
@@ -114,7 +116,12 @@ def load_eval_split(
     data = splits[split]
     if limit is not None:
         data = data.select(range(min(limit, len(data))))
-    adapter = detect_adapter(data.column_names) if dataset_format == "auto" else get_adapter(dataset_format)
+    if dataset_format == "auto":
+        adapter = detect_adapter(data.column_names)
+    elif dataset_format == "columns":
+        adapter = column_adapter(*columns)
+    else:
+        adapter = get_adapter(dataset_format)
     prepared = prepare_dataset(
         data, adapter=adapter, ground_truth_column=ground_truth_column, system_prompt=system_prompt
     )
@@ -566,8 +573,16 @@ def make_parser() -> argparse.ArgumentParser:
         "--dataset_format",
         "--dataset-format",
         default="auto",
-        help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, or an import path "
-        "(my_pkg.data:to_example).",
+        help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, columns, or an import "
+        "path (my_pkg.data:to_example).",
+    )
+    add("--question_column", "--question-column", default="question", help="`--dataset_format columns`: question.")
+    add("--answer_column", "--answer-column", default="answer", help="`--dataset_format columns`: answer.")
+    add(
+        "--answer_pattern",
+        "--answer-pattern",
+        default=None,
+        help="`--dataset_format columns`: regular expression whose last match in the answer is the ground truth.",
     )
     add("--system_prompt", "--system-prompt", default=None, help="Optional system message for every prompt.")
     add(
@@ -665,6 +680,7 @@ def main(argv: list[str] | None = None) -> dict:
         dataset_format=args.dataset_format,
         limit=args.limit,
         system_prompt=args.system_prompt,
+        columns=(args.question_column, args.answer_column, args.answer_pattern),
     )
     reward_names = reward_names or [task_reward(adapter)]
     reward_funcs = get_reward_funcs(reward_names)

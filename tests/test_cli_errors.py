@@ -102,3 +102,18 @@ def test_evaluate_with_an_own_environment_needs_a_reward(tmp_path):
     assert "has no default reward: name one with --reward" in message
     message = error_line(cli, [*argv, "tests.bank_plugin.bank:Nope"])
     assert "has no attribute 'Nope'" in message
+
+
+def test_evaluate_reads_a_single_file_through_a_column_mapping(tmp_path):
+    import json
+
+    from gear_trl.evaluate import load_eval_split
+
+    path = tmp_path / "my_math.jsonl"
+    path.write_text(
+        "\n".join(json.dumps({"question": f"{i} + 1?", "answer": f"So.\nAnswer: {i + 1}"}) for i in range(3))
+    )
+    data, adapter = load_eval_split(
+        str(path), "train", dataset_format="columns", columns=("question", "answer", r"Answer:\s*(.+)")
+    )
+    assert adapter == "columns" and data["ground_truth"] == ["1", "2", "3"]
