@@ -33,6 +33,8 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
+from .plugins import UserInputError
+
 ADAPTER_CONFIG = "adapter_config.json"
 TASK_REWARDS = {"tool_use": "tool_call_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
@@ -59,7 +61,7 @@ def _torch_dtype(dtype):
     value = getattr(torch, str(dtype), None)
     if isinstance(value, torch.dtype):
         return value
-    raise ValueError(f"Unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
+    raise UserInputError(f"Unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
 
 
 def load_model(path: str, *, dtype="auto", device: str | None = None, merge: bool = True, is_trainable: bool = False):
@@ -101,20 +103,27 @@ def load_eval_split(
     limit: int | None = None,
     system_prompt: str | None = None,
     ground_truth_column: str = "ground_truth",
+    columns: tuple[str, str, str | None] = ("question", "answer", None),
 ):
-    """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`."""
-    from .data import detect_adapter, get_adapter, prepare_dataset
-    from .preflight import load_dataset_named
+    """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`.
+    `columns`: question column, answer column and answer pattern of `dataset_format="columns"`."""
+    from .data import column_adapter, detect_adapter, get_adapter, prepare_dataset
+    from .preflight import PreflightError, load_dataset_named
 
     splits = load_dataset_named(dataset, dataset_config, what="dataset")
     if split not in splits:
-        raise ValueError(f"Split {split!r} is not in {dataset!r}; its splits are {list(splits)}.")
+        raise PreflightError(f"`--split` {split!r} is not in {dataset!r}; its splits are {list(splits)}.")
     data = splits[split]
     if limit is not None:
         data = data.select(range(min(limit, len(data))))
-    adapter = detect_adapter(data.column_names) if dataset_format == "auto" else get_adapter(dataset_format)
+    if dataset_format == "auto":
+        adapter = detect_adapter(data.column_names)
+    elif dataset_format == "columns":
+        adapter = column_adapter(*columns)
+    else:
+        adapter = get_adapter(dataset_format)
     prepared = prepare_dataset(
-        data, adapter=adapter.name, ground_truth_column=ground_truth_column, system_prompt=system_prompt
+        data, adapter=adapter, ground_truth_column=ground_truth_column, system_prompt=system_prompt
     )
     return prepared, adapter.name
 
@@ -197,11 +206,11 @@ def score(reward_funcs: Sequence[Callable], rows: list[dict], completions: list,
 
 def _check_sampling(temperature: float, num_samples: int, batch_size: int) -> None:
     if temperature < 0:
-        raise ValueError(f"`temperature` must be >= 0, got {temperature}.")
+        raise UserInputError(f"`temperature` must be >= 0, got {temperature}.")
     if num_samples < 1 or batch_size < 1:
-        raise ValueError("`num_samples` and `batch_size` must be at least 1.")
+        raise UserInputError("`num_samples` and `batch_size` must be at least 1.")
     if temperature == 0 and num_samples > 1:
-        raise ValueError(
+        raise UserInputError(
             "Greedy decoding (temperature 0) gives one completion per prompt; set a temperature > 0 "
             "to draw several samples."
         )
@@ -449,7 +458,7 @@ def evaluate_multi_turn(
     _check_sampling(temperature, num_samples, batch_size)
     rows = [dict(row) for row in dataset]
     if not rows:
-        raise ValueError("The evaluation split is empty.")
+        raise UserInputError("The evaluation split is empty: choose another with --split.")
     names = _reward_names(reward_funcs, reward_names)
     index_column = "_eval_index"
     data = Dataset.from_list([{**row, index_column: i} for i, row in enumerate(rows)])
@@ -564,21 +573,32 @@ def make_parser() -> argparse.ArgumentParser:
         "--dataset_format",
         "--dataset-format",
         default="auto",
-        help="Dataset adapter, as in recipes: auto, gsm8k, math, generic, tool_use.",
+        help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, columns, or an import "
+        "path (my_pkg.data:to_example).",
+    )
+    add("--question_column", "--question-column", default="question", help="`--dataset_format columns`: question.")
+    add("--answer_column", "--answer-column", default="answer", help="`--dataset_format columns`: answer.")
+    add(
+        "--answer_pattern",
+        "--answer-pattern",
+        default=None,
+        help="`--dataset_format columns`: regular expression whose last match in the answer is the ground truth.",
     )
     add("--system_prompt", "--system-prompt", default=None, help="Optional system message for every prompt.")
     add(
         "--reward",
         nargs="+",
         default=None,
-        help="Reward function(s) by registered name; the first gives `accuracy`. Default: the task's own "
-        "(accuracy; tool_call_accuracy for tool_use data).",
+        help="Reward function(s) by registered name or import path (my_pkg.rewards:my_reward); the first gives "
+        "`accuracy`. Default: the task's own (accuracy; tool_call_accuracy for tool_use data; the environment's "
+        "for a built-in --environment, required for your own).",
     )
     add(
         "--environment",
         default=None,
-        help="Tool environment (as a recipe's `environment`, e.g. calculator, bfcl): roll out multi-turn rows with "
-        "their tools executed. Default reward: the environment's.",
+        help="Tool environment (as a recipe's `environment`: calculator, bfcl, or an import path such as "
+        "my_pkg.bank:BankEnv): roll out multi-turn rows with their tools executed. Default reward: the "
+        "environment's (name one with --reward for your own environment).",
     )
     add(
         "--max-tool-calling-iterations",
@@ -630,7 +650,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     import torch
 
-    from .preflight import check_dataset_source, check_model_source
+    from .preflight import PreflightError, check_dataset_source, check_model_source
     from .rewards import get_reward_funcs
 
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
@@ -643,10 +663,13 @@ def main(argv: list[str] | None = None) -> dict:
 
         get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
         if not reward_names and args.environment not in ENVIRONMENT_REWARDS:
-            raise ValueError(f"Name the reward of environment {args.environment!r} with --reward.")
+            raise PreflightError(
+                f"--environment {args.environment!r} has no default reward: name one with --reward "
+                "(a registered name or an import path such as my_pkg.rewards:my_reward)."
+            )
         reward_names = reward_names or [ENVIRONMENT_REWARDS[args.environment]]
     elif reward_names and any(name in EXECUTING_REWARDS for name in reward_names):
-        raise ValueError(
+        raise PreflightError(
             f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; pass --environment "
             "to run them, or score single turns with tool_call_accuracy."
         )
@@ -657,6 +680,7 @@ def main(argv: list[str] | None = None) -> dict:
         dataset_format=args.dataset_format,
         limit=args.limit,
         system_prompt=args.system_prompt,
+        columns=(args.question_column, args.answer_column, args.answer_pattern),
     )
     reward_names = reward_names or [task_reward(adapter)]
     reward_funcs = get_reward_funcs(reward_names)
@@ -717,11 +741,11 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .preflight import PreflightError
+    from .plugins import UserInputError
 
     try:
         main(argv)
-    except PreflightError as err:
+    except UserInputError as err:
         sys.exit(f"error: {err}")
 
 

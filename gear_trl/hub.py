@@ -8,10 +8,12 @@ import os
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.constants import HF_HUB_OFFLINE
 
+from .plugins import UserInputError
+
 _TIMEOUT_S = 20
 
 
-class HubAccessError(RuntimeError):
+class HubAccessError(UserInputError):
     """`push_to_hub` is set but the Hub cannot be reached with a usable token."""
 
 

@@ -20,6 +20,7 @@ import sys
 from dataclasses import replace
 
 from .evaluate import is_adapter_dir, load_model
+from .plugins import UserInputError
 from .reporting import decode_tokens, prompt_text, trace_rows, trainer_tokenizer, write_report
 from .train import build_trainer, load_splits, parse_args
 
@@ -30,12 +31,12 @@ def sample_credit(trainer, dataset, num_rollouts: int) -> list[tuple[list[str], 
     import torch
 
     if not trainer.args.uses_teacher:
-        raise ValueError(
+        raise UserInputError(
             f"`credit: {trainer.args.credit}` runs no teacher, so there is no per-token credit to show; inspect a "
             "GEAR mode (e.g. --credit gear)."
         )
     if len(dataset) == 0:
-        raise ValueError("The split is empty.")
+        raise UserInputError("The split is empty: choose another with --split.")
     generations = trainer.num_generations
     num_prompts = min(math.ceil(num_rollouts / generations), len(dataset))
     per_call = max(1, trainer.args.generation_batch_size // generations)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
     options, (script_args, training_args, model_args) = parse_cli(argv)
     # load_splits prepares its train split: point it at the split to inspect.
     split_args = replace(script_args, dataset_train_split=options.split, max_train_samples=None)
-    dataset, eval_dataset = load_splits(split_args, training_args)
+    dataset, eval_dataset = load_splits(split_args, training_args, split_option="--split")
 
     model, tokenizer = None, None
     if options.model is not None:
@@ -127,7 +128,12 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    main(argv)
+    from .plugins import UserInputError
+
+    try:
+        main(argv)
+    except UserInputError as err:
+        sys.exit(f"error: {err}")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,15 @@ import json
 import os
 import tempfile
 
+from .plugins import UserInputError
+
 GROUND_TRUTH_WARN_FRACTION = 0.5
 """Warn when more than this share of the training rows has no usable ground truth (none at all is an error)."""
 
 _HUB_OFFLINE_VALUES = ("1", "true", "yes", "on")
 
 
-class PreflightError(ValueError):
+class PreflightError(UserInputError):
     """A user input that would make the run fail (or train on nothing) later, found before the model loads."""
 
 
@@ -80,11 +82,25 @@ def check_dataset_source(name: str, what: str = "dataset_name") -> None:
         raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
 
 
+DATA_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+"""Single local data files `dataset_name` may be, by extension, and the `datasets` builder that reads each."""
+
+
 def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name"):
     """`datasets.load_dataset(name, name=config)`, with a missing local folder or (offline) uncached Hub dataset
-    reported by name instead of as a failure to reach the Hub."""
+    reported by name instead of as a failure to reach the Hub. A single local file (.jsonl, .json, .parquet, .csv)
+    is loaded as split `train`."""
     from datasets import load_dataset
 
+    path = os.path.expanduser(name)
+    if os.path.isfile(path):
+        extension = os.path.splitext(path)[1].lower()
+        if extension not in DATA_FILE_BUILDERS:
+            raise PreflightError(
+                f"`{what}` {name!r} is a file of a kind gear_trl does not read ({extension or 'no extension'}); give a "
+                f"{', '.join(DATA_FILE_BUILDERS)} file, a dataset folder or a Hub dataset id."
+            )
+        return load_dataset(DATA_FILE_BUILDERS[extension], data_files={"train": path})
     check_dataset_source(name, what)
     try:
         return load_dataset(name, name=config)
@@ -186,6 +202,7 @@ _GROUND_TRUTH_SOURCE = {
     "aime": "column `answer`",
     "generic": "column `ground_truth`",
     "tool_use": "column `ground_truth`",
+    "columns": "`answer_column`, through `answer_pattern` when set",
 }
 
 
@@ -213,7 +230,7 @@ def check_ground_truth(dataset, column: str, adapter: str, users: list[str], whe
         return 0
     total = len(dataset)
     missing = sum(value is None or not str(value).strip() for value in dataset[column])
-    source = _GROUND_TRUTH_SOURCE.get(adapter, f"the `{adapter}` adapter")
+    source = _GROUND_TRUTH_SOURCE.get(adapter, f"the `{adapter}` adapter's `ground_truth`")
     detail = (
         f"{missing} of {total} rows of {where} (dataset_format {adapter!r}: ground truth taken from {source}) have no "
         f"ground truth in column {column!r}"
@@ -230,3 +247,42 @@ def check_ground_truth(dataset, column: str, adapter: str, users: list[str], whe
             f"{detail}; those rows get plain GRPO weights and no reward from {' or '.join(users)}.", stacklevel=2
         )
     return missing
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Experiment trackers (`report_to`)
+# ---------------------------------------------------------------------------------------------------------------------
+
+TRACKERS = {
+    # report_to name: (importable modules, any of which will do; pip package; gear_trl extra or None)
+    "wandb": (("wandb",), "wandb", "wandb"),
+    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard", "tensorboard"),
+    "trackio": (("trackio",), "trackio", "trackio"),
+    "mlflow": (("mlflow",), "mlflow", "mlflow"),
+    "comet_ml": (("comet_ml",), "comet_ml", "comet"),
+    "clearml": (("clearml",), "clearml", None),
+    "neptune": (("neptune",), "neptune", None),
+    "swanlab": (("swanlab",), "swanlab", None),
+    "dvclive": (("dvclive",), "dvclive", None),
+    "codecarbon": (("codecarbon",), "codecarbon", None),
+    "azure_ml": (("azureml",), "azureml-core", None),
+}
+
+
+def check_trackers(report_to) -> None:
+    """Raise `PreflightError` for a `report_to` tracker whose package is not installed, saying how to install it
+    (transformers would otherwise fail when the Trainer is built, after the model has loaded)."""
+    import importlib.util
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    for name in names:
+        if name in ("none", "all") or name not in TRACKERS:
+            continue  # "all" reports to whatever is installed; transformers names unknown trackers itself
+        modules, package, extra = TRACKERS[name]
+        if any(importlib.util.find_spec(module) is not None for module in modules):
+            continue
+        install = f"pip install 'gear_trl[{extra}]' (or pip install {package})" if extra else f"pip install {package}"
+        raise PreflightError(
+            f"`report_to: {name}` needs the {package} package, which is not installed: {install}, or remove {name} "
+            "from `report_to`."
+        )

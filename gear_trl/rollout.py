@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,7 @@ class ToolRolloutMixin:
     _batch_row_tools: list | None = None
     _tool_rounds_in_lockstep = False
     _rollout: RolloutRecord | None = None
+    _tool_truncated: list[bool] | None = None  # per rollout of the last tool loop: ended by the completion budget
 
     # --- per-row tool schemas ---------------------------------------------------------------------------------------
 
@@ -99,6 +101,11 @@ class ToolRolloutMixin:
             result = super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
             )
+            stop_ids = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+            self._tool_truncated = [
+                ran_out_of_budget(messages, ids, stop_ids, self.max_tool_calling_iterations)
+                for messages, ids in zip(result[1], result[2], strict=True)
+            ]
             if self._tool_rounds_in_lockstep:
                 # This rank has no round left; match every round another rank still runs with a throwaway
                 # generation, so the collective parameter gathers of generation stay paired across ranks.
@@ -148,6 +155,26 @@ def _recording(tool, environment, history: list[str]):
 
 
 # --- reading rollouts (pure functions of messages) ------------------------------------------------------------------
+
+
+def ran_out_of_budget(completion: list, completion_ids: list[int], stop_ids: set, max_rounds: int) -> bool:
+    """Whether a tool rollout ended because its tokens (tool results included) reached `max_completion_length`:
+    its last turn was cut before its end-of-turn token, or it asked for tools whose results would not fit (TRL then
+    drops those results and stops the rollout, which ends in a stop token and is not counted as clipped).
+    `max_rounds`: the tool rounds allowed; a rollout that used them all stopped for that reason instead."""
+    if completion_ids and completion_ids[-1] not in stop_ids:
+        return True
+    if not isinstance(completion, list) or not completion:
+        return False
+    last = completion[-1]
+    if not (isinstance(last, dict) and last.get("role") == "assistant" and last.get("tool_calls")):
+        return False
+    answered_rounds = sum(
+        1
+        for message, following in itertools.pairwise(completion)
+        if isinstance(message, dict) and message.get("tool_calls") and following.get("role") == "tool"
+    )
+    return answered_rounds < max_rounds
 
 
 def assistant_turns(completion: Any) -> list[dict]:

@@ -16,6 +16,13 @@ import torch
 
 ELLIPSIS = "…"
 
+DEFAULT_TOOL_TEACHER_TEMPLATE = (
+    "\n\nReference tool calls for this request:\n{ground_truth}\nUse them only to check your own choices; make the "
+    "calls yourself."
+)
+"""The teacher hint of rows that have tools when `teacher_template` is left at its (math) default: the reference
+calls are written as the chat template writes tool calls, so a hint about `\\boxed{}` answers would mislead."""
+
 
 def has_ground_truth(value: Any) -> bool:
     """A ground truth is usable unless it is None, NaN-like, or empty after stripping."""
@@ -76,11 +83,15 @@ class TeacherPromptBuilder:
     follow line up for both.
     """
 
-    def __init__(self, tokenize, tokenizer, template: str, max_length: int | None = None):
+    def __init__(
+        self, tokenize, tokenizer, template: str, max_length: int | None = None, tool_template: str | None = None
+    ):
         self.tokenize = tokenize
         self.tokenizer = tokenizer
         self.template = template
         self.max_length = max_length
+        self.tool_template = tool_template
+        """Used instead of `template` for prompts rendered with tools (None: `template` for every prompt)."""
 
     def __call__(self, prompts: list, ground_truths: list, tools: list | None = None, render=None) -> TeacherPrompts:
         """`tools[i]`: tool schemas of prompt i (or None); `render`, when given, turns a ground truth into the text
@@ -105,18 +116,19 @@ class TeacherPromptBuilder:
             # discarded by the trainer, which gives the row plain GRPO weights.
             return self.tokenize(prompt, tools), False, False
         text = render(truth) if render is not None else truth
-        row_ids, was_truncated = self._fit(prompt, text, tools)
+        template = self.tool_template if tools and self.tool_template is not None else self.template
+        row_ids, was_truncated = self._fit(prompt, text, tools, template)
         return row_ids, True, was_truncated
 
-    def _fit(self, prompt, truth_text, tools) -> tuple[list[int], bool]:
-        full = teacher_prompt(prompt, truth_text, self.template)
+    def _fit(self, prompt, truth_text, tools, template: str) -> tuple[list[int], bool]:
+        full = teacher_prompt(prompt, truth_text, template)
         row_ids = self.tokenize(full, tools)
         if self.max_length is None or len(row_ids) <= self.max_length:
             return row_ids, False
         # Shorten the question from its start (its end usually states what is asked) and keep the ground truth.
         question = question_of(prompt)
         question_ids = self.tokenizer(question, add_special_tokens=False)["input_ids"]
-        hint = self.template.format(ground_truth=truth_text)
+        hint = template.format(ground_truth=truth_text)
         keep = len(question_ids)
         for _ in range(4):  # re-tokenization at the cut can shift counts by a token or two
             keep -= len(row_ids) - self.max_length + 1

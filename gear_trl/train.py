@@ -6,8 +6,10 @@
 Any recipe field can be overridden on the command line (`--learning_rate 1e-6`). The run resumes from the last
 complete checkpoint in `output_dir` when there is one, saves the model (the adapter under LoRA), writes the model
 card, and pushes to the Hub when `push_to_hub` is set. Before the model loads it checks what would otherwise fail
-late: the output folder is writable, local paths exist, precision agrees with the launcher, the training rows have a
-ground truth, the Hub can be reached when pushing. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
+late: the output folder is writable, local paths exist, precision agrees with the launcher, the `report_to` trackers
+are installed, the Hub can be reached when pushing, the plug-ins (`environment`, `reward_funcs`, `dataset_format`:
+built-in names or import paths such as `my_pkg.bank:BankEnv`) import, the training rows have a ground truth, and the
+environment's tools and `reset` are usable. Every such mistake is one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
 exit with status 75 (`gear_trl.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
 """
 
@@ -38,19 +40,37 @@ class GEARScriptArguments(ScriptArguments):
             "help": "Dataset adapter mapping rows to `prompt` + ground truth: `auto` (by columns), `gsm8k` "
             "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `aime` (problem, answer: "
             "the answer itself), `tool_use` (prompt, tools, ground_truth: BFCL-style rows), `generic` (prompt, "
-            "ground_truth)."
+            "ground_truth), `columns` (`question_column`, `answer_column`, `answer_pattern`), or an import path of "
+            "your own (`my_pkg.data:to_example`, a function row -> {prompt, ground_truth, ...})."
+        },
+    )
+    question_column: str = field(
+        default="question", metadata={"help": "`dataset_format: columns`: the column holding the question."}
+    )
+    answer_column: str = field(
+        default="answer", metadata={"help": "`dataset_format: columns`: the column holding the answer."}
+    )
+    answer_pattern: str | None = field(
+        default=None,
+        metadata={
+            "help": "`dataset_format: columns`: a regular expression whose last match in `answer_column` is the "
+            "ground truth (its first group if it has one), e.g. `Answer:\\s*(.+)`; None: the column as it is."
         },
     )
     reward_funcs: list[str] = field(
         default_factory=lambda: ["accuracy"],
-        metadata={"help": "Reward functions by registered name (see `gear_trl.rewards.REWARD_FUNCS`), summed."},
+        metadata={
+            "help": "Reward functions, summed: registered names (see `gear_trl.rewards.REWARD_FUNCS`) or import "
+            "paths of your own (`my_pkg.rewards:my_reward`; a class is instantiated without arguments)."
+        },
     )
     system_prompt: str | None = field(default=None, metadata={"help": "Optional system message for every prompt."})
     environment: str | None = field(
         default=None,
         metadata={
-            "help": "Executable tool environment passed to TRL as `environment_factory` (e.g. `bfcl`); its methods "
-            "become the tools of a multi-turn rollout. None: no tool execution."
+            "help": "Executable tool environment passed to TRL as `environment_factory`: a registered name "
+            "(`bfcl`, `calculator`) or an import path of your own (`my_pkg.bank:BankEnv`). Its public methods but "
+            "`reset`, `state_key` and `@not_a_tool` ones become the tools. None: no tool execution."
         },
     )
     max_train_samples: int | None = field(
@@ -112,11 +132,19 @@ def _did_you_mean(keys: list[str]) -> str:
 def parse_args(argv: list[str] | None = None):
     """Parse a recipe and command-line overrides; an unknown key, in the recipe or on the command line, is an error
     that names it with the closest known key."""
+    from .preflight import PreflightError
+
     parser = make_parser()
     try:
         return parser.parse_args_and_config(args=argv)
     except ValueError as err:
         message = str(err)
+        if "'--datasets'" in message:
+            raise PreflightError(
+                "`datasets` (TRL's dataset mixtures) is not supported: GEAR maps one dataset through one "
+                "`dataset_format`, and a mixture of differently shaped sets would need one per set. Concatenate the "
+                "sets into one local file or folder (already in one format) and give it as `dataset_name`."
+            ) from None
         if "Unknown arguments" in message:
             unknown = re.findall(r"'--([A-Za-z0-9_]+)'", message)
             where = "recipe key(s)"
@@ -125,31 +153,50 @@ def parse_args(argv: list[str] | None = None):
             unknown = [m.split("=")[0].replace("-", "_") for m in re.findall(r"'--([A-Za-z0-9_=.-]+)'", message)]
             where = "command-line option(s)"
         else:
-            raise
+            # A recipe value the configuration refuses (`credit: foo`, ...): the message names the field.
+            raise PreflightError(message) from err
         if not unknown:
-            raise
-        raise ValueError(f"Unknown {where}: {_did_you_mean(unknown)}. Remove or rename them.") from None
+            raise PreflightError(message) from err
+        raise PreflightError(f"Unknown {where}: {_did_you_mean(unknown)}. Remove or rename them.") from None
 
 
-def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
+def recipe_adapter(script_args: GEARScriptArguments, column_names: list[str]):
+    """The dataset adapter a recipe names (`dataset_format`), or the one `auto` picks from `column_names`."""
+    from .data import column_adapter, detect_adapter, get_adapter
+
+    name = script_args.dataset_format
+    if name == "auto":
+        return detect_adapter(column_names)
+    if name == "columns":
+        return column_adapter(script_args.question_column, script_args.answer_column, script_args.answer_pattern)
+    return get_adapter(name)
+
+
+def load_splits(
+    script_args: GEARScriptArguments, training_args: GEARConfig, split_option: str = "dataset_train_split"
+):
     """Load the recipe's dataset and map it through the task adapter; returns (train, eval or None).
 
     Refuses (before any model loads) training rows none of which has a ground truth when the run reads it (GEAR's
-    teacher, the `accuracy` reward, ...), and warns when more than half lack one."""
-    from .data import detect_adapter, get_adapter, prepare_dataset
-    from .preflight import check_ground_truth, ground_truth_users, load_dataset_named
+    teacher, the `accuracy` reward, ...), and warns when more than half lack one. `split_option`: how the user set the
+    training split, named when it is missing (`--split` for inspect)."""
+    from .data import prepare_dataset
+    from .preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
     from .rewards import get_reward_funcs
 
     if not script_args.dataset_name:
-        raise ValueError(
-            "The recipe needs `dataset_name` (a Hub dataset id or a local folder such as data/math/generic)."
+        raise PreflightError(
+            "The recipe needs `dataset_name` (a Hub dataset id, a local folder such as data/math/generic, or a local "
+            ".jsonl/.json/.parquet/.csv file)."
         )
     dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
     if script_args.dataset_train_split not in dataset:
-        raise ValueError(
-            f"`dataset_train_split` {script_args.dataset_train_split!r} is not in {script_args.dataset_name!r}; "
+        raise PreflightError(
+            f"`{split_option}` {script_args.dataset_train_split!r} is not in {script_args.dataset_name!r}; "
             f"its splits are {list(dataset)}."
         )
+    columns = dataset[script_args.dataset_train_split].column_names
+    adapter = recipe_adapter(script_args, columns)
 
     def prepare(split):
         data = dataset[split]
@@ -157,16 +204,12 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
             data = data.select(range(min(script_args.max_train_samples, len(data))))
         return prepare_dataset(
             data,
-            adapter=script_args.dataset_format,
+            adapter=adapter,
             ground_truth_column=training_args.ground_truth_column,
             system_prompt=script_args.system_prompt,
         )
 
     train = prepare(script_args.dataset_train_split)
-    columns = dataset[script_args.dataset_train_split].column_names
-    adapter = (
-        detect_adapter(columns) if script_args.dataset_format == "auto" else get_adapter(script_args.dataset_format)
-    )
     users = ground_truth_users(
         training_args.credit,
         training_args.uses_teacher,
@@ -177,9 +220,10 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
     evaluate = None
     if training_args.eval_strategy != "no":
         if script_args.dataset_test_split not in dataset:
-            raise ValueError(
+            raise PreflightError(
                 f"Evaluation is on but `dataset_test_split` {script_args.dataset_test_split!r} is not in "
-                f"{script_args.dataset_name!r}; its splits are {list(dataset)}."
+                f"{script_args.dataset_name!r}; its splits are {list(dataset)}. Set `dataset_test_split` or "
+                "`eval_strategy: no`."
             )
         evaluate = prepare(script_args.dataset_test_split)
     return train, evaluate
@@ -231,9 +275,13 @@ def build_trainer(
 
 def preflight(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig) -> None:
     """The checks that need no model: each raises `PreflightError` naming what to fix."""
-    from .preflight import check_model_source, check_precision, check_writable_dir
+    from .hub import check_hub_access
+    from .preflight import check_model_source, check_precision, check_trackers, check_writable_dir
 
     check_writable_dir(training_args.output_dir)
+    check_trackers(training_args.report_to)
+    if training_args.push_to_hub:
+        check_hub_access(training_args.hub_token)
     check_precision(training_args.bf16, training_args.fp16, deepspeed=training_args.deepspeed)
     if isinstance(model_args.model_name_or_path, str):
         cache_dir = (training_args.model_init_kwargs or {}).get("cache_dir")
@@ -310,11 +358,11 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    from .preflight import PreflightError
+    from .plugins import UserInputError
 
     try:
         trainer = main(*parse_args(argv))
-    except PreflightError as err:
+    except UserInputError as err:
         # A user mistake found before the model loaded: the message says what to fix; a traceback would bury it.
         sys.exit(f"error: {err}")
     if getattr(trainer, "interrupted", None):

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import textwrap
+import warnings
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
@@ -25,6 +27,7 @@ from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
+from datasets import Dataset
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
@@ -32,15 +35,21 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
-from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
+from .config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
+from .data.tool_use import json_text
+from .envs.checks import check_environment
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .hub import check_hub_access
+from .plugins import UserInputError
+from .preflight import check_trackers, looks_like_local_path
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
 from .teacher import (
+    DEFAULT_TOOL_TEACHER_TEMPLATE,
     TeacherPromptBuilder,
+    has_ground_truth,
     prefix_sharing_forwards,
     prefix_sharing_plan,
     prefix_sharing_tokens,
@@ -58,6 +67,10 @@ GEAR_BATCH_KEYS = (
     "gear_truncated",
     "gear_teacher_shared",
 )
+
+
+TRUNCATION_WARN_FRACTION = 0.2
+"""Warn (once) when more than this share of a batch's tool rollouts ran out of `max_completion_length`."""
 
 
 @dataclass
@@ -107,6 +120,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     _pending_gear_batch = None  # batch whose weights the loss's forward will compute
     _student_hidden = None
     _reported_separate_divergence = False
+    _checked_first_batch = False
+    _warned_tool_truncation = False
     last_credit_trace: CreditTrace | None = None  # set every `credit_report_steps` steps for CreditReportCallback
 
     def __init__(self, model, reward_funcs=None, args: GEARConfig | None = None, train_dataset=None, **kwargs):
@@ -115,13 +130,36 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if not isinstance(args, GEARConfig):
             raise TypeError(f"`args` must be a GEARConfig, got {type(args).__name__}.")
         # Fail before any model is loaded or any step is spent.
+        check_trackers(args.report_to)
         if args.push_to_hub:
             check_hub_access(args.hub_token)
+        # Ground truths given as native lists or dicts (tool calls) are read as their JSON text, as the rest of the
+        # pipeline (rewards, teacher prompts) reads the column.
+        train_dataset = _ground_truth_as_json(train_dataset, args.ground_truth_column)
+        if kwargs.get("eval_dataset") is not None:
+            kwargs["eval_dataset"] = _ground_truth_as_json(kwargs["eval_dataset"], args.ground_truth_column)
         if args.uses_teacher:
+            if train_dataset is None:
+                raise UserInputError(
+                    f"`credit: {args.credit}` runs GEAR's teacher, which reads each row's ground truth from the "
+                    f"dataset column {args.ground_truth_column!r}, but there is no `train_dataset` (the environment "
+                    "supplies the prompts): every row would get plain GRPO weights at GEAR's cost. Pass a "
+                    "`train_dataset` with that column, or use `credit: none` (or `gigpo`)."
+                )
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
-            check_peft_for_teacher(model, kwargs.get("peft_config"))
-        check_vllm_server_tools(args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
+            _check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
+            _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
+        environment_factory = kwargs.get("environment_factory")
+        if environment_factory is not None:
+            # TRL builds tool schemas and calls `reset` only once generation starts: check them now, and keep
+            # `state_key` out of the tools.
+            if isinstance(environment_factory, dict):
+                for name, factory in environment_factory.items():
+                    check_environment(factory, what=f"environment {name!r}", reset_first_row=False)
+            else:
+                check_environment(environment_factory, train_dataset if isinstance(train_dataset, Dataset) else None)
+        _as_user_error(check_vllm_server_tools, args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
@@ -147,8 +185,16 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
+        # Left at its math default, the teacher hint of a prompt with tools is the tool-call one.
+        tool_template = (
+            DEFAULT_TOOL_TEACHER_TEMPLATE if args.teacher_template == DEFAULT_MATH_TEACHER_TEMPLATE else None
+        )
         self._teacher_prompts = TeacherPromptBuilder(
-            self._tokenize_prompt, self._tokenizer, args.teacher_template, args.max_teacher_prompt_length
+            self._tokenize_prompt,
+            self._tokenizer,
+            args.teacher_template,
+            args.max_teacher_prompt_length,
+            tool_template=tool_template,
         )
 
     # ----------------------------------------------------------------------------------------------------------------
@@ -177,6 +223,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         teacher = self._teacher_prompts(record.prompts, ground_truths, tools, render=self._render_ground_truth)
+        if mode == "train" and not self._checked_first_batch:
+            self._checked_first_batch = True
+            self._warn_without_ground_truth(teacher.has_ground_truth)
         output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
@@ -343,17 +392,34 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         return True
 
     def _render_ground_truth(self, ground_truth):
-        """Reference tool calls (a JSON list of {name, arguments}) are shown as the chat template writes tool calls;
-        any other ground truth is shown as text."""
+        """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
+        shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
         calls = ground_truth
-        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("["):
+        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
             try:
                 calls = json.loads(ground_truth)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return ground_truth
+        if isinstance(calls, dict) and "name" in calls:
+            calls = [calls]
         if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
             return tool_calls_text(self.processing_class, calls, self.chat_template)
+        if isinstance(ground_truth, (list, dict)):
+            return json.dumps(ground_truth, ensure_ascii=False)
         return ground_truth
+
+    def _warn_without_ground_truth(self, has_truth: list[bool]) -> None:
+        """After the first training batch: GEAR with no ground truth in it is plain GRPO at GEAR's cost; say so loudly
+        (a refusal when this was knowable from the dataset is made at construction)."""
+        if any(has_truth):
+            return
+        message = (
+            f"No row of the first training batch has a ground truth in column {self.args.ground_truth_column!r}: "
+            f"`credit: {self.args.credit}` gives such rows plain GRPO weights (gear/no_ground_truth_frac = 1) while "
+            "still running the teacher pass. Put the ground truth in that column, or train with `credit: none`."
+        )
+        logger.warning(message)
+        warnings.warn(message, stacklevel=2)
 
     def _gigpo_token_advantages(self, mode, mask, record) -> torch.Tensor:
         """GiGPO's episode + step advantage of every model token, [B, T] (0 on tool results and padding).
@@ -405,6 +471,26 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._metrics[mode]["tools/turns_per_rollout"].append(totals["turns"] / max(totals["rollouts"], 1.0))
         self._metrics[mode]["tools/error_rate"].append(totals["tool_errors"] / max(totals["tool_calls"], 1.0))
         self._metrics[mode]["tools/parse_failures"].append(totals["parse_failures"] / max(totals["rollouts"], 1.0))
+        self._log_tool_truncation(mode, len(completions))
+
+    def _log_tool_truncation(self, mode, num_rollouts: int) -> None:
+        """`tools/truncated_frac`: rollouts ended by `max_completion_length` (which counts tool results), which score
+        as unfinished while `completions/clipped_ratio` may miss them; warned about once when above 20%."""
+        truncated = self._tool_truncated if self._tool_truncated is not None else []
+        self._tool_truncated = None
+        counts = torch.tensor([float(sum(truncated)), float(num_rollouts)], device=self.accelerator.device)
+        cut, rollouts = self.accelerator.reduce(counts, reduction="sum").tolist()
+        fraction = cut / max(rollouts, 1.0)
+        self._metrics[mode]["tools/truncated_frac"].append(fraction)
+        if fraction > TRUNCATION_WARN_FRACTION and not self._warned_tool_truncation:
+            self._warned_tool_truncation = True
+            logger.warning(
+                "%.0f%% of the tool rollouts of this batch ran out of `max_completion_length` (%d tokens, tool results "
+                "included) before finishing (tools/truncated_frac); they score as unfinished. Raise "
+                "`max_completion_length`, or lower `max_tool_calling_iterations`.",
+                100 * fraction,
+                self.max_completion_length,
+            )
 
     def _tokenize_prompt(self, prompt, tools=None) -> list[int]:
         """Token ids of one prompt with the generation prompt, exactly as student prompts are tokenized."""
@@ -582,6 +668,66 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             ).last_hidden_state
 
     # ----------------------------------------------------------------------------------------------------------------
+    # Model card: TRL's, with local paths named as paths (TRL links every name to the Hub) and the credit settings.
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        base_model = getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", "") or None
+        if is_peft_model(self.accelerator.unwrap_model(self.model)):
+            base_model = getattr(self._causal_lm().config, "_name_or_path", "") or base_model
+        hub_dataset = dataset_name if dataset_name and _is_hub_id(dataset_name) else None
+        super().create_model_card(model_name=model_name, dataset_name=hub_dataset, tags=tags)
+        if not self.is_world_process_zero():
+            return
+        path = os.path.join(self.args.output_dir, "README.md")
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+        origin = "This model is a fine-tuned version of " + _name_or_link(base_model, "")
+        if dataset_name:
+            origin += " on the " + _name_or_link(dataset_name, "datasets/") + " dataset"
+        lines = [origin + "." if line.startswith("This model is a fine-tuned version of") else line for line in lines]
+        if not self.hub_model_id:  # not pushed: the quick start loads the saved folder
+            lines = [line.replace('model="None"', f'model="{self.args.output_dir}"') for line in lines]
+        at = next(
+            (i + 1 for i, line in enumerate(lines) if line.startswith("This model was trained with")), len(lines)
+        )
+        lines[at:at] = ["", *self._credit_card_lines()]
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines))
+
+    def _credit_card_lines(self) -> list[str]:
+        """The model card's account of the credit assignment: the mode and the settings that shape its numbers."""
+        args = self.args
+        settings = {"credit": args.credit}
+        if args.uses_teacher:
+            settings.update(
+                teacher=args.teacher,
+                divergence=args.divergence if args.divergence != "topk" else f"topk (k={args.divergence_top_k})",
+                onset_threshold=args.onset_threshold,
+                entropy_threshold=args.entropy_threshold,
+                normalize=args.normalize,
+                max_segment_len=args.max_segment_len,
+                weight_alpha=args.weight_alpha,
+                weight_lambda=args.weight_lambda,
+                weight_norm=args.weight_norm,
+            )
+        if args.credit in ("gigpo", "gear+gigpo"):
+            settings.update(gigpo_gamma=args.gigpo_gamma, gigpo_omega=args.gigpo_omega, gigpo_mode=args.gigpo_mode)
+        settings.update(
+            rewards=", ".join(self.reward_func_names),
+            num_generations=self.num_generations,
+            max_completion_length=self.max_completion_length,
+            learning_rate=args.learning_rate,
+            beta=args.beta,
+        )
+        return [
+            "### Credit assignment",
+            "",
+            "Trained with gear_trl's `GEARTrainer` (a subclass of TRL's `GRPOTrainer`) with these settings:",
+            "",
+            *(f"- {name}: `{value}`" for name, value in settings.items()),
+        ]
+
+    # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
 
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor):
@@ -648,6 +794,30 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             self._metrics[mode][f"gear/{name}"].append(value)
 
 
+def _as_user_error(check, *args) -> None:
+    """Run a configuration check whose `ValueError` is a user's to fix, as a `UserInputError` (one line at the CLI)."""
+    try:
+        check(*args)
+    except UserInputError:
+        raise
+    except ValueError as err:
+        raise UserInputError(str(err)) from err
+
+
+def _is_hub_id(name: str) -> bool:
+    """Whether `name` names a Hub repository (`org/name` or `name`) rather than a local file or folder."""
+    return not os.path.exists(os.path.expanduser(name)) and not looks_like_local_path(name)
+
+
+def _name_or_link(name: str | None, kind: str) -> str:
+    """A Hub id as a link to its page (`kind`: "" for models, "datasets/"), a local path as a path."""
+    if not name:
+        return "a local model"
+    if _is_hub_id(name):
+        return f"[{name}](https://huggingface.co/{kind}{name})"
+    return f"`{name}` (a local path)"
+
+
 def _model_token_mask(batch) -> torch.Tensor:
     """Model-written, non-padding completion tokens, [B, T] bool."""
     mask = batch["completion_mask"].bool()
@@ -686,6 +856,33 @@ def _turn_starts(mask: torch.Tensor) -> torch.Tensor:
     return mask & ~previous
 
 
+def _ground_truth_as_json(dataset, column: str):
+    """`dataset` with a ground-truth column of lists or dicts (tool calls given as Python objects) rewritten as JSON
+    text (`gear_trl.data.tool_use.json_text`), the form the rewards and the teacher read. Other datasets are returned
+    as they are."""
+    from datasets import Value
+
+    if not isinstance(dataset, Dataset) or column not in dataset.column_names:
+        return dataset
+    if isinstance(dataset.features[column], Value):
+        return dataset
+    dataset = dataset.map(lambda row: {column: json_text(row[column])}, desc=f"Writing {column} as JSON")
+    return dataset.cast_column(column, Value("string"))
+
+
+def _check_some_ground_truth(dataset, column: str, credit: str) -> None:
+    """Refuse a `Dataset` none of whose rows has a ground truth in `column` (a dataset whose rows cannot be read
+    now, such as an IterableDataset, is checked on the first batch instead)."""
+    if not isinstance(dataset, Dataset) or column not in dataset.column_names or len(dataset) == 0:
+        return
+    if not any(has_ground_truth(value) for value in dataset[column]):
+        raise UserInputError(
+            f"No row of `train_dataset` has a ground truth in column {column!r}, which GEAR's teacher "
+            f"(`credit: {credit}`) reads: every row would get plain GRPO weights at GEAR's cost. Fill that column, "
+            "set `ground_truth_column`, or train with `credit: none`."
+        )
+
+
 def _check_ground_truth_column(dataset, column: str, name: str) -> None:
     if dataset is None:
         return
@@ -695,7 +892,7 @@ def _check_ground_truth_column(dataset, column: str, name: str) -> None:
         if columns is None:  # e.g. an IterableDataset whose features are unknown until iterated
             continue
         if column not in columns:
-            raise ValueError(
+            raise UserInputError(
                 f"GEAR's teacher needs the ground-truth column {column!r} in `{name}`, but its columns are "
                 f"{sorted(columns)}. Set `ground_truth_column` to the right column, map your data with a dataset "
                 "adapter (`dataset_format`), or use `credit: none` for plain GRPO."

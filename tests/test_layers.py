@@ -30,6 +30,7 @@ PLACES = {
     "gear_trl.envs": "tasks",
     "gear_trl.teacher": "tasks",
     "gear_trl.rollout": "tasks",
+    "gear_trl.plugins": "tasks",  # plug-ins by import path; the user-input error type
     "gear_trl.reporting": "reporting",
     "gear_trl.config": "trainer",
     "gear_trl.hub": "trainer",

@@ -16,10 +16,21 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from .math import AIME, GENERIC, GSM8K, MATH, MATH_PROMPT_TEMPLATE, MathAdapter
+from ..plugins import UserInputError, load_plugin
+from .math import (
+    AIME,
+    GENERIC,
+    GSM8K,
+    MATH,
+    MATH_PROMPT_TEMPLATE,
+    FunctionAdapter,
+    MathAdapter,
+    column_adapter,
+    pattern_ground_truth,
+)
 from .tool_use import TOOL_USE, ToolUseAdapter
 
-Adapter = MathAdapter | ToolUseAdapter
+Adapter = MathAdapter | ToolUseAdapter | FunctionAdapter
 
 # Tool-use rows also have `prompt` and `ground_truth`, so `auto` must try the tool-use adapter before `generic`;
 # AIME sets often carry a `solution` column too, so `aime` (its clean `answer`) comes before `math`.
@@ -28,10 +39,21 @@ DATASET_ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (GS
 
 
 def get_adapter(name: str) -> Adapter:
-    """The adapter registered under `name`."""
-    if name not in DATASET_ADAPTERS:
-        raise ValueError(f"Unknown dataset adapter {name!r}; known adapters: {sorted(DATASET_ADAPTERS)} or 'auto'.")
-    return DATASET_ADAPTERS[name]
+    """The adapter registered under `name`, or the one an import path names: an adapter object (with `name`,
+    `columns`, `matches` and `__call__`, like those here) or a function `row -> {"prompt", "ground_truth", ...}`."""
+    adapter = load_plugin(name, "dataset_format", {**DATASET_ADAPTERS, "auto": None})
+    if adapter is None:
+        raise UserInputError("`auto` picks an adapter from the columns: call `detect_adapter`.")
+    if isinstance(adapter, type):
+        adapter = adapter()
+    if all(hasattr(adapter, attr) for attr in ("name", "columns", "matches")) and callable(adapter):
+        return adapter
+    if callable(adapter):
+        return FunctionAdapter(name, adapter)
+    raise UserInputError(
+        f"dataset_format {name!r} is a {type(adapter).__name__}; it must be an adapter or a function "
+        "`row -> {'prompt': ..., 'ground_truth': ...}`."
+    )
 
 
 def detect_adapter(column_names: list[str]) -> Adapter:
@@ -40,7 +62,7 @@ def detect_adapter(column_names: list[str]) -> Adapter:
         if adapter.matches(column_names):
             return adapter
     expected = "; ".join(f"{name}: {list(adapter.columns)}" for name, adapter in DATASET_ADAPTERS.items())
-    raise ValueError(
+    raise UserInputError(
         f"Cannot pick a dataset adapter: no adapter's columns are all present. Expected columns by adapter: "
         f"{expected}. Columns present: {list(column_names)}."
     )
@@ -48,7 +70,7 @@ def detect_adapter(column_names: list[str]) -> Adapter:
 
 def prepare_dataset(
     dataset: Dataset | DatasetDict,
-    adapter: str = "auto",
+    adapter: str | Adapter = "auto",
     ground_truth_column: str = "ground_truth",
     system_prompt: str | None = None,
     prompt_template: str = MATH_PROMPT_TEMPLATE,
@@ -57,7 +79,8 @@ def prepare_dataset(
 
     Args:
         dataset: a `Dataset`, or a `DatasetDict` whose splits are each prepared.
-        adapter: a name in `DATASET_ADAPTERS`, or `"auto"` to pick one from the columns present.
+        adapter: a name in `DATASET_ADAPTERS`, `"auto"` to pick one from the columns present, an import path
+            (`get_adapter`), or an adapter object (`column_adapter(...)`, ...).
         ground_truth_column: name of the output column holding the extracted ground truth.
         system_prompt: if given, the first message of every prompt is this system message.
         prompt_template: user-message text for string questions; `{question}` is replaced by the question.
@@ -69,10 +92,13 @@ def prepare_dataset(
                 for split, part in dataset.items()
             }
         )
-    chosen = detect_adapter(dataset.column_names) if adapter == "auto" else get_adapter(adapter)
+    if isinstance(adapter, str):
+        chosen = detect_adapter(dataset.column_names) if adapter == "auto" else get_adapter(adapter)
+    else:
+        chosen = adapter
     if not chosen.matches(dataset.column_names):
-        raise ValueError(
-            f"Adapter {chosen.name!r} needs columns {list(chosen.columns)}; columns present: {dataset.column_names}."
+        raise UserInputError(
+            f"dataset_format {chosen.name!r} needs columns {list(chosen.columns)}; columns present: {dataset.column_names}."
         )
 
     def to_example(row: dict[str, Any]) -> dict[str, Any]:
@@ -86,9 +112,12 @@ def prepare_dataset(
 __all__ = [
     "DATASET_ADAPTERS",
     "MATH_PROMPT_TEMPLATE",
+    "FunctionAdapter",
     "MathAdapter",
     "ToolUseAdapter",
+    "column_adapter",
     "detect_adapter",
     "get_adapter",
+    "pattern_ground_truth",
     "prepare_dataset",
 ]

@@ -129,3 +129,65 @@ MATH = MathAdapter("math", "problem", "solution", math_ground_truth)
 AIME = MathAdapter("aime", "problem", "answer", generic_ground_truth)
 """AIME-style sets (e.g. HuggingFaceH4/aime_2024, split `train`): the `answer` column is the final answer itself."""
 GENERIC = MathAdapter("generic", "prompt", "ground_truth", generic_ground_truth)
+
+
+def pattern_ground_truth(pattern: str) -> Callable[[Any], str | None]:
+    """An extractor taking the last match of the regular expression `pattern` in an answer (its first group when it
+    has one, else the whole match), stripped; None when it does not match. `"Answer:\\s*(.+)"` reads the line after
+    "Answer:"."""
+    compiled = re.compile(pattern)
+
+    def extract(answer: Any) -> str | None:
+        if answer is None:
+            return None
+        matches = list(compiled.finditer(str(answer)))
+        if not matches:
+            return None
+        match = matches[-1]
+        text = match.group(1) if compiled.groups else match.group(0)
+        return (text or "").strip() or None
+
+    return extract
+
+
+def column_adapter(question_column: str, answer_column: str, answer_pattern: str | None = None) -> MathAdapter:
+    """`dataset_format: columns`: the question from `question_column`, the ground truth from `answer_column`, as it is
+    or (with `answer_pattern`) the last match of that regular expression in it."""
+    extract = generic_ground_truth if answer_pattern is None else pattern_ground_truth(answer_pattern)
+    return MathAdapter("columns", question_column, answer_column, extract)
+
+
+@dataclass(frozen=True)
+class FunctionAdapter:
+    """A user's own adapter function by import path (`dataset_format: my_tasks.data:to_example`): `func(row)` returns
+    `{"prompt": messages or text, "ground_truth": ..., <any other column the environment or rewards read>}`."""
+
+    name: str
+    func: Callable[[dict[str, Any]], dict[str, Any]]
+    columns: tuple[str, ...] = ()
+
+    def matches(self, column_names: list[str]) -> bool:
+        return True
+
+    def __call__(
+        self,
+        row: dict[str, Any],
+        *,
+        ground_truth_column: str = "ground_truth",
+        system_prompt: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        example = self.func(dict(row))
+        if not isinstance(example, dict) or "prompt" not in example:
+            raise TypeError(
+                f"dataset_format {self.name!r} returned {type(example).__name__}; it must return a dict with `prompt` "
+                "(and `ground_truth`)."
+            )
+        example = dict(example)
+        prompt = example["prompt"]
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+        example["prompt"] = with_system_prompt(messages, system_prompt)
+        if ground_truth_column != "ground_truth" and "ground_truth" in example:
+            example[ground_truth_column] = example.pop("ground_truth")
+        example.setdefault(ground_truth_column, None)
+        return example

@@ -14,6 +14,24 @@ from typing import Any
 
 from .math import with_system_prompt
 
+
+def json_text(value: Any) -> str | None:
+    """A column value given as Python lists or dicts (tool calls, schemas) as the JSON text the rewards and the teacher
+    read; strings and None as they are. Arrow fills the keys a row's dicts lack with None (a struct column holds the
+    union of every row's keys), so None-valued keys are dropped."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(_without_nulls(value), ensure_ascii=False)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
 OPTIONAL_COLUMNS = {"id": "", "category": "", "possible_answer": "", "initial_config": "", "involved_classes": "[]"}
 
 
@@ -41,7 +59,7 @@ class ToolUseAdapter:
         example = {
             "prompt": messages,
             "tools": tools if isinstance(tools, str) else json.dumps(tools),
-            ground_truth_column: row["ground_truth"] or None,
+            ground_truth_column: json_text(row["ground_truth"]) or None,
         }
         for column, default in OPTIONAL_COLUMNS.items():
             example[column] = row.get(column) or default

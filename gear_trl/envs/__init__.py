@@ -7,6 +7,7 @@ TRL's tool discovery by `not_a_tool`. `Calculator` is not a BFCL class: it is th
 synthetic calculator task (`data/calc_tools/`), whose state is the list of results computed so far.
 """
 
+from ..plugins import UserInputError, load_plugin
 from .base import APIEnvironment, ToolError, not_a_tool, tool_names
 from .bfcl import API_CLASSES, FUNCTION_OWNERS, BFCLEnvironment, environment_class, environment_name
 from .calculator import Calculator
@@ -21,10 +22,14 @@ ENVIRONMENTS = {"bfcl": BFCLEnvironment, "calculator": Calculator}
 
 
 def get_environment_factory(name: str):
-    """The environment class registered under `name` (TRL's `environment_factory`)."""
-    if name not in ENVIRONMENTS:
-        raise ValueError(f"Unknown environment {name!r}; known environments: {sorted(ENVIRONMENTS)}.")
-    return ENVIRONMENTS[name]
+    """The environment class registered under `name`, or the one an import path names (`my_tasks.bank:BankEnv`):
+    TRL's `environment_factory`. Raises `UserInputError` naming what could not be found."""
+    factory = load_plugin(name, "environment", ENVIRONMENTS)
+    if not callable(factory):
+        raise UserInputError(
+            f"environment {name!r} is a {type(factory).__name__}, not a class (or a function returning an environment)."
+        )
+    return factory
 
 
 __all__ = [

@@ -164,9 +164,10 @@ def _split_call(call: Any) -> tuple[str, dict[str, Any]]:
 
 
 def tool_names(cls: type) -> list[str]:
-    """The tool methods TRL would expose for an environment class, in TRL's (alphabetical) order."""
+    """The tool methods of an environment class, in TRL's (alphabetical) order: its public functions but `reset`,
+    `get_reward` (TRL's own exclusions), `state_key` (which GEARTrainer hides) and those marked `not_a_tool`."""
     return [
         name
         for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
-        if name not in ("reset", "get_reward") and not name.startswith("_")
+        if name not in ("reset", "get_reward", "state_key") and not name.startswith("_")
     ]

@@ -5,6 +5,7 @@ so the HTML report works without it."""
 from __future__ import annotations
 
 import os
+import textwrap
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -24,15 +25,20 @@ from .rows import display_token, header_lines, token_table
 _FONT_SIZE = 9.0
 _CHAR_W = 0.6 * _FONT_SIZE / 72  # DejaVu Sans Mono advance width, inches
 _TEXT_H = 1.5 * _FONT_SIZE / 72
-_BAND_H = 0.05
-_LINE_GAP = 0.09
+_BAND_H = 0.07
+_BAND_LABEL_SIZE = 6.5
+_LINE_GAP = 0.1
+_TITLE_SIZE = 11.0
+_TITLE_CHAR_W = 0.66 * _TITLE_SIZE / 72  # bold DejaVu Sans, a generous average advance width, inches
 _PAD = 0.03
 _LEFT = 0.42  # gutter for the band labels
-_RIGHT = 0.2
+_RIGHT = 0.3
 
 
 def _layout(table: list[dict], chars_per_line: int) -> list[list[tuple[dict, float, float]]]:
-    """Lines of (token, x, width) in inches from the left of the token area."""
+    """Lines of (token, x, width) in inches from the left of the token area. Tokens flow to the page width; a newline
+    inside a token is shown as its mark and does not start a line (a line per line break made reports of reasoning
+    text several metres tall)."""
     width_max = chars_per_line * _CHAR_W
     lines, line, x = [], [], 0.0
     for tok in table:
@@ -42,9 +48,6 @@ def _layout(table: list[dict], chars_per_line: int) -> list[list[tuple[dict, flo
             line, x = [], 0.0
         line.append((tok, x, width))
         x += width
-        if "\n" in tok["text"]:
-            lines.append(line)
-            line, x = [], 0.0
     if line:
         lines.append(line)
     return lines
@@ -77,8 +80,11 @@ def render_png_report(
         cut = max(len(table) - max_tokens, 0)
         blocks.append((row, _layout(table[:max_tokens], chars_per_line), cut))
 
-    header_h, legend_h, title_h = 0.45, 0.42, 0.38
     width = _LEFT + chars_per_line * _CHAR_W + _RIGHT
+    # The title wraps to the page (model and data paths are long) rather than running off it.
+    title_lines = textwrap.wrap(title, max(int((width - _LEFT - _RIGHT) / _TITLE_CHAR_W), 20)) or [""]
+    header_h, legend_h = 0.45, 0.42
+    title_h = 0.16 + 0.22 * len(title_lines)
     height = (
         title_h
         + legend_h
@@ -98,7 +104,9 @@ def render_png_report(
         rects.append(Rectangle((x, y), w, h))
         faces.append(face)
 
-    ax.text(_LEFT, title_h / 2, title, fontsize=11, fontweight="bold", **text_kw)
+    ax.text(
+        _LEFT, title_h / 2, "\n".join(title_lines), fontsize=_TITLE_SIZE, fontweight="bold", linespacing=1.3, **text_kw
+    )
     y = title_h
     # Legend: three gradient strips and what the marks mean.
     x = _LEFT
@@ -152,18 +160,17 @@ def render_png_report(
             y += header_h
             for number, line in enumerate(lines):
                 band_y = y + _TEXT_H
-                if number == 0:
-                    for k, label in enumerate(("KL", "H", "w")):
-                        ax.text(
-                            _LEFT - 0.05,
-                            band_y + (k + 0.5) * _BAND_H,
-                            label,
-                            fontsize=5.5,
-                            color="#666",
-                            va="center",
-                            ha="right",
-                            parse_math=False,
-                        )
+                for k, label in enumerate(("KL", "H", "w")):  # on every line, so any band can be read where it is
+                    ax.text(
+                        _LEFT - 0.05,
+                        band_y + (k + 0.5) * _BAND_H,
+                        label,
+                        fontsize=_BAND_LABEL_SIZE,
+                        color="#444",
+                        va="center",
+                        ha="right",
+                        parse_math=False,
+                    )
                 segment_start = None
                 for tok, x0, w in line:
                     x0 += _LEFT

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..plugins import UserInputError, load_plugin
 from .calculator import calculator_answer_reward
 from .math import accuracy_reward, format_reward
 from .multi_turn import multi_turn_execution_reward, multi_turn_state_reward
@@ -27,18 +28,33 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
 
 
 def get_reward_funcs(names: list[str], ground_truth_column: str = "ground_truth") -> list[RewardFunc]:
-    """The reward functions registered under `names`, in order.
+    """The reward functions registered under `names`, in order; a name may also be an import path of the user's own
+    (`my_tasks.rewards:balance_reward`). An imported class is instantiated without arguments (a reward object).
 
     Rewards read the ground truth from their `ground_truth` argument; when the dataset keeps it in another column,
     each function is wrapped to read that column instead (its name, which TRL logs, is kept).
     """
-    unknown = [name for name in names if name not in REWARD_FUNCS]
-    if unknown:
-        raise ValueError(f"Unknown reward function(s) {unknown}; known reward functions: {sorted(REWARD_FUNCS)}.")
-    funcs = [REWARD_FUNCS[name] for name in names]
+    funcs = [_reward_func(name) for name in names]
     if ground_truth_column != "ground_truth":
         funcs = [_reading_ground_truth_from(func, ground_truth_column) for func in funcs]
     return funcs
+
+
+def _reward_func(name: str) -> RewardFunc:
+    func = load_plugin(name, "reward", REWARD_FUNCS)
+    if isinstance(func, type):
+        try:
+            func = func()
+        except TypeError as err:
+            raise UserInputError(
+                f"reward {name!r} is a class that cannot be built without arguments ({err}); name an instance or a "
+                "function instead."
+            ) from err
+    if not callable(func):
+        raise UserInputError(
+            f"reward {name!r} is a {type(func).__name__}, not a function `f(completions, **columns)`."
+        )
+    return func
 
 
 def _reading_ground_truth_from(func: RewardFunc, column: str) -> RewardFunc:
