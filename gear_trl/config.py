@@ -60,6 +60,8 @@ class GEARConfig(GRPOConfig):
             vocabulary).
         normalize (`str`, defaults to `"max"`): per-completion normalization of KL and entropy (`max` or `minmax`).
         onset_threshold (`float`, defaults to `0.1`): normalized KL at or above which a token opens a segment.
+        onset_min_kl (`float`, defaults to `1e-3`): the noise floor in nats: a token whose KL is below it never opens
+            a segment, and a completion whose largest KL is below it gets weights 1.
         entropy_threshold (`float`, defaults to `0.5`): normalized entropy at or above which a token closes a segment.
         fixed_segment_len (`int`, defaults to `32`): window length for `credit="fixed"`.
         max_segment_len (`int` or `None`, defaults to `None`): cap on a segment's length in `gear` modes.
@@ -110,6 +112,16 @@ class GEARConfig(GRPOConfig):
     onset_threshold: float = field(
         default=0.1,
         metadata={"help": "Normalized KL at or above which a token opens a segment (paper: salient above 0.1)."},
+    )
+    onset_min_kl: float = field(
+        default=1e-3,
+        metadata={
+            "help": "Noise floor in nats: a token whose raw KL is below it never opens a segment, whatever its "
+            "normalized value, and a completion whose largest KL is below it gets weights 1 (counted in "
+            "`gear/below_floor_frac`). Max-normalization would otherwise turn rounding noise into onsets; compare "
+            "`gear/kl_floor`, the KL of rows whose teacher prompt equals the student's. 0 = no floor (our default: "
+            "1e-3, ~6x the largest bf16 padding noise measured at Qwen3's vocabulary, bench/noise_floor.py)."
+        },
     )
     entropy_threshold: float = field(
         default=0.5,
@@ -211,6 +223,7 @@ class GEARConfig(GRPOConfig):
         _choice("gigpo_mode", self.gigpo_mode, GIGPO_MODES)
         _in_range("onset_threshold", self.onset_threshold, 0.0, 1.0)
         _in_range("entropy_threshold", self.entropy_threshold, 0.0, 1.0)
+        _in_range("onset_min_kl", self.onset_min_kl, 0.0, float("inf"))
         _in_range("weight_alpha", self.weight_alpha, 0.0, float("inf"))
         _in_range("weight_eps", self.weight_eps, 0.0, 1.0, high_open=True)
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)

@@ -33,7 +33,7 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
 from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
-from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
+from .credit import below_noise_floor, reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .fused_head import FusedDivergence, divergence_in_log_probs
@@ -73,9 +73,12 @@ class CreditTrace:
     weights: torch.Tensor
     advantages: torch.Tensor
     has_ground_truth: torch.Tensor
+    below_floor: torch.Tensor | None = None
+    """[B] bool: rows with a teacher whose largest KL is below `onset_min_kl` (weights 1)."""
 
     def to(self, device) -> CreditTrace:
-        return CreditTrace(**{f.name: getattr(self, f.name).detach().to(device) for f in fields(self)})
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return CreditTrace(**{k: None if v is None else v.detach().to(device) for k, v in moved.items()})
 
 
 GEAR_PAPER = {
@@ -298,6 +301,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             fixed_segment_len=self.args.fixed_segment_len,
             max_segment_len=self.args.max_segment_len,
             normalize=self.args.normalize,
+            onset_min_kl=self.args.onset_min_kl,
         )
         base = batch["gear_base_advantages"]
         weights = weights_from_signal(
@@ -324,6 +328,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             weights=weights,
             advantages=advantages,
             has_ground_truth=has_truth,
+            below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl),
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -609,6 +614,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
                 shared.float().sum(),
+                # the noise floor: KL of rows whose teacher prompt is the student's, and rows below onset_min_kl
+                (kl * m * ~has_truth[:, None]).sum(),
+                (m * ~has_truth[:, None]).sum(),
+                trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
             ]
@@ -624,6 +633,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
+        floor_kl_sum, floor_tokens, n_below = sums[10:13].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -639,10 +649,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             "no_ground_truth_frac": no_truth / max(rows, 1.0),
             "teacher_truncated_frac": n_truncated / max(rows, 1.0),
             "teacher_prefix_shared_frac": n_shared / max(rows, 1.0),
+            # NaN (left out of the interval's mean) in a step without such rows
+            "kl_floor": floor_kl_sum / floor_tokens if floor_tokens else float("nan"),
+            "below_floor_frac": n_below / max(rows - no_truth, 1.0),
         }
         # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
         # the mean over the logging interval (None when no step of it had one).
-        for name, value in failure_contrast(sums[10:]).items():
+        for name, value in failure_contrast(sums[13:]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)

@@ -157,6 +157,25 @@ def test_rows_without_ground_truth_get_plain_grpo_weights_and_are_counted(tmp_pa
         assert torch.allclose(advantages[row], expected), "no ground truth must mean weight 1 on every model token"
     frac = trainer._metrics["train"]["gear/no_ground_truth_frac"][-1]
     assert frac == pytest.approx(float((~has_truth).float().mean()))
+    # Their teacher prompt is the student's: what KL they get is the noise floor, logged, far below onset_min_kl.
+    metrics = trainer._metrics["train"]
+    assert 0 <= metrics["gear/kl_floor"][-1] < trainer.args.onset_min_kl / 10
+    assert metrics["gear/kl_mean"][-1] > 10 * metrics["gear/kl_floor"][-1]
+
+
+@pytest.mark.parametrize("onset_min_kl", [0.0, 1e3])
+def test_completions_below_the_noise_floor_get_weights_one_and_are_counted(tmp_path, onset_min_kl):
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05, onset_min_kl=onset_min_kl))
+    batch = weighted(trainer, generate(trainer, first_batch(trainer)))
+    mask = batch["completion_mask"].bool()
+    advantages = batch["advantages"]
+    scalar = advantages.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    plain = torch.allclose(advantages, torch.where(mask, scalar, 0.0), atol=1e-6)
+    metrics = trainer._metrics["train"]
+    assert metrics["gear/below_floor_frac"][-1] == (1.0 if onset_min_kl else 0.0)
+    assert metrics["gear/onset_rate"][-1] == 0.0 if onset_min_kl else metrics["gear/onset_rate"][-1] > 0
+    assert plain == bool(onset_min_kl)
+    assert metrics["gear/kl_floor"][-1] != metrics["gear/kl_floor"][-1]  # NaN: every row has a ground truth
 
 
 def test_teacher_prompt_truncation_is_counted(tmp_path):
