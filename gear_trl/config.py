@@ -13,8 +13,9 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES
+from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
 from .credit.gigpo import GIGPO_MODES
+from .credit.rlsd import RLSD_EPS, RLSD_LAMBDA
 from .credit.segments import CREDIT_MODES, NORMALIZATIONS
 from .credit.weights import WEIGHT_NORMS
 
@@ -51,7 +52,7 @@ class GEARConfig(GRPOConfig):
 
     Parameters:
         credit (`str`, defaults to `"gear"`): credit-assignment mode, one of `none` (plain GRPO), `token`, `turn`,
-            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`.
+            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`, `rlsd`.
         divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
             student's `divergence_top_k` tokens, or from the sampled token only.
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
@@ -70,6 +71,10 @@ class GEARConfig(GRPOConfig):
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
         weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
             mean advantage; `none` leaves them as computed.
+        rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
+        rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
+            many optimizer steps.
+        rlsd_negative_only (`bool`, defaults to `False`): reweight only rollouts with negative advantage.
         teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
             policy (requires PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
@@ -150,6 +155,27 @@ class GEARConfig(GRPOConfig):
             "is unchanged; `none`: no rescaling (our default: mean)."
         },
     )
+    rlsd_lambda: float = field(
+        default=RLSD_LAMBDA,
+        metadata={
+            "help": "`credit: rlsd`: blend lam in w = (1 - lam) + lam * clip(exp(sign(A) * delta), 1 - eps, 1 + eps), "
+            "delta = log pT(y_t) - log pS(y_t) of the sampled token; in [0, 1] (RLSD: 0.5)."
+        },
+    )
+    rlsd_eps: float = field(
+        default=RLSD_EPS, metadata={"help": "`credit: rlsd`: clip half-width eps; in [0, 1) (RLSD: 0.2)."}
+    )
+    rlsd_lambda_decay_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "`credit: rlsd`: decay `rlsd_lambda` linearly to 0 over this many optimizer steps, after which "
+            "the run is GRPO; None = constant (RLSD offers both)."
+        },
+    )
+    rlsd_negative_only: bool = field(
+        default=False,
+        metadata={"help": "`credit: rlsd`: reweight only rollouts with negative advantage; others keep weight 1."},
+    )
     teacher: str = field(
         default="live",
         metadata={
@@ -228,6 +254,13 @@ class GEARConfig(GRPOConfig):
         _in_range("weight_eps", self.weight_eps, 0.0, 1.0, high_open=True)
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
+        _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
+        _in_range("rlsd_eps", self.rlsd_eps, 0.0, 1.0, high_open=True)
+        if self.credit == "rlsd" and self.divergence == "topk":
+            raise ValueError(
+                "`divergence: topk` does not apply to `credit: rlsd`, whose signal is the sampled token's log-ratio "
+                "log pT(y_t) - log pS(y_t); leave `divergence` unset."
+            )
         _in_range("gigpo_omega", self.gigpo_omega, 0.0, float("inf"))
         if not isinstance(self.credit_report_steps, int) or self.credit_report_steps < 0:
             raise ValueError(
@@ -237,7 +270,7 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-        for name in ("max_segment_len", "max_teacher_prompt_length"):
+        for name in ("max_segment_len", "max_teacher_prompt_length", "rlsd_lambda_decay_steps"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
@@ -291,6 +324,11 @@ class GEARConfig(GRPOConfig):
                 "and reads the LM head's weight, which is untested on FSDP-sharded parameters. Use DeepSpeed ZeRO-2/3 "
                 "(accelerate_configs/) or DDP."
             )
+
+    @property
+    def divergence_signal(self) -> str:
+        """What the divergence pass computes: `divergence`, or the signed sampled-token log-ratio for `rlsd`."""
+        return SIGNED_LOG_RATIO if self.credit == "rlsd" else self.divergence
 
     @property
     def uses_teacher(self) -> bool:

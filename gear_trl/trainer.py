@@ -33,7 +33,14 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
 from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
-from .credit import below_noise_floor, reverse_kl_and_entropy, segment_signal, weights_from_signal
+from .credit import (
+    below_noise_floor,
+    reverse_kl_and_entropy,
+    rlsd_lambda,
+    rlsd_token_weights,
+    segment_signal,
+    weights_from_signal,
+)
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .fused_head import FusedDivergence, divergence_in_log_probs
@@ -226,7 +233,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 batch["gear_teacher_hidden"],
                 _model_token_mask(batch).bool(),
                 chunk_size=self.args.divergence_chunk_size,
-                divergence=self.args.divergence,
+                divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
             )
         handle = self._backbone().register_forward_hook(keep_hidden)
@@ -279,7 +286,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 temperature=self.temperature,
                 chunk_size=self.args.divergence_chunk_size,
                 lm_head_bias=lm_head.bias,
-                divergence=self.args.divergence,
+                divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
                 token_ids=batch["completion_ids"],
                 logit_scale=logit_scale,
@@ -290,29 +297,38 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     def _credit(self, batch, divergence: tuple[torch.Tensor, torch.Tensor]) -> CreditTrace:
         kl, entropy = divergence
         mask = _model_token_mask(batch)
-        signal, segment_ids = segment_signal(
-            kl,
-            entropy,
-            mask,
-            mode=self.args.credit,
-            onset_threshold=self.args.onset_threshold,
-            entropy_threshold=self.args.entropy_threshold,
-            turn_starts=_turn_starts(mask) if "tool_mask" in batch else None,
-            fixed_segment_len=self.args.fixed_segment_len,
-            max_segment_len=self.args.max_segment_len,
-            normalize=self.args.normalize,
-            onset_min_kl=self.args.onset_min_kl,
-        )
         base = batch["gear_base_advantages"]
-        weights = weights_from_signal(
-            signal,
-            mask,
-            base,
-            alpha=self.args.weight_alpha,
-            eps=self.args.weight_eps,
-            lam=self.args.weight_lambda,
-            weight_norm=self.args.weight_norm,
-        )
+        if self.args.credit == "rlsd":
+            # kl holds log pS(y_t) - log pT(y_t), signed (divergence_signal); RLSD's delta is its negative.
+            signal, segment_ids = -kl, torch.full_like(mask, -1, dtype=torch.long)
+            lam = rlsd_lambda(self.args.rlsd_lambda, self.state.global_step, self.args.rlsd_lambda_decay_steps)
+            self._rlsd_lambda_now = lam
+            weights = rlsd_token_weights(
+                signal, mask, base, lam=lam, eps=self.args.rlsd_eps, negative_only=self.args.rlsd_negative_only
+            )
+        else:
+            signal, segment_ids = segment_signal(
+                kl,
+                entropy,
+                mask,
+                mode=self.args.credit,
+                onset_threshold=self.args.onset_threshold,
+                entropy_threshold=self.args.entropy_threshold,
+                turn_starts=_turn_starts(mask) if "tool_mask" in batch else None,
+                fixed_segment_len=self.args.fixed_segment_len,
+                max_segment_len=self.args.max_segment_len,
+                normalize=self.args.normalize,
+                onset_min_kl=self.args.onset_min_kl,
+            )
+            weights = weights_from_signal(
+                signal,
+                mask,
+                base,
+                alpha=self.args.weight_alpha,
+                eps=self.args.weight_eps,
+                lam=self.args.weight_lambda,
+                weight_norm=self.args.weight_norm,
+            )
         # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
         has_truth = batch["gear_has_truth"]
         weights = torch.where(has_truth[:, None], weights, mask.float())
@@ -328,7 +344,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             weights=weights,
             advantages=advantages,
             has_ground_truth=has_truth,
-            below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl),
+            below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl)
+            if self.args.credit != "rlsd"
+            else None,
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -589,6 +607,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
 
+    def _rlsd_clipped(self, trace: CreditTrace) -> torch.Tensor:
+        """Model tokens of rows with a teacher whose RLSD weight is at a clip bound (0 in other modes)."""
+        bound = getattr(self, "_rlsd_lambda_now", 0.0) * self.args.rlsd_eps
+        if self.args.credit != "rlsd" or bound == 0:
+            return torch.zeros((), device=trace.mask.device)
+        rows = trace.mask & trace.has_ground_truth[:, None]
+        return (((trace.weights - 1).abs() >= bound * (1 - 1e-5)) & rows).float().sum()
+
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor):
         kl, mask, segment_ids, weights, has_truth = (
             trace.kl,
@@ -618,6 +644,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 (kl * m * ~has_truth[:, None]).sum(),
                 (m * ~has_truth[:, None]).sum(),
                 trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
+                # rlsd: model tokens whose weight sits at a clip bound, 1 +- lam * eps
+                self._rlsd_clipped(trace),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
             ]
@@ -633,7 +661,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
-        floor_kl_sum, floor_tokens, n_below = sums[10:13].tolist()
+        floor_kl_sum, floor_tokens, n_below, n_clipped = sums[10:14].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -655,7 +683,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         }
         # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
         # the mean over the logging interval (None when no step of it had one).
-        for name, value in failure_contrast(sums[13:]).items():
+        if self.args.credit == "rlsd":
+            metrics["rlsd_lambda"] = self._rlsd_lambda_now
+            metrics["rlsd_clip_frac"] = n_clipped / tokens_
+        for name, value in failure_contrast(sums[14:]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)

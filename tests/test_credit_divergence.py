@@ -124,6 +124,19 @@ def test_sampled_matches_hand_computation():
     close(entropy, torch.full((1, 2), expected_entropy))
 
 
+def test_sampled_signed_is_sampled_without_the_clamp(inputs):
+    student, teacher, weight, bias, mask = inputs
+    token_ids = torch.arange(B * T).view(B, T) % V
+    common = {"lm_head_bias": bias, "token_ids": token_ids, "temperature": 0.9}
+    signed, _ = reverse_kl_and_entropy(student, teacher, weight, mask, divergence="sampled_signed", **common)
+    clamped, _ = reverse_kl_and_entropy(student, teacher, weight, mask, divergence="sampled", **common)
+    log_ps = ((student @ weight.T + bias) / 0.9).log_softmax(-1).gather(-1, token_ids[..., None])[..., 0]
+    log_pt = ((teacher @ weight.T + bias) / 0.9).log_softmax(-1).gather(-1, token_ids[..., None])[..., 0]
+    close(signed, (log_ps - log_pt) * mask)
+    assert (signed < 0).any()
+    close(clamped, signed.clamp_min(0))
+
+
 def test_sampled_requires_token_ids(inputs):
     student, teacher, weight, _, mask = inputs
     with pytest.raises(ValueError, match="token_ids"):

@@ -272,3 +272,33 @@ def test_student_states_from_grpos_pass_and_from_the_loss_forward_give_the_same_
     torch.testing.assert_close(late["advantages"], explicit, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(early["advantages"], explicit, atol=1e-5, rtol=1e-4)
     assert late["advantages"].abs().sum() > 0
+
+
+def test_rlsd_weights_the_advantages_by_the_sampled_tokens_signed_log_ratio(tmp_path):
+    """credit: rlsd in a real step: the loss's advantages are A_i * RLSD's weights of delta = log pT - log pS (signed:
+    both signs occur), not rescaled; the fused loss forward and an explicit student pass agree."""
+    from gear_trl.credit import rlsd_token_weights
+
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, credit="rlsd", rlsd_lambda=1.0, rlsd_eps=0.5))
+    batch = generate(trainer, first_batch(trainer))
+    trace = trainer.compute_credit(dict(batch))
+    mask = trace.mask
+    assert (trace.signal[mask] > 0).any() and (trace.signal[mask] < 0).any()
+    torch.testing.assert_close(trace.signal, -trace.kl)
+    base = batch["gear_base_advantages"]
+    expected = base[:, None] * rlsd_token_weights(trace.signal, mask, base, lam=1.0, eps=0.5)
+    torch.testing.assert_close(trace.advantages, expected)
+    weighted(trainer, batch)
+    torch.testing.assert_close(batch["advantages"], expected, atol=1e-5, rtol=1e-4)
+    metrics = trainer._metrics["train"]
+    assert metrics["gear/rlsd_lambda"][-1] == 1.0
+    assert 0 <= metrics["gear/rlsd_clip_frac"][-1] <= 1
+    assert metrics["gear/onset_rate"][-1] == 0.0
+
+
+def test_rlsd_lambda_decays_over_training(tmp_path):
+    args = tiny_args(tmp_path, credit="rlsd", rlsd_lambda_decay_steps=2, max_steps=2, rlsd_negative_only=True)
+    trainer = make_trainer(tmp_path, args=args)
+    trainer.train()
+    lams = [entry["gear/rlsd_lambda"] for entry in trainer.state.log_history if "gear/rlsd_lambda" in entry]
+    assert lams == [0.5, 0.25]

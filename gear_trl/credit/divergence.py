@@ -12,6 +12,10 @@ from typing import NamedTuple
 import torch
 
 DIVERGENCES = ("full", "topk", "sampled")
+"""The `divergence` options of GEARConfig."""
+SIGNED_LOG_RATIO = "sampled_signed"
+"""``log pS(y_t) - log pT(y_t)`` of the sampled token without the clamp at 0: `credit: rlsd`'s signal (the negative
+of RLSD's delta), accepted by the functions here besides `DIVERGENCES`."""
 DEFAULT_CHUNK_SIZE = 64
 """Positions per LM-head chunk: the default of both `reverse_kl_and_entropy` and `GEARConfig.divergence_chunk_size`.
 Extra memory is 3 x chunk x V float32 values (117 MB at Qwen3's V = 151,936); chunks 16-256 are timed in
@@ -62,7 +66,8 @@ def reverse_kl_and_entropy(
         divergence: ``"full"``: ``sum_v pS (log pS - log pT)`` clamped at 0;
             ``"topk"``: the same on the student's ``top_k`` tokens with both
             distributions renormalized over that set (``top_k`` is capped at V);
-            ``"sampled"``: ``max(log pS(y_t) - log pT(y_t), 0)``, needs ``token_ids``.
+            ``"sampled"``: ``max(log pS(y_t) - log pT(y_t), 0)``, needs ``token_ids``;
+            ``"sampled_signed"``: the same without the clamp (may be negative).
         top_k: support size for ``"topk"``, >= 1.
         token_ids: [B, T] long, the sampled tokens ``y_t``; required for ``"sampled"``.
         logit_scale: multiplier of the raw logits (Cohere ``logit_scale``, Granite ``1 / logits_scaling``).
@@ -94,13 +99,14 @@ def reverse_kl_and_entropy(
         raise ValueError(f"final_logit_softcapping must be > 0 or None; got {final_logit_softcapping}.")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1; got {chunk_size}.")
-    if divergence not in DIVERGENCES:
-        raise ValueError(f"divergence must be one of {DIVERGENCES}; got {divergence!r}.")
+    if divergence not in (*DIVERGENCES, SIGNED_LOG_RATIO):
+        raise ValueError(f"divergence must be one of {(*DIVERGENCES, SIGNED_LOG_RATIO)}; got {divergence!r}.")
     if divergence == "topk" and top_k < 1:
         raise ValueError(f"top_k must be >= 1; got {top_k}.")
-    if divergence == "sampled" and (token_ids is None or token_ids.shape != (batch, length)):
+    sampled = divergence in ("sampled", SIGNED_LOG_RATIO)
+    if sampled and (token_ids is None or token_ids.shape != (batch, length)):
         got = None if token_ids is None else tuple(token_ids.shape)
-        raise ValueError(f'divergence="sampled" needs token_ids of shape [{batch}, {length}]; got {got}.')
+        raise ValueError(f"divergence={divergence!r} needs token_ids of shape [{batch}, {length}]; got {got}.")
 
     device = student_hidden.device
     mask = mask.to(device=device, dtype=torch.bool)
@@ -110,7 +116,7 @@ def reverse_kl_and_entropy(
         student_hidden[mask],
         lm_head_weight,
         teacher_rows=teacher_hidden[mask],
-        targets=token_ids.to(device)[mask] if divergence == "sampled" else None,
+        targets=token_ids.to(device)[mask] if sampled else None,
         temperature=temperature,
         chunk_size=chunk_size,
         lm_head_bias=lm_head_bias,
@@ -164,7 +170,7 @@ def lm_head_statistics(
         lm_head_weight: [V, H].
         teacher_rows: [N, H] or None, the teacher's states at the same positions; gives ``kl``.
         targets: [N] long or None, the predicted tokens; gives ``target_log_prob``, and is ``y`` for
-            ``divergence="sampled"`` (required there).
+            ``divergence="sampled"`` and ``"sampled_signed"`` (required there).
         temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping: as in
             `reverse_kl_and_entropy` (not validated here).
 
@@ -245,7 +251,7 @@ def lm_head_statistics(
             delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
             chunk_kl = delta - (lse_s - zt.exp_().sum(dim=-1).log_())
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
-        kl[span] = chunk_kl.clamp_min(0.0)
+        kl[span] = chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0)
     return HeadStatistics(log_z, entropy, target_log_prob, kl)
 
 

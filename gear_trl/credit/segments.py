@@ -23,11 +23,13 @@ CREDIT_MODES: tuple[str, ...] = (
     "gear",
     "gigpo",
     "gear+gigpo",
+    "rlsd",
 )
 
 # GiGPO changes the advantages, not the token weights (GIGPO.md), so for the
-# signal these modes reduce to their weight-producing part.
-_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear"}
+# signal these modes reduce to their weight-producing part. RLSD has no segments;
+# its weights are `rlsd.rlsd_token_weights`.
+_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear", "rlsd": "none"}
 
 NORMALIZATIONS = ("max", "minmax")
 
