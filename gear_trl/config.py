@@ -20,11 +20,17 @@ from .credit.segments import CREDIT_MODES, NORMALIZATIONS
 from .credit.weights import WEIGHT_NORMS
 
 TEACHERS = ("live", "base")
+TEACHER_REFERENCES = ("answer", "solution")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
     "\n\nA reference answer to this problem is: {ground_truth}\n"
     "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
 )
+DEFAULT_MATH_SOLUTION_TEMPLATE = (
+    "\n\nA reference solution to this problem is:\n{reference_solution}\n"
+    "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
+)
+"""The teacher template `teacher_reference: solution` uses in place of the default one."""
 
 
 def _choice(name: str, value, choices) -> None:
@@ -78,7 +84,9 @@ class GEARConfig(GRPOConfig):
         teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
             policy (requires PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
-            must contain `{ground_truth}`.
+            must contain `{ground_truth}` (the final answer) or `{reference_solution}`.
+        teacher_reference (`str`, defaults to `"answer"`): what `{reference_solution}` receives: `answer` (the final
+            answer) or `solution` (the dataset's worked solution, the answer for rows without one).
         ground_truth_column (`str`, defaults to `"ground_truth"`): dataset column holding the ground truth.
         max_teacher_prompt_length (`int` or `None`, defaults to `None`): longest teacher prompt in tokens; longer ones
             lose tokens from the question side, never from the ground truth.
@@ -187,7 +195,19 @@ class GEARConfig(GRPOConfig):
         default=DEFAULT_MATH_TEACHER_TEMPLATE,
         metadata={
             "help": "Appended to the last user message (or to a plain-text prompt) to build the teacher prompt. "
-            "Must contain `{ground_truth}`; literal braces are written `{{` and `}}`."
+            "Must contain `{ground_truth}` (the final answer) or `{reference_solution}` (see `teacher_reference`); "
+            "literal braces are written `{{` and `}}`."
+        },
+    )
+    teacher_reference: str = field(
+        default="answer",
+        metadata={
+            "help": "What the teacher's `{reference_solution}` receives: `answer`, the final answer (as "
+            "`{ground_truth}`), or `solution`, the row's worked solution (column `reference_solution`, kept by the "
+            "dataset adapters: GSM8K's answer text, MATH's solution), falling back to the final answer in a row "
+            "without one, counted in `gear/teacher_answer_only_frac`. With `solution` the default template becomes "
+            "one that shows the solution; a custom template must contain `{reference_solution}`. Rewards always read "
+            "the final answer (our default: answer, today's behaviour, until a study shows which teaches better)."
         },
     )
     ground_truth_column: str = field(
@@ -276,10 +296,20 @@ class GEARConfig(GRPOConfig):
                 raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
         if self.gigpo_similarity_threshold is not None:
             _in_range("gigpo_similarity_threshold", self.gigpo_similarity_threshold, 0.0, 1.0, low_open=True)
-        if "{ground_truth}" not in self.teacher_template:
-            raise ValueError("`teacher_template` must contain the placeholder `{ground_truth}`.")
+        _choice("teacher_reference", self.teacher_reference, TEACHER_REFERENCES)
+        if self.teacher_reference == "solution" and self.teacher_template == DEFAULT_MATH_TEACHER_TEMPLATE:
+            self.teacher_template = DEFAULT_MATH_SOLUTION_TEMPLATE
+        if "{ground_truth}" not in self.teacher_template and "{reference_solution}" not in self.teacher_template:
+            raise ValueError(
+                "`teacher_template` must contain the placeholder `{ground_truth}` or `{reference_solution}`."
+            )
+        if self.teacher_reference == "solution" and "{reference_solution}" not in self.teacher_template:
+            raise ValueError(
+                "`teacher_reference: solution` needs the placeholder `{reference_solution}` in `teacher_template`, "
+                "where the reference solution goes."
+            )
         try:
-            self.teacher_template.format(ground_truth="x")
+            self.teacher_template.format(ground_truth="x", reference_solution="y")
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(
                 f"`teacher_template` is not a valid format string ({err!r}); write literal braces as `{{` and `}}`."

@@ -43,6 +43,7 @@ from .credit import (
 )
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
+from .data.math import REFERENCE_SOLUTION_COLUMN
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .hub import check_hub_access
 from .rollout import ToolRolloutMixin, step_anchors, tool_stats
@@ -186,7 +187,16 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
-        teacher = self._teacher_prompts(record.prompts, ground_truths, tools, render=self._render_ground_truth)
+        solutions = None
+        if self.args.teacher_reference == "solution":
+            solutions = [row.get(REFERENCE_SOLUTION_COLUMN) for row in inputs]
+        teacher = self._teacher_prompts(
+            record.prompts, ground_truths, tools, render=self._render_ground_truth, solutions=solutions
+        )
+        if teacher.answer_only is not None:  # decided by the configuration: every rank reduces here
+            counts = torch.tensor([sum(teacher.answer_only), sum(teacher.has_ground_truth)], device=mask.device)
+            answer_only, with_truth = self.accelerator.reduce(counts.float(), reduction="sum").tolist()
+            self._metrics[mode]["gear/teacher_answer_only_frac"].append(answer_only / max(with_truth, 1.0))
         output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)

@@ -302,3 +302,23 @@ def test_rlsd_lambda_decays_over_training(tmp_path):
     trainer.train()
     lams = [entry["gear/rlsd_lambda"] for entry in trainer.state.log_history if "gear/rlsd_lambda" in entry]
     assert lams == [0.5, 0.25]
+
+
+def test_teacher_reference_solution_shows_the_worked_solution_and_counts_answer_only_rows(tmp_path, monkeypatch):
+    rows = [dict(row) for row in math_rows(8)]
+    for i, row in enumerate(rows):
+        row["reference_solution"] = f"{i} plus 2 makes {i + 2}." if i % 2 == 0 else None
+    args = tiny_args(tmp_path, teacher_reference="solution", shuffle_dataset=False, num_generations=2)
+    trainer = make_trainer(tmp_path, args=args, dataset=Dataset.from_list(rows))
+    seen = []
+    build = trainer._teacher_prompts.__call__
+    monkeypatch.setattr(trainer, "_teacher_prompts", lambda *a, **k: seen.append(build(*a, **k)) or seen[-1])
+    batch_rows = first_batch(trainer)
+    generate(trainer, batch_rows)
+    texts = [trainer._tokenizer.decode(ids) for ids in seen[-1].input_ids]
+    for row, text in zip(batch_rows, texts, strict=True):
+        shown = row["reference_solution"] or row["ground_truth"]
+        assert f"A reference solution to this problem is:\n{shown}\n" in text
+    expected = sum(row["reference_solution"] is None for row in batch_rows) / len(batch_rows)
+    assert 0 < expected < 1
+    assert trainer._metrics["train"]["gear/teacher_answer_only_frac"][-1] == pytest.approx(expected)
