@@ -19,7 +19,7 @@ from .credit.rlsd import RLSD_EPS, RLSD_LAMBDA
 from .credit.segments import CREDIT_MODES, NORMALIZATIONS
 from .credit.weights import WEIGHT_NORMS
 
-TEACHERS = ("live", "base")
+TEACHERS = ("live", "base", "ema")
 TEACHER_REFERENCES = ("answer", "solution")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
@@ -82,7 +82,11 @@ class GEARConfig(GRPOConfig):
             many optimizer steps.
         rlsd_negative_only (`bool`, defaults to `False`): reweight only rollouts with negative advantage.
         teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
-            policy (requires PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with).
+            policy (PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with; full fine-tuning: a
+            frozen copy of the initial model, TRL's reference model when `beta > 0`); `ema` an exponential moving
+            average of the trained weights (of the adapter only under PEFT).
+        teacher_ema_decay (`float`, defaults to `0.05`): `teacher: ema`'s update rate r in
+            `theta_T <- (1 - r) theta_T + r theta_S`, applied after each optimizer step (SDPO's 0.05).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
             must contain `{ground_truth}` (the final answer) or `{reference_solution}`.
         teacher_reference (`str`, defaults to `"answer"`): what `{reference_solution}` receives: `answer` (the final
@@ -187,8 +191,18 @@ class GEARConfig(GRPOConfig):
     teacher: str = field(
         default="live",
         metadata={
-            "help": "`live`: the current policy is the teacher; `base`: the run's initial policy (PEFT only: adapters "
-            "disabled, or a frozen copy of an adapter the model arrived with)."
+            "help": "`live`: the current policy is the teacher; `base`: the run's initial policy (PEFT: adapters "
+            "disabled, or a frozen copy of an adapter the model arrived with; full fine-tuning: a frozen copy of the "
+            "initial model, one more copy of the weights in memory unless `beta > 0` lets it share TRL's reference "
+            "model); `ema`: an exponential moving average of the trained weights, updated after each optimizer step, "
+            "saved in checkpoints (of the adapter only under PEFT; of a copy of the model otherwise)."
+        },
+    )
+    teacher_ema_decay: float = field(
+        default=0.05,
+        metadata={
+            "help": "`teacher: ema`: the update rate r of theta_T <- (1 - r) theta_T + r theta_S after each optimizer "
+            "step; in (0, 1], 1 = the live policy one step late (SDPO's default, 0.05)."
         },
     )
     teacher_template: str = field(
@@ -275,6 +289,13 @@ class GEARConfig(GRPOConfig):
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
+        _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)
+        if self.teacher == "base" and self.beta > 0 and self.sync_ref_model:
+            raise ValueError(
+                "`teacher: base` with `beta > 0` shares TRL's reference model, which `sync_ref_model: true` moves "
+                "toward the policy, so the teacher would not be the initial policy. Set `sync_ref_model: false`, or "
+                "use `teacher: ema`."
+            )
         _in_range("rlsd_eps", self.rlsd_eps, 0.0, 1.0, high_open=True)
         if self.credit == "rlsd" and self.divergence == "topk":
             raise ValueError(

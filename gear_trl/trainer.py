@@ -15,11 +15,13 @@ gathers stay in lockstep: rows without a ground truth still go through the teach
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import os
 import textwrap
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -54,6 +56,14 @@ from .teacher import (
     prefix_sharing_tokens,
     suffix_attention_bias,
     tool_calls_text,
+)
+from .teacher_weights import (
+    EMA_ADAPTER,
+    TEACHER_STATE_FILE,
+    TeacherWeightsCallback,
+    ema_update_,
+    load_teacher_state,
+    teacher_state,
 )
 
 logger = logging.getLogger(__name__)
@@ -136,11 +146,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        if args.teacher == "base" and not is_peft_model(self.model):
-            raise ValueError(
-                "`teacher: base` uses the initial model by disabling the PEFT adapters, so it needs a PEFT model "
-                "(pass `peft_config` / `use_peft: true`). Use `teacher: live` for full fine-tuning."
-            )
+        self._teacher_model = None  # a model of its own: `base` or `ema` under full fine-tuning
+        if args.uses_teacher and args.teacher != "live":
+            self._set_up_teacher_weights()
         if args.uses_teacher:
             # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
             # run in training mode: with dropout on they would see different random networks, and the KL between
@@ -210,6 +218,95 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 del output[key]
         return output
 
+    # ----------------------------------------------------------------------------------------------------------------
+    # Teachers other than the live policy (gear_trl/teacher_weights.py).
+
+    def _set_up_teacher_weights(self) -> None:
+        """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
+        initial model, TRL's reference model when it has one (beta > 0). `ema`: a frozen copy of the initial adapter
+        (PEFT) or model, averaged after each optimizer step by `TeacherWeightsCallback`."""
+        if is_peft_model(self.model):
+            if self.args.teacher == "ema":
+                _copy_initial_adapter(self.model, EMA_ADAPTER)
+        elif self.args.teacher == "base" and self.ref_model is not None:
+            self._teacher_model = self.ref_model
+        else:
+            self._teacher_model = self._frozen_copy()
+        if self.args.teacher == "ema":
+            self.add_callback(TeacherWeightsCallback(self))
+
+    def _frozen_copy(self):
+        """A copy of the initial model that takes no gradient, prepared like TRL's reference model."""
+        from transformers.integrations import is_deepspeed_zero3_enabled
+        from trl.models import prepare_deepspeed
+        from trl.trainer.utils import create_model_from_path, get_config_model_id
+
+        if is_deepspeed_zero3_enabled():
+            # The student is already partitioned: a deep copy would copy empty shards. Load it again, as TRL loads
+            # its reference model (the student's own path, dtype and attention).
+            kwargs = {"dtype": self.model.dtype, "attn_implementation": self.model.config._attn_implementation}
+            teacher = create_model_from_path(get_config_model_id(self.model.config), **kwargs)
+        else:
+            teacher = copy.deepcopy(self.model)
+            teacher.__dict__.pop("forward", None)  # TRL's fused-head forward is bound to the student
+        teacher.requires_grad_(False)
+        teacher.eval()
+        if self.is_deepspeed_enabled:
+            return prepare_deepspeed(teacher, self.accelerator)
+        return self.accelerator.prepare_model(teacher, evaluation_mode=True)
+
+    def _teacher_causal_lm(self):
+        return self.accelerator.unwrap_model(self._teacher_model)
+
+    def ema_teacher_named(self) -> dict:
+        """{name: parameter} of the EMA teacher's weights: the "ema" adapter's under PEFT, else the copy's."""
+        if self._teacher_model is not None:
+            return dict(self._teacher_causal_lm().named_parameters())
+        marker = f".{EMA_ADAPTER}."
+        return {n: p for n, p in self.accelerator.unwrap_model(self.model).named_parameters() if marker in n}
+
+    def ema_teacher_pairs(self) -> list:
+        """(teacher, student) parameter pairs the EMA averages: every trained parameter and its teacher copy."""
+        student = self.accelerator.unwrap_model(self.model)
+        teacher = self.ema_teacher_named()
+        if self._teacher_model is not None:
+            return [(teacher[name], param) for name, param in student.named_parameters() if name in teacher]
+        active = f".{student.active_adapter}."
+        return [
+            (teacher[name.replace(active, f".{EMA_ADAPTER}.")], param)
+            for name, param in student.named_parameters()
+            if active in name and param.requires_grad
+        ]
+
+    def update_ema_teacher(self) -> None:
+        ema_update_(self.ema_teacher_pairs(), self.args.teacher_ema_decay)
+
+    def save_teacher(self, folder: str) -> None:
+        state = teacher_state(self.ema_teacher_named())  # collective under ZeRO-3
+        if self.accelerator.is_main_process:
+            from safetensors.torch import save_file
+
+            save_file(state, os.path.join(folder, TEACHER_STATE_FILE))
+
+    def restore_teacher(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, TEACHER_STATE_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"`teacher: ema` resumes its averaged weights from {path}, which is missing: the checkpoint was not "
+                "written by a `teacher: ema` run."
+            )
+        from safetensors.torch import load_file
+
+        load_teacher_state(self.ema_teacher_named(), load_file(path), self.accelerator.process_index)
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        self._gear_resume_from = resume_from_checkpoint  # read by TeacherWeightsCallback
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
     def _grpo_runs_student_pass(self) -> bool:
         """Whether GRPOTrainer computes old log-probs with a no-grad pass of the policy (its own condition)."""
         generate_every = self.args.steps_per_generation * self.num_iterations
@@ -245,6 +342,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 chunk_size=self.args.divergence_chunk_size,
                 divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
+                teacher_has_own_head=self._teacher_model is not None,
             )
         handle = self._backbone().register_forward_hook(keep_hidden)
         try:
@@ -287,7 +385,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         causal_lm = self._causal_lm()
         lm_head = causal_lm.get_output_embeddings()
         logit_scale, softcap = lm_head_transform(causal_lm.config)
-        with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
+        # A teacher model of its own has its own head (trained too under full fine-tuning).
+        teacher_head = self._teacher_causal_lm().get_output_embeddings() if self._teacher_model is not None else None
+        with (
+            maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias),
+            maybe_gather_lm_head_ctx(teacher_head.weight, teacher_head.bias) if teacher_head else nullcontext(),
+        ):
             return reverse_kl_and_entropy(
                 student_hidden,
                 batch["gear_teacher_hidden"],
@@ -301,6 +404,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 token_ids=batch["completion_ids"],
                 logit_scale=logit_scale,
                 final_logit_softcapping=softcap,
+                teacher_lm_head_weight=None if teacher_head is None else teacher_head.weight,
+                teacher_lm_head_bias=None if teacher_head is None else teacher_head.bias,
             )
 
     @torch.no_grad()
@@ -452,8 +557,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
         )
         context = nullcontext()
-        if self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
+        if self._teacher_model is not None:  # base / ema under full fine-tuning: a model of its own
+            context = self._teacher_backbone()
+        elif self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
             context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
+        elif self.args.teacher == "ema":
+            context = use_adapter(self.model, EMA_ADAPTER)
         self._teacher_pass_shared = False
         with context:
             # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
@@ -572,8 +681,19 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         unwrapped = self.accelerator.unwrap_model(self.model)
         return unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
 
+    _backbone_of_teacher = False
+
+    @contextmanager
+    def _teacher_backbone(self):
+        """Backbone forwards inside run the teacher model's backbone (`_backbone`)."""
+        self._backbone_of_teacher = True
+        try:
+            yield
+        finally:
+            self._backbone_of_teacher = False
+
     def _backbone(self):
-        causal_lm = self._causal_lm()
+        causal_lm = self._teacher_causal_lm() if self._backbone_of_teacher else self._causal_lm()
         return getattr(causal_lm, causal_lm.base_model_prefix)
 
     def _final_hidden(self, input_ids, attention_mask, keep: int) -> torch.Tensor:
@@ -787,16 +907,19 @@ def _switch_off_dropout(model) -> Counter:
     return switched_off
 
 
-def _copy_initial_adapter(model) -> None:
+def _copy_initial_adapter(model, copy_name: str = "ref") -> None:
     """`teacher: base` means the run's initial policy. For a model that comes with a trained adapter that is the
-    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy)."""
-    if "ref" in model.peft_config:
+    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy).
+    `teacher: ema` starts its averaged adapter the same way, as a frozen copy named "ema"."""
+    if copy_name in model.peft_config:
         return
     active = model.active_adapter
-    model.add_adapter("ref", model.peft_config[active])
+    model.add_adapter(copy_name, model.peft_config[active])
     for name, param in model.named_parameters():
         if f".{active}." in name:
-            model.get_parameter(name.replace(f".{active}.", ".ref.")).data.copy_(param.data)
+            twin = model.get_parameter(name.replace(f".{active}.", f".{copy_name}."))
+            twin.data.copy_(param.data)
+            twin.requires_grad_(False)
 
 
 def _is_loaded_peft_model(model) -> bool:

@@ -416,3 +416,28 @@ def test_bf16_student_teacher_pair_matches_float64():
     assert ref_kl.max() > 1.0  # the teacher does disagree somewhere
     assert ((kl.double() - ref_kl).abs() <= 1e-2 * ref_kl).all(), ((kl.double() - ref_kl).abs() / ref_kl).max()
     assert ((entropy.double() - ref_entropy).abs() <= 1e-2 * ref_entropy).all()
+
+
+def test_a_teacher_with_its_own_head(inputs):
+    """A frozen or averaged teacher is a model of its own: its logits come from its own head and bias."""
+    student, teacher, weight, bias, mask = inputs
+    generator = torch.Generator().manual_seed(5)
+    teacher_weight = weight + 0.3 * torch.randn(V, H, generator=generator)
+    teacher_bias = torch.randn(V, generator=generator)
+    kl, entropy = reverse_kl_and_entropy(
+        student,
+        teacher,
+        weight,
+        mask,
+        lm_head_bias=bias,
+        temperature=0.8,
+        chunk_size=3,
+        teacher_lm_head_weight=teacher_weight,
+        teacher_lm_head_bias=teacher_bias,
+    )
+    log_ps = ((student @ weight.T + bias) / 0.8).log_softmax(-1)
+    log_pt = ((teacher @ teacher_weight.T + teacher_bias) / 0.8).log_softmax(-1)
+    close(kl, (log_ps.exp() * (log_ps - log_pt)).sum(-1) * mask)
+    close(entropy, reference(student, teacher, weight, mask, 0.8, bias)[1])
+    same, _ = reverse_kl_and_entropy(student, teacher, weight, mask, lm_head_bias=bias, temperature=0.8)
+    assert not torch.allclose(kl, same)

@@ -41,6 +41,8 @@ def reverse_kl_and_entropy(
     token_ids: torch.Tensor | None = None,
     logit_scale: float = 1.0,
     final_logit_softcapping: float | None = None,
+    teacher_lm_head_weight: torch.Tensor | None = None,
+    teacher_lm_head_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reverse KL ``D_t = KL(pS || pT)`` and student entropy ``H_t`` per token.
 
@@ -72,6 +74,8 @@ def reverse_kl_and_entropy(
         token_ids: [B, T] long, the sampled tokens ``y_t``; required for ``"sampled"``.
         logit_scale: multiplier of the raw logits (Cohere ``logit_scale``, Granite ``1 / logits_scaling``).
         final_logit_softcapping: soft cap ``c`` > 0 of the scaled logits (Gemma 2/3), or None.
+        teacher_lm_head_weight, teacher_lm_head_bias: the teacher's own [V, H] head and [V] bias when it is a model
+            of its own (a frozen or averaged copy); None: the teacher shares the student's head.
 
     Returns:
         kl: [B, T] float32, 0 at masked-out positions.
@@ -91,6 +95,10 @@ def reverse_kl_and_entropy(
     vocab = lm_head_weight.shape[0]
     if lm_head_bias is not None and lm_head_bias.shape != (vocab,):
         raise ValueError(f"lm_head_bias must be [{vocab}]; got shape {tuple(lm_head_bias.shape)}.")
+    if teacher_lm_head_weight is not None and teacher_lm_head_weight.shape != lm_head_weight.shape:
+        raise ValueError(
+            f"teacher_lm_head_weight must be {tuple(lm_head_weight.shape)}; got {tuple(teacher_lm_head_weight.shape)}."
+        )
     if mask.shape != (batch, length):
         raise ValueError(f"mask must be [{batch}, {length}]; got shape {tuple(mask.shape)}.")
     if temperature <= 0:
@@ -124,6 +132,8 @@ def reverse_kl_and_entropy(
         top_k=top_k,
         logit_scale=logit_scale,
         final_logit_softcapping=final_logit_softcapping,
+        teacher_lm_head_weight=teacher_lm_head_weight,
+        teacher_lm_head_bias=teacher_lm_head_bias,
     )
     kl_out[mask] = stats.kl
     entropy_out[mask] = stats.entropy
@@ -157,6 +167,8 @@ def lm_head_statistics(
     top_k: int = 20,
     logit_scale: float = 1.0,
     final_logit_softcapping: float | None = None,
+    teacher_lm_head_weight: torch.Tensor | None = None,
+    teacher_lm_head_bias: torch.Tensor | None = None,
 ) -> HeadStatistics:
     """The student's log-partition, entropy and target log-probability, and the reverse KL to the teacher, per row.
 
@@ -171,8 +183,8 @@ def lm_head_statistics(
         teacher_rows: [N, H] or None, the teacher's states at the same positions; gives ``kl``.
         targets: [N] long or None, the predicted tokens; gives ``target_log_prob``, and is ``y`` for
             ``divergence="sampled"`` and ``"sampled_signed"`` (required there).
-        temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping: as in
-            `reverse_kl_and_entropy` (not validated here).
+        temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping,
+            teacher_lm_head_weight, teacher_lm_head_bias: as in `reverse_kl_and_entropy` (not validated here).
 
     Returns:
         HeadStatistics of [N] float32 tensors.
@@ -192,11 +204,15 @@ def lm_head_statistics(
     # place to the chunk's logits.
     softcap = final_logit_softcapping
     scale = logit_scale if softcap is not None else logit_scale / temperature
-    bias = lm_head_bias
-    if bias is not None and scale != 1.0:
-        bias = bias.float() * scale
-    if bias is not None:
-        bias = bias.to(lm_head_weight.dtype if lm_head_weight.dtype == torch.float64 else torch.float32)
+
+    def scaled_bias(bias, weight):
+        if bias is not None and scale != 1.0:
+            bias = bias.float() * scale
+        return None if bias is None else bias.to(weight.dtype if weight.dtype == torch.float64 else torch.float32)
+
+    bias = scaled_bias(lm_head_bias, lm_head_weight)
+    own_head = pair and teacher_lm_head_weight is not None  # the teacher's logits come from its own head
+    teacher_bias = scaled_bias(teacher_lm_head_bias, teacher_lm_head_weight) if own_head else None
 
     # Extra memory: [2 x chunk, V] float32 logits (student and teacher side by side; [chunk, V] without a teacher)
     # and the student's exp [chunk, V], allocated once and reused by every chunk (fresh tensors per chunk cost page
@@ -211,7 +227,13 @@ def lm_head_statistics(
         hidden = torch.cat((student_rows[span], teacher_rows[span])) if pair else student_rows[span]
         if scale != 1.0:
             hidden = hidden.float().mul_(scale)
-        z = _lm_head(hidden.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: hidden.shape[0]], exp_buf)
+        if own_head:
+            z = logits_buf[: 2 * n]
+            _lm_head(hidden[:n].to(lm_head_weight.dtype), lm_head_weight, bias, z[:n], exp_buf)
+            weight_t = teacher_lm_head_weight
+            _lm_head(hidden[n:].to(weight_t.dtype), weight_t, teacher_bias, z[n:], exp_buf)
+        else:
+            z = _lm_head(hidden.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: hidden.shape[0]], exp_buf)
         if softcap is not None:
             z.div_(softcap).tanh_().mul_(softcap / temperature)
         zs = z[:n]
