@@ -13,7 +13,6 @@ each rank averages its own shards: no gather. Saving and restoring gather one pa
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager, nullcontext
 
 import torch
@@ -79,8 +78,8 @@ def load_teacher_state(named: dict[str, torch.Tensor], state: dict[str, torch.Te
 
 
 class TeacherWeightsCallback(TrainerCallback):
-    """Drives an EMA teacher through training: restore on resume, average after each optimizer step, save with each
-    checkpoint. `trainer` is the GEARTrainer (its `ema_teacher_pairs` and `ema_teacher_named` give the weights)."""
+    """Drives an EMA teacher through training: restore on resume, average after each optimizer step (the trainer
+    saves it into each checkpoint folder before the Trainer's own files). `trainer` is the GEARTrainer."""
 
     def __init__(self, trainer):
         self.trainer = trainer
@@ -92,7 +91,3 @@ class TeacherWeightsCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer.update_ema_teacher()
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
-        self.trainer.save_teacher(folder)

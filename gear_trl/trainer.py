@@ -286,7 +286,19 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if self.accelerator.is_main_process:
             from safetensors.torch import save_file
 
+            os.makedirs(folder, exist_ok=True)
             save_file(state, os.path.join(folder, TEACHER_STATE_FILE))
+
+    def _save_checkpoint(self, model, trial):
+        # Before the Trainer's files: a checkpoint whose trainer_state.json exists has its teacher too.
+        if self.args.uses_teacher and self.args.teacher == "ema":
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            self.save_teacher(folder)
+        return super()._save_checkpoint(model, trial)
 
     def restore_teacher(self, checkpoint: str) -> None:
         path = os.path.join(checkpoint, TEACHER_STATE_FILE)

@@ -128,3 +128,19 @@ def test_teacher_options_are_checked_before_the_model_loads():
             make(teacher="ema", teacher_ema_decay=bad)
     with pytest.raises(ValueError, match="sync_ref_model"):
         make(teacher="base", beta=0.04, sync_ref_model=True)
+
+
+def test_a_checkpoint_with_a_cut_teacher_file_is_not_resumable(tmp_path):
+    import shutil
+
+    from gear_trl.checkpoints import checkpoint_problem
+
+    args = tiny_args(tmp_path, teacher="ema", max_steps=1, save_strategy="steps", save_steps=1)
+    make_trainer(tmp_path, args=args).train()
+    checkpoint = tmp_path / "out" / "checkpoint-1"
+    assert (checkpoint / TEACHER_STATE_FILE).is_file() and checkpoint_problem(str(checkpoint)) is None
+    cut = tmp_path / "cut" / "checkpoint-1"
+    shutil.copytree(checkpoint, cut)
+    data = (cut / TEACHER_STATE_FILE).read_bytes()
+    (cut / TEACHER_STATE_FILE).write_bytes(data[: len(data) // 2])
+    assert TEACHER_STATE_FILE in checkpoint_problem(str(cut))
