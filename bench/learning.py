@@ -9,6 +9,8 @@ budget and seeds; only `credit` differs:
     fixed             fixed-length segments (`fixed_segment_len`)
     gear_no_entropy   adaptive segments opened by the reverse-KL signal alone
     gear              adaptive segments, KL and entropy (the paper's method)
+    rlsd              RLSD's reweighting: the sampled token's signed teacher/student log-ratio, no segments, no
+                      rescaling (arXiv 2604.03128)
 
 For each run the script records the training reward curve (TRL's logged `reward`, one point per step) and GEAR's
 weight statistics, saves the final policy, and scores it on the held-out split with `gear_trl.evaluate` (greedy
@@ -49,7 +51,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from a checkout; worker pr
 TASKS = {
     "math": {
         "recipe": "recipes/tiny/config_arith.yaml",
-        "modes": ["none", "token", "turn", "fixed", "gear_no_entropy", "gear"],
+        "modes": ["none", "token", "turn", "fixed", "gear_no_entropy", "gear", "rlsd"],
         "eval": {"dataset": "data/arith", "split": "test", "dataset_format": "generic", "max_new_tokens": 48},
         "full": {"seeds": [0, 1, 2], "max_steps": 100, "eval_limit": None},
         "quick": {"seeds": [0], "max_steps": 12, "eval_limit": 48},

@@ -134,6 +134,12 @@ def checkpoint_problem(checkpoint: str) -> str | None:
     if not weights_found and not deepspeed:
         return "it holds no model weights (model.safetensors, adapter_model.safetensors, ...)"
 
+    teacher = os.path.join(checkpoint, "gear_teacher.safetensors")  # `teacher: ema`'s average (teacher_weights.py)
+    if os.path.isfile(teacher):
+        problem = safetensors_problem(teacher)
+        if problem:
+            return problem
+
     for path in [os.path.join(checkpoint, name) for name in _TORCH_STATE] + sorted(
         glob.glob(os.path.join(checkpoint, "rng_state_*.pth"))
     ):

@@ -13,17 +13,24 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES
+from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
 from .credit.gigpo import GIGPO_MODES
+from .credit.rlsd import RLSD_EPS, RLSD_LAMBDA
 from .credit.segments import CREDIT_MODES, NORMALIZATIONS
 from .credit.weights import WEIGHT_NORMS
 
-TEACHERS = ("live", "base")
+TEACHERS = ("live", "base", "ema")
+TEACHER_REFERENCES = ("answer", "solution")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
     "\n\nA reference answer to this problem is: {ground_truth}\n"
     "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
 )
+DEFAULT_MATH_SOLUTION_TEMPLATE = (
+    "\n\nA reference solution to this problem is:\n{reference_solution}\n"
+    "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
+)
+"""The teacher template `teacher_reference: solution` uses in place of the default one."""
 
 
 def _choice(name: str, value, choices) -> None:
@@ -51,7 +58,7 @@ class GEARConfig(GRPOConfig):
 
     Parameters:
         credit (`str`, defaults to `"gear"`): credit-assignment mode, one of `none` (plain GRPO), `token`, `turn`,
-            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`.
+            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`, `rlsd`.
         divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
             student's `divergence_top_k` tokens, or from the sampled token only.
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
@@ -60,6 +67,8 @@ class GEARConfig(GRPOConfig):
             vocabulary).
         normalize (`str`, defaults to `"max"`): per-completion normalization of KL and entropy (`max` or `minmax`).
         onset_threshold (`float`, defaults to `0.1`): normalized KL at or above which a token opens a segment.
+        onset_min_kl (`float`, defaults to `1e-3`): the noise floor in nats: a token whose KL is below it never opens
+            a segment, and a completion whose largest KL is below it gets weights 1.
         entropy_threshold (`float`, defaults to `0.5`): normalized entropy at or above which a token closes a segment.
         fixed_segment_len (`int`, defaults to `32`): window length for `credit="fixed"`.
         max_segment_len (`int` or `None`, defaults to `None`): cap on a segment's length in `gear` modes.
@@ -68,10 +77,20 @@ class GEARConfig(GRPOConfig):
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
         weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
             mean advantage; `none` leaves them as computed.
+        rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
+        rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
+            many optimizer steps.
+        rlsd_negative_only (`bool`, defaults to `False`): reweight only rollouts with negative advantage.
         teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
-            policy (requires PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with).
+            policy (PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with; full fine-tuning: a
+            frozen copy of the initial model, TRL's reference model when `beta > 0`); `ema` an exponential moving
+            average of the trained weights (of the adapter only under PEFT).
+        teacher_ema_decay (`float`, defaults to `0.05`): `teacher: ema`'s update rate r in
+            `theta_T <- (1 - r) theta_T + r theta_S`, applied after each optimizer step (SDPO's 0.05).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
-            must contain `{ground_truth}`.
+            must contain `{ground_truth}` (the final answer) or `{reference_solution}`.
+        teacher_reference (`str`, defaults to `"answer"`): what `{reference_solution}` receives: `answer` (the final
+            answer) or `solution` (the dataset's worked solution, the answer for rows without one).
         ground_truth_column (`str`, defaults to `"ground_truth"`): dataset column holding the ground truth.
         max_teacher_prompt_length (`int` or `None`, defaults to `None`): longest teacher prompt in tokens; longer ones
             lose tokens from the question side, never from the ground truth.
@@ -111,6 +130,16 @@ class GEARConfig(GRPOConfig):
         default=0.1,
         metadata={"help": "Normalized KL at or above which a token opens a segment (paper: salient above 0.1)."},
     )
+    onset_min_kl: float = field(
+        default=1e-3,
+        metadata={
+            "help": "Noise floor in nats: a token whose raw KL is below it never opens a segment, whatever its "
+            "normalized value, and a completion whose largest KL is below it gets weights 1 (counted in "
+            "`gear/below_floor_frac`). Max-normalization would otherwise turn rounding noise into onsets; compare "
+            "`gear/kl_floor`, the KL of rows whose teacher prompt equals the student's. 0 = no floor (our default: "
+            "1e-3, ~6x the largest bf16 padding noise measured at Qwen3's vocabulary, bench/noise_floor.py)."
+        },
+    )
     entropy_threshold: float = field(
         default=0.5,
         metadata={"help": "Normalized entropy at or above which a token closes the open segment (our default)."},
@@ -138,18 +167,61 @@ class GEARConfig(GRPOConfig):
             "is unchanged; `none`: no rescaling (our default: mean)."
         },
     )
+    rlsd_lambda: float = field(
+        default=RLSD_LAMBDA,
+        metadata={
+            "help": "`credit: rlsd`: blend lam in w = (1 - lam) + lam * clip(exp(sign(A) * delta), 1 - eps, 1 + eps), "
+            "delta = log pT(y_t) - log pS(y_t) of the sampled token; in [0, 1] (RLSD: 0.5)."
+        },
+    )
+    rlsd_eps: float = field(
+        default=RLSD_EPS, metadata={"help": "`credit: rlsd`: clip half-width eps; in [0, 1) (RLSD: 0.2)."}
+    )
+    rlsd_lambda_decay_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "`credit: rlsd`: decay `rlsd_lambda` linearly to 0 over this many optimizer steps, after which "
+            "the run is GRPO; None = constant (RLSD offers both)."
+        },
+    )
+    rlsd_negative_only: bool = field(
+        default=False,
+        metadata={"help": "`credit: rlsd`: reweight only rollouts with negative advantage; others keep weight 1."},
+    )
     teacher: str = field(
         default="live",
         metadata={
-            "help": "`live`: the current policy is the teacher; `base`: the run's initial policy (PEFT only: adapters "
-            "disabled, or a frozen copy of an adapter the model arrived with)."
+            "help": "`live`: the current policy is the teacher; `base`: the run's initial policy (PEFT: adapters "
+            "disabled, or a frozen copy of an adapter the model arrived with; full fine-tuning: a frozen copy of the "
+            "initial model, one more copy of the weights in memory unless `beta > 0` lets it share TRL's reference "
+            "model); `ema`: an exponential moving average of the trained weights, updated after each optimizer step, "
+            "saved in checkpoints (of the adapter only under PEFT; of a copy of the model otherwise)."
+        },
+    )
+    teacher_ema_decay: float = field(
+        default=0.05,
+        metadata={
+            "help": "`teacher: ema`: the update rate r of theta_T <- (1 - r) theta_T + r theta_S after each optimizer "
+            "step; in (0, 1], 1 = the live policy one step late (SDPO's default, 0.05)."
         },
     )
     teacher_template: str = field(
         default=DEFAULT_MATH_TEACHER_TEMPLATE,
         metadata={
             "help": "Appended to the last user message (or to a plain-text prompt) to build the teacher prompt. "
-            "Must contain `{ground_truth}`; literal braces are written `{{` and `}}`."
+            "Must contain `{ground_truth}` (the final answer) or `{reference_solution}` (see `teacher_reference`); "
+            "literal braces are written `{{` and `}}`."
+        },
+    )
+    teacher_reference: str = field(
+        default="answer",
+        metadata={
+            "help": "What the teacher's `{reference_solution}` receives: `answer`, the final answer (as "
+            "`{ground_truth}`), or `solution`, the row's worked solution (column `reference_solution`, kept by the "
+            "dataset adapters: GSM8K's answer text, MATH's solution), falling back to the final answer in a row "
+            "without one, counted in `gear/teacher_answer_only_frac`. With `solution` the default template becomes "
+            "one that shows the solution; a custom template must contain `{reference_solution}`. Rewards always read "
+            "the final answer (our default: answer, today's behaviour, until a study shows which teaches better)."
         },
     )
     ground_truth_column: str = field(
@@ -211,10 +283,25 @@ class GEARConfig(GRPOConfig):
         _choice("gigpo_mode", self.gigpo_mode, GIGPO_MODES)
         _in_range("onset_threshold", self.onset_threshold, 0.0, 1.0)
         _in_range("entropy_threshold", self.entropy_threshold, 0.0, 1.0)
+        _in_range("onset_min_kl", self.onset_min_kl, 0.0, float("inf"))
         _in_range("weight_alpha", self.weight_alpha, 0.0, float("inf"))
         _in_range("weight_eps", self.weight_eps, 0.0, 1.0, high_open=True)
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
+        _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
+        _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)
+        if self.teacher == "base" and self.beta > 0 and self.sync_ref_model:
+            raise ValueError(
+                "`teacher: base` with `beta > 0` shares TRL's reference model, which `sync_ref_model: true` moves "
+                "toward the policy, so the teacher would not be the initial policy. Set `sync_ref_model: false`, or "
+                "use `teacher: ema`."
+            )
+        _in_range("rlsd_eps", self.rlsd_eps, 0.0, 1.0, high_open=True)
+        if self.credit == "rlsd" and self.divergence == "topk":
+            raise ValueError(
+                "`divergence: topk` does not apply to `credit: rlsd`, whose signal is the sampled token's log-ratio "
+                "log pT(y_t) - log pS(y_t); leave `divergence` unset."
+            )
         _in_range("gigpo_omega", self.gigpo_omega, 0.0, float("inf"))
         if not isinstance(self.credit_report_steps, int) or self.credit_report_steps < 0:
             raise ValueError(
@@ -224,16 +311,26 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-        for name in ("max_segment_len", "max_teacher_prompt_length"):
+        for name in ("max_segment_len", "max_teacher_prompt_length", "rlsd_lambda_decay_steps"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")
         if self.gigpo_similarity_threshold is not None:
             _in_range("gigpo_similarity_threshold", self.gigpo_similarity_threshold, 0.0, 1.0, low_open=True)
-        if "{ground_truth}" not in self.teacher_template:
-            raise ValueError("`teacher_template` must contain the placeholder `{ground_truth}`.")
+        _choice("teacher_reference", self.teacher_reference, TEACHER_REFERENCES)
+        if self.teacher_reference == "solution" and self.teacher_template == DEFAULT_MATH_TEACHER_TEMPLATE:
+            self.teacher_template = DEFAULT_MATH_SOLUTION_TEMPLATE
+        if "{ground_truth}" not in self.teacher_template and "{reference_solution}" not in self.teacher_template:
+            raise ValueError(
+                "`teacher_template` must contain the placeholder `{ground_truth}` or `{reference_solution}`."
+            )
+        if self.teacher_reference == "solution" and "{reference_solution}" not in self.teacher_template:
+            raise ValueError(
+                "`teacher_reference: solution` needs the placeholder `{reference_solution}` in `teacher_template`, "
+                "where the reference solution goes."
+            )
         try:
-            self.teacher_template.format(ground_truth="x")
+            self.teacher_template.format(ground_truth="x", reference_solution="y")
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(
                 f"`teacher_template` is not a valid format string ({err!r}); write literal braces as `{{` and `}}`."
@@ -278,6 +375,11 @@ class GEARConfig(GRPOConfig):
                 "and reads the LM head's weight, which is untested on FSDP-sharded parameters. Use DeepSpeed ZeRO-2/3 "
                 "(accelerate_configs/) or DDP."
             )
+
+    @property
+    def divergence_signal(self) -> str:
+        """What the divergence pass computes: `divergence`, or the signed sampled-token log-ratio for `rlsd`."""
+        return SIGNED_LOG_RATIO if self.credit == "rlsd" else self.divergence
 
     @property
     def uses_teacher(self) -> bool:

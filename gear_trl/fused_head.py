@@ -44,6 +44,7 @@ class FusedDivergence:
     chunk_size: int
     divergence: str = "full"
     top_k: int = 20
+    teacher_has_own_head: bool = False  # a teacher model of its own (`teacher: base` / `ema` without PEFT)
     kl: torch.Tensor | None = None
     entropy: torch.Tensor | None = None
     skipped: str | None = None
@@ -52,6 +53,8 @@ class FusedDivergence:
         """Why this forward cannot compute the divergence with TRL's log-probabilities, or None if it can."""
         if self.kl is not None:
             return "the forward projected a second batch of hidden states"
+        if self.teacher_has_own_head:
+            return "the teacher is a model of its own, with its own LM head"
         if _use_triton(hidden.device):
             return f"TRL folds the LM-head tiles with Triton on {hidden.device.type}"
         device = hidden.device.type

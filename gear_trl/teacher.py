@@ -61,9 +61,18 @@ def question_of(prompt: str | list[dict]) -> str:
     return content
 
 
-def teacher_prompt(prompt: str | list[dict], ground_truth: Any, template: str) -> str | list[dict]:
-    """The prompt with `template.format(ground_truth=...)` appended to its question side."""
-    return with_question(prompt, question_of(prompt) + template.format(ground_truth=ground_truth))
+def teacher_hint(template: str, ground_truth: Any, reference_solution: Any = None) -> str:
+    """`template` filled in: `{ground_truth}` is the final answer, `{reference_solution}` the worked solution, or the
+    final answer when there is none."""
+    solution = reference_solution if has_ground_truth(reference_solution) else ground_truth
+    return template.format(ground_truth=ground_truth, reference_solution=solution)
+
+
+def teacher_prompt(
+    prompt: str | list[dict], ground_truth: Any, template: str, reference_solution: Any = None
+) -> str | list[dict]:
+    """The prompt with `teacher_hint(template, ground_truth, reference_solution)` appended to its question side."""
+    return with_question(prompt, question_of(prompt) + teacher_hint(template, ground_truth, reference_solution))
 
 
 @dataclass
@@ -73,6 +82,8 @@ class TeacherPrompts:
     input_ids: list[list[int]]
     has_ground_truth: list[bool]
     truncated: list[bool]
+    answer_only: list[bool] | None = None
+    """With reference solutions asked for: rows with a ground truth but no solution, whose template got the answer."""
 
 
 class TeacherPromptBuilder:
@@ -93,42 +104,50 @@ class TeacherPromptBuilder:
         self.tool_template = tool_template
         """Used instead of `template` for prompts rendered with tools (None: `template` for every prompt)."""
 
-    def __call__(self, prompts: list, ground_truths: list, tools: list | None = None, render=None) -> TeacherPrompts:
+    def __call__(
+        self, prompts: list, ground_truths: list, tools: list | None = None, render=None, solutions: list | None = None
+    ) -> TeacherPrompts:
         """`tools[i]`: tool schemas of prompt i (or None); `render`, when given, turns a ground truth into the text
-        the template receives (e.g. tool calls written as the chat template writes them)."""
+        the template receives (e.g. tool calls written as the chat template writes them); `solutions[i]`, when
+        given, is row i's reference solution for `{reference_solution}` (None or empty: the ground truth instead,
+        flagged in `answer_only`)."""
         ids, usable, truncated = [], [], []
         tools = tools if tools is not None else [None] * len(prompts)
+        row_solutions = solutions if solutions is not None else [None] * len(prompts)
         # GRPO repeats each prompt num_generations times in a row: build each distinct teacher prompt once.
         built: dict[str, tuple[list[int], bool, bool]] = {}
-        for prompt, truth, row_tools in zip(prompts, ground_truths, tools, strict=True):
-            key = json.dumps([prompt, truth, row_tools], sort_keys=True, default=str)
+        for prompt, truth, row_tools, solution in zip(prompts, ground_truths, tools, row_solutions, strict=True):
+            key = json.dumps([prompt, truth, row_tools, solution], sort_keys=True, default=str)
             if key not in built:
-                built[key] = self._build(prompt, truth, row_tools, render)
+                built[key] = self._build(prompt, truth, row_tools, render, solution)
             row_ids, row_usable, row_truncated = built[key]
             ids.append(list(row_ids))
             usable.append(row_usable)
             truncated.append(row_truncated)
-        return TeacherPrompts(ids, usable, truncated)
+        answer_only = None
+        if solutions is not None:
+            answer_only = [ok and not has_ground_truth(s) for ok, s in zip(usable, solutions, strict=True)]
+        return TeacherPrompts(ids, usable, truncated, answer_only)
 
-    def _build(self, prompt, truth, tools, render) -> tuple[list[int], bool, bool]:
+    def _build(self, prompt, truth, tools, render, solution=None) -> tuple[list[int], bool, bool]:
         if not has_ground_truth(truth):
             # Same prompt as the student: its divergence is computed (every rank runs the same passes) and then
             # discarded by the trainer, which gives the row plain GRPO weights.
             return self.tokenize(prompt, tools), False, False
         text = render(truth) if render is not None else truth
         template = self.tool_template if tools and self.tool_template is not None else self.template
-        row_ids, was_truncated = self._fit(prompt, text, tools, template)
+        row_ids, was_truncated = self._fit(prompt, text, tools, template, solution)
         return row_ids, True, was_truncated
 
-    def _fit(self, prompt, truth_text, tools, template: str) -> tuple[list[int], bool]:
-        full = teacher_prompt(prompt, truth_text, template)
+    def _fit(self, prompt, truth_text, tools, template: str, solution=None) -> tuple[list[int], bool]:
+        full = teacher_prompt(prompt, truth_text, template, solution)
         row_ids = self.tokenize(full, tools)
         if self.max_length is None or len(row_ids) <= self.max_length:
             return row_ids, False
         # Shorten the question from its start (its end usually states what is asked) and keep the ground truth.
         question = question_of(prompt)
         question_ids = self.tokenizer(question, add_special_tokens=False)["input_ids"]
-        hint = template.format(ground_truth=truth_text)
+        hint = teacher_hint(template, truth_text, solution)
         keep = len(question_ids)
         for _ in range(4):  # re-tokenization at the cut can shift counts by a token or two
             keep -= len(row_ids) - self.max_length + 1

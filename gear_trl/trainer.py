@@ -15,13 +15,14 @@ gathers stay in lockstep: rows without a ground truth still go through the teach
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 import textwrap
 import warnings
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -36,9 +37,17 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
 from .config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
-from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
+from .credit import (
+    below_noise_floor,
+    reverse_kl_and_entropy,
+    rlsd_lambda,
+    rlsd_token_weights,
+    segment_signal,
+    weights_from_signal,
+)
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
+from .data.math import REFERENCE_SOLUTION_COLUMN
 from .data.tool_use import json_text
 from .envs.checks import check_environment
 from .fused_head import FusedDivergence, divergence_in_log_probs
@@ -55,6 +64,14 @@ from .teacher import (
     prefix_sharing_tokens,
     suffix_attention_bias,
     tool_calls_text,
+)
+from .teacher_weights import (
+    EMA_ADAPTER,
+    TEACHER_STATE_FILE,
+    TeacherWeightsCallback,
+    ema_update_,
+    load_teacher_state,
+    teacher_state,
 )
 
 logger = logging.getLogger(__name__)
@@ -86,9 +103,12 @@ class CreditTrace:
     weights: torch.Tensor
     advantages: torch.Tensor
     has_ground_truth: torch.Tensor
+    below_floor: torch.Tensor | None = None
+    """[B] bool: rows with a teacher whose largest KL is below `onset_min_kl` (weights 1)."""
 
     def to(self, device) -> CreditTrace:
-        return CreditTrace(**{f.name: getattr(self, f.name).detach().to(device) for f in fields(self)})
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return CreditTrace(**{k: None if v is None else v.detach().to(device) for k, v in moved.items()})
 
 
 GEAR_PAPER = {
@@ -163,11 +183,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        if args.teacher == "base" and not is_peft_model(self.model):
-            raise ValueError(
-                "`teacher: base` uses the initial model by disabling the PEFT adapters, so it needs a PEFT model "
-                "(pass `peft_config` / `use_peft: true`). Use `teacher: live` for full fine-tuning."
-            )
+        self._teacher_model = None  # a model of its own: `base` or `ema` under full fine-tuning
+        if args.uses_teacher and args.teacher != "live":
+            self._set_up_teacher_weights()
         if args.uses_teacher:
             # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
             # run in training mode: with dropout on they would see different random networks, and the KL between
@@ -222,10 +240,19 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
-        teacher = self._teacher_prompts(record.prompts, ground_truths, tools, render=self._render_ground_truth)
+        solutions = None
+        if self.args.teacher_reference == "solution":
+            solutions = [row.get(REFERENCE_SOLUTION_COLUMN) for row in inputs]
+        teacher = self._teacher_prompts(
+            record.prompts, ground_truths, tools, render=self._render_ground_truth, solutions=solutions
+        )
         if mode == "train" and not self._checked_first_batch:
             self._checked_first_batch = True
             self._warn_without_ground_truth(teacher.has_ground_truth)
+        if teacher.answer_only is not None:  # decided by the configuration: every rank reduces here
+            counts = torch.tensor([sum(teacher.answer_only), sum(teacher.has_ground_truth)], device=mask.device)
+            answer_only, with_truth = self.accelerator.reduce(counts.float(), reduction="sum").tolist()
+            self._metrics[mode]["gear/teacher_answer_only_frac"].append(answer_only / max(with_truth, 1.0))
         output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
@@ -238,6 +265,107 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             for key in GEAR_BATCH_KEYS:
                 del output[key]
         return output
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Teachers other than the live policy (gear_trl/teacher_weights.py).
+
+    def _set_up_teacher_weights(self) -> None:
+        """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
+        initial model, TRL's reference model when it has one (beta > 0). `ema`: a frozen copy of the initial adapter
+        (PEFT) or model, averaged after each optimizer step by `TeacherWeightsCallback`."""
+        if is_peft_model(self.model):
+            if self.args.teacher == "ema":
+                _copy_initial_adapter(self.model, EMA_ADAPTER)
+        elif self.args.teacher == "base" and self.ref_model is not None:
+            self._teacher_model = self.ref_model
+        else:
+            self._teacher_model = self._frozen_copy()
+        if self.args.teacher == "ema":
+            self.add_callback(TeacherWeightsCallback(self))
+
+    def _frozen_copy(self):
+        """A copy of the initial model that takes no gradient, prepared like TRL's reference model."""
+        from transformers.integrations import is_deepspeed_zero3_enabled
+        from trl.models import prepare_deepspeed
+        from trl.trainer.utils import create_model_from_path, get_config_model_id
+
+        if is_deepspeed_zero3_enabled():
+            # The student is already partitioned: a deep copy would copy empty shards. Load it again, as TRL loads
+            # its reference model (the student's own path, dtype and attention).
+            kwargs = {"dtype": self.model.dtype, "attn_implementation": self.model.config._attn_implementation}
+            teacher = create_model_from_path(get_config_model_id(self.model.config), **kwargs)
+        else:
+            teacher = copy.deepcopy(self.model)
+            teacher.__dict__.pop("forward", None)  # TRL's fused-head forward is bound to the student
+        teacher.requires_grad_(False)
+        teacher.eval()
+        if self.is_deepspeed_enabled:
+            return prepare_deepspeed(teacher, self.accelerator)
+        return self.accelerator.prepare_model(teacher, evaluation_mode=True)
+
+    def _teacher_causal_lm(self):
+        return self.accelerator.unwrap_model(self._teacher_model)
+
+    def ema_teacher_named(self) -> dict:
+        """{name: parameter} of the EMA teacher's weights: the "ema" adapter's under PEFT, else the copy's."""
+        if self._teacher_model is not None:
+            return dict(self._teacher_causal_lm().named_parameters())
+        marker = f".{EMA_ADAPTER}."
+        return {n: p for n, p in self.accelerator.unwrap_model(self.model).named_parameters() if marker in n}
+
+    def ema_teacher_pairs(self) -> list:
+        """(teacher, student) parameter pairs the EMA averages: every trained parameter and its teacher copy."""
+        student = self.accelerator.unwrap_model(self.model)
+        teacher = self.ema_teacher_named()
+        if self._teacher_model is not None:
+            return [(teacher[name], param) for name, param in student.named_parameters() if name in teacher]
+        active = f".{student.active_adapter}."
+        return [
+            (teacher[name.replace(active, f".{EMA_ADAPTER}.")], param)
+            for name, param in student.named_parameters()
+            if active in name and param.requires_grad
+        ]
+
+    def update_ema_teacher(self) -> None:
+        ema_update_(self.ema_teacher_pairs(), self.args.teacher_ema_decay)
+
+    def save_teacher(self, folder: str) -> None:
+        state = teacher_state(self.ema_teacher_named())  # collective under ZeRO-3
+        if self.accelerator.is_main_process:
+            from safetensors.torch import save_file
+
+            os.makedirs(folder, exist_ok=True)
+            save_file(state, os.path.join(folder, TEACHER_STATE_FILE))
+
+    def _save_checkpoint(self, model, trial):
+        # Before the Trainer's files: a checkpoint whose trainer_state.json exists has its teacher too.
+        if self.args.uses_teacher and self.args.teacher == "ema":
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            self.save_teacher(folder)
+        return super()._save_checkpoint(model, trial)
+
+    def restore_teacher(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, TEACHER_STATE_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"`teacher: ema` resumes its averaged weights from {path}, which is missing: the checkpoint was not "
+                "written by a `teacher: ema` run."
+            )
+        from safetensors.torch import load_file
+
+        load_teacher_state(self.ema_teacher_named(), load_file(path), self.accelerator.process_index)
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        self._gear_resume_from = resume_from_checkpoint  # read by TeacherWeightsCallback
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _grpo_runs_student_pass(self) -> bool:
         """Whether GRPOTrainer computes old log-probs with a no-grad pass of the policy (its own condition)."""
@@ -272,8 +400,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 batch["gear_teacher_hidden"],
                 _model_token_mask(batch).bool(),
                 chunk_size=self.args.divergence_chunk_size,
-                divergence=self.args.divergence,
+                divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
+                teacher_has_own_head=self._teacher_model is not None,
             )
         handle = self._backbone().register_forward_hook(keep_hidden)
         try:
@@ -316,7 +445,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         causal_lm = self._causal_lm()
         lm_head = causal_lm.get_output_embeddings()
         logit_scale, softcap = lm_head_transform(causal_lm.config)
-        with maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias):
+        # A teacher model of its own has its own head (trained too under full fine-tuning).
+        teacher_head = self._teacher_causal_lm().get_output_embeddings() if self._teacher_model is not None else None
+        with (
+            maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias),
+            maybe_gather_lm_head_ctx(teacher_head.weight, teacher_head.bias) if teacher_head else nullcontext(),
+        ):
             return reverse_kl_and_entropy(
                 student_hidden,
                 batch["gear_teacher_hidden"],
@@ -325,39 +459,51 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 temperature=self.temperature,
                 chunk_size=self.args.divergence_chunk_size,
                 lm_head_bias=lm_head.bias,
-                divergence=self.args.divergence,
+                divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
                 token_ids=batch["completion_ids"],
                 logit_scale=logit_scale,
                 final_logit_softcapping=softcap,
+                teacher_lm_head_weight=None if teacher_head is None else teacher_head.weight,
+                teacher_lm_head_bias=None if teacher_head is None else teacher_head.bias,
             )
 
     @torch.no_grad()
     def _credit(self, batch, divergence: tuple[torch.Tensor, torch.Tensor]) -> CreditTrace:
         kl, entropy = divergence
         mask = _model_token_mask(batch)
-        signal, segment_ids = segment_signal(
-            kl,
-            entropy,
-            mask,
-            mode=self.args.credit,
-            onset_threshold=self.args.onset_threshold,
-            entropy_threshold=self.args.entropy_threshold,
-            turn_starts=_turn_starts(mask) if "tool_mask" in batch else None,
-            fixed_segment_len=self.args.fixed_segment_len,
-            max_segment_len=self.args.max_segment_len,
-            normalize=self.args.normalize,
-        )
         base = batch["gear_base_advantages"]
-        weights = weights_from_signal(
-            signal,
-            mask,
-            base,
-            alpha=self.args.weight_alpha,
-            eps=self.args.weight_eps,
-            lam=self.args.weight_lambda,
-            weight_norm=self.args.weight_norm,
-        )
+        if self.args.credit == "rlsd":
+            # kl holds log pS(y_t) - log pT(y_t), signed (divergence_signal); RLSD's delta is its negative.
+            signal, segment_ids = -kl, torch.full_like(mask, -1, dtype=torch.long)
+            lam = rlsd_lambda(self.args.rlsd_lambda, self.state.global_step, self.args.rlsd_lambda_decay_steps)
+            self._rlsd_lambda_now = lam
+            weights = rlsd_token_weights(
+                signal, mask, base, lam=lam, eps=self.args.rlsd_eps, negative_only=self.args.rlsd_negative_only
+            )
+        else:
+            signal, segment_ids = segment_signal(
+                kl,
+                entropy,
+                mask,
+                mode=self.args.credit,
+                onset_threshold=self.args.onset_threshold,
+                entropy_threshold=self.args.entropy_threshold,
+                turn_starts=_turn_starts(mask) if "tool_mask" in batch else None,
+                fixed_segment_len=self.args.fixed_segment_len,
+                max_segment_len=self.args.max_segment_len,
+                normalize=self.args.normalize,
+                onset_min_kl=self.args.onset_min_kl,
+            )
+            weights = weights_from_signal(
+                signal,
+                mask,
+                base,
+                alpha=self.args.weight_alpha,
+                eps=self.args.weight_eps,
+                lam=self.args.weight_lambda,
+                weight_norm=self.args.weight_norm,
+            )
         # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
         has_truth = batch["gear_has_truth"]
         weights = torch.where(has_truth[:, None], weights, mask.float())
@@ -373,6 +519,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             weights=weights,
             advantages=advantages,
             has_ground_truth=has_truth,
+            below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl)
+            if self.args.credit != "rlsd"
+            else None,
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -505,8 +654,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
         )
         context = nullcontext()
-        if self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
+        if self._teacher_model is not None:  # base / ema under full fine-tuning: a model of its own
+            context = self._teacher_backbone()
+        elif self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
             context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
+        elif self.args.teacher == "ema":
+            context = use_adapter(self.model, EMA_ADAPTER)
         self._teacher_pass_shared = False
         with context:
             # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
@@ -625,8 +778,19 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         unwrapped = self.accelerator.unwrap_model(self.model)
         return unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
 
+    _backbone_of_teacher = False
+
+    @contextmanager
+    def _teacher_backbone(self):
+        """Backbone forwards inside run the teacher model's backbone (`_backbone`)."""
+        self._backbone_of_teacher = True
+        try:
+            yield
+        finally:
+            self._backbone_of_teacher = False
+
     def _backbone(self):
-        causal_lm = self._causal_lm()
+        causal_lm = self._teacher_causal_lm() if self._backbone_of_teacher else self._causal_lm()
         return getattr(causal_lm, causal_lm.base_model_prefix)
 
     def _final_hidden(self, input_ids, attention_mask, keep: int) -> torch.Tensor:
@@ -730,6 +894,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
     # ----------------------------------------------------------------------------------------------------------------
     # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
 
+    def _rlsd_clipped(self, trace: CreditTrace) -> torch.Tensor:
+        """Model tokens of rows with a teacher whose RLSD weight is at a clip bound (0 in other modes)."""
+        bound = getattr(self, "_rlsd_lambda_now", 0.0) * self.args.rlsd_eps
+        if self.args.credit != "rlsd" or bound == 0:
+            return torch.zeros((), device=trace.mask.device)
+        rows = trace.mask & trace.has_ground_truth[:, None]
+        return (((trace.weights - 1).abs() >= bound * (1 - 1e-5)) & rows).float().sum()
+
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor):
         kl, mask, segment_ids, weights, has_truth = (
             trace.kl,
@@ -755,6 +927,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
                 shared.float().sum(),
+                # the noise floor: KL of rows whose teacher prompt is the student's, and rows below onset_min_kl
+                (kl * m * ~has_truth[:, None]).sum(),
+                (m * ~has_truth[:, None]).sum(),
+                trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
+                # rlsd: model tokens whose weight sits at a clip bound, 1 +- lam * eps
+                self._rlsd_clipped(trace),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
             ]
@@ -770,6 +948,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
+        floor_kl_sum, floor_tokens, n_below, n_clipped = sums[10:14].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -785,10 +964,16 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             "no_ground_truth_frac": no_truth / max(rows, 1.0),
             "teacher_truncated_frac": n_truncated / max(rows, 1.0),
             "teacher_prefix_shared_frac": n_shared / max(rows, 1.0),
+            # NaN (left out of the interval's mean) in a step without such rows
+            "kl_floor": floor_kl_sum / floor_tokens if floor_tokens else float("nan"),
+            "below_floor_frac": n_below / max(rows - no_truth, 1.0),
         }
         # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
         # the mean over the logging interval (None when no step of it had one).
-        for name, value in failure_contrast(sums[10:]).items():
+        if self.args.credit == "rlsd":
+            metrics["rlsd_lambda"] = self._rlsd_lambda_now
+            metrics["rlsd_clip_frac"] = n_clipped / tokens_
+        for name, value in failure_contrast(sums[14:]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
@@ -930,16 +1115,19 @@ def _switch_off_dropout(model) -> Counter:
     return switched_off
 
 
-def _copy_initial_adapter(model) -> None:
+def _copy_initial_adapter(model, copy_name: str = "ref") -> None:
     """`teacher: base` means the run's initial policy. For a model that comes with a trained adapter that is the
-    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy)."""
-    if "ref" in model.peft_config:
+    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy).
+    `teacher: ema` starts its averaged adapter the same way, as a frozen copy named "ema"."""
+    if copy_name in model.peft_config:
         return
     active = model.active_adapter
-    model.add_adapter("ref", model.peft_config[active])
+    model.add_adapter(copy_name, model.peft_config[active])
     for name, param in model.named_parameters():
         if f".{active}." in name:
-            model.get_parameter(name.replace(f".{active}.", ".ref.")).data.copy_(param.data)
+            twin = model.get_parameter(name.replace(f".{active}.", f".{copy_name}."))
+            twin.data.copy_(param.data)
+            twin.requires_grad_(False)
 
 
 def _is_loaded_peft_model(model) -> bool:

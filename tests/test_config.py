@@ -20,6 +20,20 @@ def test_defaults_are_the_documented_ones():
         "mean",
     )
     assert config.teacher == "live" and "{ground_truth}" in config.teacher_template
+    assert config.onset_min_kl == 1e-3
+    assert (config.rlsd_lambda, config.rlsd_eps, config.rlsd_lambda_decay_steps, config.rlsd_negative_only) == (
+        0.5,
+        0.2,
+        None,
+        False,
+    )
+
+
+def test_rlsd_reads_the_signed_sampled_log_ratio_and_refuses_topk():
+    assert make(credit="rlsd").divergence_signal == "sampled_signed" and make(credit="rlsd").uses_teacher
+    assert make(credit="gear", divergence="topk").divergence_signal == "topk"
+    with pytest.raises(ValueError, match="divergence: topk"):
+        make(credit="rlsd", divergence="topk")
 
 
 def test_unknown_credit_mode_lists_the_valid_ones():
@@ -48,6 +62,10 @@ def test_unknown_credit_mode_lists_the_valid_ones():
         ("max_teacher_prompt_length", -3, "positive integer or None"),
         ("teacher_prefix_sharing_max_ratio", 0.0, "(0.0, 1.0]"),
         ("teacher_prefix_sharing_max_ratio", 1.5, "(0.0, 1.0]"),
+        ("onset_min_kl", -1e-3, "[0.0, inf]"),
+        ("rlsd_lambda", 1.5, "[0.0, 1.0]"),
+        ("rlsd_eps", 1.0, "[0.0, 1.0)"),
+        ("rlsd_lambda_decay_steps", 0, "positive integer or None"),
     ],
 )
 def test_out_of_range_values_name_the_field_and_range(field, value, fragment):
@@ -58,7 +76,13 @@ def test_out_of_range_values_name_the_field_and_range(field, value, fragment):
 
 @pytest.mark.parametrize(
     "field,value",
-    [("divergence", "js"), ("normalize", "zscore"), ("weight_norm", "sum"), ("teacher", "ema"), ("gigpo_mode", "std")],
+    [
+        ("divergence", "js"),
+        ("normalize", "zscore"),
+        ("weight_norm", "sum"),
+        ("teacher", "frozen"),
+        ("gigpo_mode", "std"),
+    ],
 )
 def test_unknown_choices_are_rejected(field, value):
     with pytest.raises(ValueError, match=f"`{field}` must be one of"):

@@ -350,3 +350,63 @@ def test_uncapped_scan_in_whole_tensor_ops_equals_the_position_loop(mode, seed):
     assert torch.equal(ids, loop_ids)
     assert torch.equal(signal, loop_signal)
     assert (ids >= 0).any() and (ids < 0).any()
+
+
+# --- the noise floor: onset_min_kl (nats) is absolute ----------------------------------------------------------------
+
+
+def test_token_below_the_floor_is_no_onset_whatever_its_normalized_kl():
+    # Row max 0.005: Dn = (1, 0.16, 0.4, 0.02). Without a floor t0, t1 and t2 are onsets (Dn >= 0.1), three segments
+    # in gear_no_entropy; with the floor at 1e-3, t1 (KL 8e-4) is not one and continues t0's segment.
+    kl = row(0.005, 0.0008, 0.002, 0.0001)
+    entropy = row(0.0, 0.0, 0.0, 0.0)
+    dn = [v / (0.005 + 1e-8) for v in (0.005, 0.0008, 0.002)]  # the normalization's epsilon matters at this scale
+    check(
+        segment_signal(kl, entropy, ones_mask(4), mode="gear_no_entropy"),
+        [[dn[0], dn[1], dn[2], dn[2]]],
+        [[0, 1, 2, 2]],
+    )
+    check(
+        segment_signal(kl, entropy, ones_mask(4), mode="gear_no_entropy", onset_min_kl=1e-3),
+        [[dn[0], dn[0], dn[2], dn[2]]],
+        [[0, 0, 1, 1]],
+    )
+    # gear: an onset outside a segment needs the floor too. t0 is cut off by high entropy at t1, which is then
+    # judged afresh: Dn 0.16 would reopen a segment, but its KL is below the floor.
+    entropy = row(0.1, 1.0, 0.1, 0.1)
+    check(
+        segment_signal(kl, entropy, ones_mask(4), mode="gear", onset_min_kl=1e-3),
+        [[dn[0], dn[1], dn[2], dn[2]]],
+        [[0, -1, 1, 1]],
+    )
+
+
+@pytest.mark.parametrize("mode", ["token", "turn", "fixed", "gear", "gear_no_entropy"])
+def test_completion_below_the_floor_has_no_signal_and_weights_one(mode):
+    # Row 0: largest KL 5e-4 < 1e-3, pure noise; max-normalized it would be all onsets. Row 1 has a real peak.
+    kl = torch.tensor([[5e-4, 4e-4, 5e-4, 1e-4], [0.02, 0.5, 0.01, 0.0]])
+    entropy = torch.zeros(2, 4)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
+    loud, _ = segment_signal(kl, entropy, mask, mode=mode)
+    assert loud[0].max() > 0.9  # without a floor the noise is a full-strength signal
+    signal, ids = segment_signal(kl, entropy, mask, mode=mode, onset_min_kl=1e-3)
+    assert signal[0].tolist() == [0.0] * 4 and ids[0].tolist() == [-1] * 4
+    torch.testing.assert_close(signal[1], loud[1])
+    from gear_trl.credit import gear_token_weights
+
+    weights = gear_token_weights(kl, entropy, mask, torch.tensor([-1.0, -1.0]), mode=mode, onset_min_kl=1e-3)
+    assert weights[0].tolist() == [1.0] * 4
+    if mode not in ("turn", "fixed"):  # one segment per row there: equal weights, 1 after the mean
+        assert weights[1, :3].max() > 1.0
+
+
+def test_below_noise_floor():
+    from gear_trl.credit import below_noise_floor
+
+    kl = torch.tensor([[5e-4, 9e-4, 0.3], [1e-3, 0.0, 0.0], [0.0, 0.0, 0.0], [0.5, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0], [0, 1, 1]], dtype=torch.bool)
+    # row 0: 0.3 is masked out; row 1: exactly at the floor is not below; row 2: no model tokens; row 3: 0.5 masked.
+    assert below_noise_floor(kl, mask, 1e-3).tolist() == [True, False, False, True]
+    assert below_noise_floor(kl, mask, 0.0).tolist() == [False] * 4
+    with pytest.raises(ValueError, match="onset_min_kl"):
+        segment_signal(kl, kl, mask, mode="gear", onset_min_kl=-1.0)

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.utils import free_port, run_ranks, torchrun
 
@@ -158,3 +159,43 @@ def test_teacher_prefix_sharing_under_zero3_when_ranks_hold_different_numbers_of
     # per prompt); rank 0 makes up the difference, so ZeRO-3's gathers stay paired
     assert [p["forwards"] for p in first] == [4, 4]
     assert all(p["max_diff"] < 1e-5 for r in ranks for p in r["passes"])
+
+
+def test_ema_teacher_under_zero3_averages_each_ranks_shards_and_saves_whole_weights(tmp_path):
+    """`teacher: ema` on two ZeRO-3 ranks: after each optimizer step every rank averages the shards it holds; each
+    checkpoint's teacher file holds whole (gathered) tensors equal to the average of the whole student weights."""
+    out = train(
+        "zero3_cpu.yaml",
+        tmp_path,
+        "--teacher",
+        "ema",
+        "--teacher_ema_decay",
+        "0.5",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        # the arithmetic warm start is partly right, so rewards differ within groups and the student does train
+        "--model_name_or_path",
+        "data/tiny-qwen3-arith",
+        "--dataset_name",
+        "data/arith",
+        "--dataset_format",
+        "generic",
+    )
+    from safetensors.torch import load_file
+
+    from gear_trl.teacher_weights import TEACHER_STATE_FILE
+
+    theta = [load_file(Path("data/tiny-qwen3-arith/model.safetensors"))]
+    teacher = [theta[0]]
+    for step in (1, 2):
+        theta.append(load_file(out / f"checkpoint-{step}" / "model.safetensors"))
+        teacher.append(load_file(out / f"checkpoint-{step}" / TEACHER_STATE_FILE))
+    assert set(teacher[1]) == set(theta[1]) and "model.embed_tokens.weight" in teacher[1]
+    for step in (1, 2):
+        for name, value in teacher[step].items():
+            assert value.shape == theta[0][name].shape, name  # gathered, not a shard
+            expected = 0.5 * teacher[step - 1][name] + 0.5 * theta[step][name]
+            torch.testing.assert_close(value, expected, atol=1e-6, rtol=1e-5)
+    assert any(not torch.equal(theta[2][n], theta[0][n]) for n in theta[0]), "the student trained"

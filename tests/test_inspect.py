@@ -163,9 +163,11 @@ def test_trace_rows_cut_padding_and_recover_the_advantage():
         weights=weights,
         advantages=base[:, None] * weights,
         has_ground_truth=torch.tensor([True, True]),
+        below_floor=torch.tensor([False, True]),
     )
     rows = trace_rows(trace, pad_token_id=pad)
     assert rows[0]["completion_ids"] == [5, 6, 7, 8] and rows[0]["mask"] == [True, True, False, True]
+    assert [row["below_floor"] for row in rows] == [False, True]
     assert len(rows[1]["kl"]) == 6
     assert rows[0]["advantage"] == pytest.approx(2.0) and rows[1]["advantage"] == pytest.approx(-1.0)
     rows = trace_rows(trace, completion_mask=torch.tensor([[1, 1, 1, 1, 1, 0], [1] * 6]), rewards=torch.tensor([1, 0]))

@@ -45,8 +45,33 @@ def test_gsm8k_adapter_row():
     assert example == {
         "prompt": [{"role": "user", "content": MATH_PROMPT_TEMPLATE.format(question="Ann has 3 pens. How many?")}],
         "ground_truth": "3",
+        "reference_solution": "She has 3.",
     }
     assert "step by step" in example["prompt"][0]["content"] and r"\boxed{}" in example["prompt"][0]["content"]
+
+
+def test_reference_solutions_where_the_format_has_one():
+    from gear_trl.data.math import gsm8k_solution
+
+    # GSM8K: the answer without its last #### line; the final answer stays the ground truth
+    answer = "The pens cost 9 * 5 = 45 dollars.\nThe change is 50 - 45 = 5 dollars.\n#### 5"
+    assert gsm8k_solution(answer) == "The pens cost 9 * 5 = 45 dollars.\nThe change is 50 - 45 = 5 dollars."
+    assert gsm8k_solution("#### 5") is None and gsm8k_solution("no marker") is None and gsm8k_solution(None) is None
+    # MATH: the solution itself; AIME: its `solution` column when present
+    math_row = get_adapter("math")({"problem": "p", "solution": r"Add: $1 + 1 = \boxed{2}$."})
+    assert (math_row["ground_truth"], math_row["reference_solution"]) == ("2", r"Add: $1 + 1 = \boxed{2}$.")
+    aime = get_adapter("aime")
+    assert (
+        aime({"problem": "p", "answer": "7", "solution": "Since 3 + 4 = 7."})["reference_solution"]
+        == "Since 3 + 4 = 7."
+    )
+    assert aime({"problem": "p", "answer": "7"})["reference_solution"] is None
+    # generic rows may carry `reference_solution`; missing or blank is None
+    generic = get_adapter("generic")
+    row = {"prompt": "2 + 2?", "ground_truth": "4", "reference_solution": " 2 + 2 = 4 "}
+    assert generic(row)["reference_solution"] == "2 + 2 = 4"
+    assert generic({"prompt": "q", "ground_truth": "4", "reference_solution": "  "})["reference_solution"] is None
+    assert generic({"prompt": "q", "ground_truth": "4"})["reference_solution"] is None
 
 
 def test_generic_adapter_wraps_strings_and_keeps_message_lists():
@@ -69,8 +94,10 @@ def test_prepare_dataset_keeps_rows_without_ground_truth_and_names_the_column():
         {"problem": "p2", "solution": "the answer is 3, no box"},
     ]
     prepared = prepare_dataset(Dataset.from_list(rows), ground_truth_column="answer_key", prompt_template="{question}")
-    assert prepared.column_names == ["prompt", "answer_key"]
+    assert prepared.column_names == ["prompt", "answer_key", "reference_solution"]
     assert prepared["answer_key"] == [r"\frac{1}{2}", None]
+    # the worked solution is kept whole, whether or not its answer could be extracted
+    assert prepared["reference_solution"] == [r"so \boxed{\frac{1}{2}}", "the answer is 3, no box"]
     assert prepared[0]["prompt"] == [{"role": "user", "content": "p1"}]
 
 
@@ -79,7 +106,8 @@ def test_prepare_dataset_auto_picks_by_columns_and_handles_dataset_dicts():
         assert detect_adapter([*adapter.columns, "extra"]).name == name
     splits = DatasetDict({"train": Dataset.from_list([{"question": "q", "answer": "#### 1", "id": 0}])})
     prepared = prepare_dataset(splits)
-    assert list(prepared) == ["train"] and prepared["train"].column_names == ["prompt", "ground_truth"]
+    assert list(prepared) == ["train"]
+    assert prepared["train"].column_names == ["prompt", "ground_truth", "reference_solution"]
 
 
 def test_missing_columns_error_names_expected_and_present_columns():

@@ -66,3 +66,12 @@ def test_the_template_ships_in_the_wheel(tmp_path):
     )
     (wheel,) = tmp_path.glob("gear_trl-*.whl")
     assert "gear_trl/reporting/templates/credit.html.j2" in zipfile.ZipFile(wheel).namelist()
+
+
+def test_a_completion_below_the_noise_floor_says_so_instead_of_counting_segments():
+    quiet = {**hand_made_row(), "below_floor": True, "segment_ids": [-1] * len(TOKENS)}
+    page = render_html_report([(TOKENS, hand_made_row()), (TOKENS, quiet)], "floor")
+    loud_section, quiet_section = page.split('<section class="rollout">')[1:]
+    meta = [section.split('<div class="meta">')[1].split("</div>")[0] for section in (loud_section, quiet_section)]
+    assert "KL below the noise floor" in meta[1] and not re.search(r"\d+ segments?", meta[1])
+    assert "KL below the noise floor" not in meta[0] and re.search(r"\d+ segments?", meta[0])

@@ -118,3 +118,41 @@ def test_repeated_prompts_are_tokenized_once():
     result = builder(prompts, ["4"] * 4 + ["6"] * 4)
     assert len(calls) == 2
     assert result.input_ids[0] == result.input_ids[3] != result.input_ids[4]
+
+
+def test_reference_solution_placeholder_falls_back_to_the_answer():
+    from gear_trl.teacher import teacher_hint
+
+    template = "\nAnswer {ground_truth}; solution: {reference_solution}"
+    assert teacher_hint(template, "7", "3 + 4 = 7") == "\nAnswer 7; solution: 3 + 4 = 7"
+    assert teacher_hint(template, "7", None) == teacher_hint(template, "7", "  ") == "\nAnswer 7; solution: 7"
+    assert teacher_prompt("Q?", "7", "\n{reference_solution}", "3 + 4 = 7") == "Q?\n3 + 4 = 7"
+
+
+def test_builder_shows_solutions_and_flags_rows_that_only_have_the_answer():
+    tokenizer, _, _ = _builder()
+    builder = TeacherPromptBuilder(_builder()[1], tokenizer, "\nSolution: {reference_solution}")
+    prompts = [[{"role": "user", "content": "What is 3+4?"}]] * 3
+    result = builder(prompts, ["7", "7", None], solutions=["3 plus 4 is 7", None, "unused"])
+    assert result.answer_only == [False, True, False]  # the row without ground truth has no teacher at all
+    texts = [tokenizer.decode(ids) for ids in result.input_ids]
+    assert "Solution: 3 plus 4 is 7" in texts[0] and "Solution: 7" in texts[1] and "Solution" not in texts[2]
+    assert builder(prompts, ["7", "7", None]).answer_only is None  # no solutions asked for
+
+
+def test_solution_reference_switches_the_default_template_and_needs_the_placeholder():
+    import pytest
+
+    from gear_trl import GEARConfig
+    from gear_trl.config import DEFAULT_MATH_SOLUTION_TEMPLATE
+
+    def make(**kwargs):
+        return GEARConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none", **kwargs)
+
+    assert make().teacher_template == DEFAULT_MATH_TEACHER_TEMPLATE and make().teacher_reference == "answer"
+    assert make(teacher_reference="solution").teacher_template == DEFAULT_MATH_SOLUTION_TEMPLATE
+    assert make(teacher_template="\n{reference_solution}").teacher_template == "\n{reference_solution}"
+    with pytest.raises(ValueError, match="teacher_reference: solution"):
+        make(teacher_reference="solution", teacher_template="\nReference: {ground_truth}")
+    with pytest.raises(ValueError, match="`teacher_reference` must be one of"):
+        make(teacher_reference="steps")

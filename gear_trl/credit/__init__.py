@@ -3,8 +3,10 @@
 - :func:`reverse_kl_and_entropy`: student-teacher reverse KL and entropy per token.
 - :func:`lm_head_statistics`: the same per row, with the student's log-partition and target log-probabilities.
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
+- :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights.
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
+- :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
 - :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
   rollouts).
 """
@@ -12,13 +14,22 @@
 from .diagnostics import failure_contrast, failure_contrast_sums
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
-from .segments import CREDIT_MODES, SEGMENT_MODES, register_segmenter, segment_signal, segment_stats
+from .rlsd import rlsd_lambda, rlsd_token_weights
+from .segments import (
+    CREDIT_MODES,
+    SEGMENT_MODES,
+    below_noise_floor,
+    register_segmenter,
+    segment_signal,
+    segment_stats,
+)
 from .weights import gear_token_weights, weights_from_signal
 
 __all__ = [
     "CREDIT_MODES",
     "SEGMENT_MODES",
     "HeadStatistics",
+    "below_noise_floor",
     "failure_contrast",
     "failure_contrast_sums",
     "gear_token_weights",
@@ -26,6 +37,8 @@ __all__ = [
     "lm_head_statistics",
     "register_segmenter",
     "reverse_kl_and_entropy",
+    "rlsd_lambda",
+    "rlsd_token_weights",
     "segment_signal",
     "segment_stats",
     "weights_from_signal",

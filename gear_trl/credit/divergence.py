@@ -12,11 +12,18 @@ from typing import NamedTuple
 import torch
 
 DIVERGENCES = ("full", "topk", "sampled")
+"""The `divergence` options of GEARConfig."""
+SIGNED_LOG_RATIO = "sampled_signed"
+"""``log pS(y_t) - log pT(y_t)`` of the sampled token without the clamp at 0: `credit: rlsd`'s signal (the negative
+of RLSD's delta), accepted by the functions here besides `DIVERGENCES`."""
 DEFAULT_CHUNK_SIZE = 64
 """Positions per LM-head chunk: the default of both `reverse_kl_and_entropy` and `GEARConfig.divergence_chunk_size`.
 Extra memory is 3 x chunk x V float32 values (117 MB at Qwen3's V = 151,936); chunks 16-256 are timed in
 bench/results/NOTES.md ("Divergence pass")."""
 _SMALL_VOCAB = 8192  # see _row_dot
+_MIN_TILE_ROWS = 1024  # see _lm_head
+_MM_OUT_DTYPE = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 8)
+"""`torch.mm(..., out_dtype=torch.float32)` from bf16 / fp16 inputs exists on CUDA from torch 2.8."""
 
 
 @torch.no_grad()
@@ -34,16 +41,18 @@ def reverse_kl_and_entropy(
     token_ids: torch.Tensor | None = None,
     logit_scale: float = 1.0,
     final_logit_softcapping: float | None = None,
+    teacher_lm_head_weight: torch.Tensor | None = None,
+    teacher_lm_head_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reverse KL ``D_t = KL(pS || pT)`` and student entropy ``H_t`` per token.
 
     ``pS = softmax(f(h_S W^T + b) / tau)``, ``pT = softmax(f(h_T W^T + b) / tau)``, where ``f`` is the model's own
     logit transformation: ``f(z) = c * tanh(s * z / c)`` with ``s = logit_scale`` and ``c =
     final_logit_softcapping`` (``f(z) = s * z`` without soft-capping), in that order, as the model's forward and
-    TRL's log-probs apply it. The matmul
-    runs in the LM head's dtype (an upcast copy of W would cost O(V x H)) on
-    hidden states (and bias) scaled by ``1 / tau`` in float32; the logits are
-    float32 from there on. With ``zS, zT`` the logits at temperature,
+    TRL's log-probs apply it. The matmul takes
+    hidden states scaled by ``1 / tau`` (in float32, then cast to the LM head's dtype) and writes float32 logits, a
+    2-byte head included (never rounded to bf16 / fp16 first; no whole upcast copy of W); the bias is added in
+    float32. With ``zS, zT`` the logits at temperature,
     ``H = lse(zS) - <pS, zS>`` and ``KL = <pS, zS - zT> - lse(zS) + lse(zT)``,
     each row shifted by its max first, so no log-probability tensor is formed.
 
@@ -59,11 +68,14 @@ def reverse_kl_and_entropy(
         divergence: ``"full"``: ``sum_v pS (log pS - log pT)`` clamped at 0;
             ``"topk"``: the same on the student's ``top_k`` tokens with both
             distributions renormalized over that set (``top_k`` is capped at V);
-            ``"sampled"``: ``max(log pS(y_t) - log pT(y_t), 0)``, needs ``token_ids``.
+            ``"sampled"``: ``max(log pS(y_t) - log pT(y_t), 0)``, needs ``token_ids``;
+            ``"sampled_signed"``: the same without the clamp (may be negative).
         top_k: support size for ``"topk"``, >= 1.
         token_ids: [B, T] long, the sampled tokens ``y_t``; required for ``"sampled"``.
         logit_scale: multiplier of the raw logits (Cohere ``logit_scale``, Granite ``1 / logits_scaling``).
         final_logit_softcapping: soft cap ``c`` > 0 of the scaled logits (Gemma 2/3), or None.
+        teacher_lm_head_weight, teacher_lm_head_bias: the teacher's own [V, H] head and [V] bias when it is a model
+            of its own (a frozen or averaged copy); None: the teacher shares the student's head.
 
     Returns:
         kl: [B, T] float32, 0 at masked-out positions.
@@ -83,6 +95,10 @@ def reverse_kl_and_entropy(
     vocab = lm_head_weight.shape[0]
     if lm_head_bias is not None and lm_head_bias.shape != (vocab,):
         raise ValueError(f"lm_head_bias must be [{vocab}]; got shape {tuple(lm_head_bias.shape)}.")
+    if teacher_lm_head_weight is not None and teacher_lm_head_weight.shape != lm_head_weight.shape:
+        raise ValueError(
+            f"teacher_lm_head_weight must be {tuple(lm_head_weight.shape)}; got {tuple(teacher_lm_head_weight.shape)}."
+        )
     if mask.shape != (batch, length):
         raise ValueError(f"mask must be [{batch}, {length}]; got shape {tuple(mask.shape)}.")
     if temperature <= 0:
@@ -91,13 +107,14 @@ def reverse_kl_and_entropy(
         raise ValueError(f"final_logit_softcapping must be > 0 or None; got {final_logit_softcapping}.")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1; got {chunk_size}.")
-    if divergence not in DIVERGENCES:
-        raise ValueError(f"divergence must be one of {DIVERGENCES}; got {divergence!r}.")
+    if divergence not in (*DIVERGENCES, SIGNED_LOG_RATIO):
+        raise ValueError(f"divergence must be one of {(*DIVERGENCES, SIGNED_LOG_RATIO)}; got {divergence!r}.")
     if divergence == "topk" and top_k < 1:
         raise ValueError(f"top_k must be >= 1; got {top_k}.")
-    if divergence == "sampled" and (token_ids is None or token_ids.shape != (batch, length)):
+    sampled = divergence in ("sampled", SIGNED_LOG_RATIO)
+    if sampled and (token_ids is None or token_ids.shape != (batch, length)):
         got = None if token_ids is None else tuple(token_ids.shape)
-        raise ValueError(f'divergence="sampled" needs token_ids of shape [{batch}, {length}]; got {got}.')
+        raise ValueError(f"divergence={divergence!r} needs token_ids of shape [{batch}, {length}]; got {got}.")
 
     device = student_hidden.device
     mask = mask.to(device=device, dtype=torch.bool)
@@ -107,7 +124,7 @@ def reverse_kl_and_entropy(
         student_hidden[mask],
         lm_head_weight,
         teacher_rows=teacher_hidden[mask],
-        targets=token_ids.to(device)[mask] if divergence == "sampled" else None,
+        targets=token_ids.to(device)[mask] if sampled else None,
         temperature=temperature,
         chunk_size=chunk_size,
         lm_head_bias=lm_head_bias,
@@ -115,6 +132,8 @@ def reverse_kl_and_entropy(
         top_k=top_k,
         logit_scale=logit_scale,
         final_logit_softcapping=final_logit_softcapping,
+        teacher_lm_head_weight=teacher_lm_head_weight,
+        teacher_lm_head_bias=teacher_lm_head_bias,
     )
     kl_out[mask] = stats.kl
     entropy_out[mask] = stats.entropy
@@ -148,6 +167,8 @@ def lm_head_statistics(
     top_k: int = 20,
     logit_scale: float = 1.0,
     final_logit_softcapping: float | None = None,
+    teacher_lm_head_weight: torch.Tensor | None = None,
+    teacher_lm_head_bias: torch.Tensor | None = None,
 ) -> HeadStatistics:
     """The student's log-partition, entropy and target log-probability, and the reverse KL to the teacher, per row.
 
@@ -161,9 +182,9 @@ def lm_head_statistics(
         lm_head_weight: [V, H].
         teacher_rows: [N, H] or None, the teacher's states at the same positions; gives ``kl``.
         targets: [N] long or None, the predicted tokens; gives ``target_log_prob``, and is ``y`` for
-            ``divergence="sampled"`` (required there).
-        temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping: as in
-            `reverse_kl_and_entropy` (not validated here).
+            ``divergence="sampled"`` and ``"sampled_signed"`` (required there).
+        temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping,
+            teacher_lm_head_weight, teacher_lm_head_bias: as in `reverse_kl_and_entropy` (not validated here).
 
     Returns:
         HeadStatistics of [N] float32 tensors.
@@ -178,15 +199,20 @@ def lm_head_statistics(
     if rows == 0:
         return HeadStatistics(log_z, entropy, target_log_prob, kl)
 
-    # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32, then cast to the
-    # head's dtype), never a [chunk, V] tensor. With soft-capping only s goes in there, since the tanh comes before
-    # 1 / tau; the cap is then applied in place to the chunk's logits.
+    # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32), never a [chunk, V]
+    # tensor. With soft-capping only s goes in there, since the tanh comes before 1 / tau; the cap is then applied in
+    # place to the chunk's logits.
     softcap = final_logit_softcapping
     scale = logit_scale if softcap is not None else logit_scale / temperature
-    bias = lm_head_bias
-    if bias is not None and scale != 1.0:
-        bias = bias.float() * scale
-    bias = None if bias is None else bias.to(lm_head_weight.dtype)
+
+    def scaled_bias(bias, weight):
+        if bias is not None and scale != 1.0:
+            bias = bias.float() * scale
+        return None if bias is None else bias.to(weight.dtype if weight.dtype == torch.float64 else torch.float32)
+
+    bias = scaled_bias(lm_head_bias, lm_head_weight)
+    own_head = pair and teacher_lm_head_weight is not None  # the teacher's logits come from its own head
+    teacher_bias = scaled_bias(teacher_lm_head_bias, teacher_lm_head_weight) if own_head else None
 
     # Extra memory: [2 x chunk, V] float32 logits (student and teacher side by side; [chunk, V] without a teacher)
     # and the student's exp [chunk, V], allocated once and reused by every chunk (fresh tensors per chunk cost page
@@ -201,7 +227,13 @@ def lm_head_statistics(
         hidden = torch.cat((student_rows[span], teacher_rows[span])) if pair else student_rows[span]
         if scale != 1.0:
             hidden = hidden.float().mul_(scale)
-        z = _lm_head(hidden.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: hidden.shape[0]], exp_buf)
+        if own_head:
+            z = logits_buf[: 2 * n]
+            _lm_head(hidden[:n].to(lm_head_weight.dtype), lm_head_weight, bias, z[:n], exp_buf)
+            weight_t = teacher_lm_head_weight
+            _lm_head(hidden[n:].to(weight_t.dtype), weight_t, teacher_bias, z[n:], exp_buf)
+        else:
+            z = _lm_head(hidden.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: hidden.shape[0]], exp_buf)
         if softcap is not None:
             z.div_(softcap).tanh_().mul_(softcap / temperature)
         zs = z[:n]
@@ -241,7 +273,7 @@ def lm_head_statistics(
             delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
             chunk_kl = delta - (lse_s - zt.exp_().sum(dim=-1).log_())
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
-        kl[span] = chunk_kl.clamp_min(0.0)
+        kl[span] = chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0)
     return HeadStatistics(log_z, entropy, target_log_prob, kl)
 
 
@@ -250,21 +282,36 @@ def _lm_head(
 ) -> torch.Tensor:
     """[N, H] rows in the head's dtype -> float32 logits written into ``out`` [N, V].
 
-    The matmul runs in the head's dtype; a 2-byte result is staged in ``scratch`` (a float32 buffer of at least
-    N x V / 2 elements), so a bf16 / fp16 head needs no extra [N, V] tensor either.
+    A 2-byte head (bf16, fp16) gives its logits in float32 without rounding them to its own dtype first: at Qwen3's
+    151,936 tokens that rounding alone lifts the KL of two identical distributions to 2e-4..2e-3 nats, noise that
+    max-normalization turns into onsets. On CUDA the matmul writes float32 itself (``out_dtype``, as TRL's
+    ``chunked_logprob`` does); elsewhere the head is upcast a vocabulary tile at a time into ``scratch`` (a float32
+    buffer of N x V elements), never as a whole [V, H] copy. ``bias`` is float32 (float64 with a float64 head).
     """
     if weight.dtype == torch.float32:
-        target = out
-    elif weight.element_size() == 2:
-        target = scratch.view(-1).view(weight.dtype)[: out.numel()].view(out.shape)
+        if bias is None:
+            return torch.mm(hidden, weight.t(), out=out)
+        return torch.addmm(bias, hidden, weight.t(), out=out)
+    if weight.element_size() != 2:
+        target = torch.mm(hidden, weight.t()) if bias is None else torch.addmm(bias, hidden, weight.t())
+        return out.copy_(target)
+    if _MM_OUT_DTYPE and out.device.type == "cuda":
+        torch.mm(hidden, weight.t(), out_dtype=torch.float32, out=out)
     else:
-        target = torch.empty(out.shape, dtype=weight.dtype, device=out.device)
-    if bias is None:
-        torch.mm(hidden, weight.t(), out=target)
-    else:
-        torch.addmm(bias, hidden, weight.t(), out=target)
-    if target is not out:
-        out.copy_(target)
+        vocab, width = weight.shape
+        rows = scratch.numel() // width
+        if rows < _MIN_TILE_ROWS:  # a small chunk's scratch would mean thousands of tiny matmuls
+            rows = min(vocab, _MIN_TILE_ROWS)
+            scratch = torch.empty(rows * width, dtype=torch.float32, device=out.device)
+        rows = min(rows, vocab)
+        states = hidden.float()
+        for start in range(0, vocab, rows):
+            stop = min(start + rows, vocab)
+            tile = scratch.view(-1)[: (stop - start) * width].view(stop - start, width)
+            tile.copy_(weight[start:stop])
+            torch.mm(states, tile.t(), out=out[:, start:stop])
+    if bias is not None:
+        out.add_(bias)
     return out
 
 

@@ -23,11 +23,13 @@ CREDIT_MODES: tuple[str, ...] = (
     "gear",
     "gigpo",
     "gear+gigpo",
+    "rlsd",
 )
 
 # GiGPO changes the advantages, not the token weights (GIGPO.md), so for the
-# signal these modes reduce to their weight-producing part.
-_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear"}
+# signal these modes reduce to their weight-producing part. RLSD has no segments;
+# its weights are `rlsd.rlsd_token_weights`.
+_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear", "rlsd": "none"}
 
 NORMALIZATIONS = ("max", "minmax")
 
@@ -46,6 +48,8 @@ class SegmentInputs:
             (always True at the first masked token of a row).
         onset_threshold, entropy_threshold, fixed_segment_len, max_segment_len:
             the options of :func:`segment_signal`.
+        above_floor: bool, True where the raw KL is at or above ``onset_min_kl``; None when there is no floor.
+            Only such tokens may be onsets (:func:`onsets`).
     """
 
     dn: torch.Tensor
@@ -56,6 +60,13 @@ class SegmentInputs:
     entropy_threshold: float
     fixed_segment_len: int
     max_segment_len: int | None
+    above_floor: torch.Tensor | None = None
+
+
+def onsets(inputs: SegmentInputs) -> torch.Tensor:
+    """[B, T] bool: the model tokens that may open a segment, ``Dn >= onset_threshold`` and ``KL >= onset_min_kl``."""
+    onset = inputs.mask & (inputs.dn >= inputs.onset_threshold)
+    return onset if inputs.above_floor is None else onset & inputs.above_floor
 
 
 Segmenter = Callable[[SegmentInputs], tuple[torch.Tensor, torch.Tensor]]
@@ -105,6 +116,7 @@ def segment_signal(
     fixed_segment_len: int = 32,
     max_segment_len: int | None = None,
     normalize: str = "max",
+    onset_min_kl: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token GEAR signal ``s_t`` and segment membership.
 
@@ -131,6 +143,13 @@ def segment_signal(
     turns) are skipped: they neither extend nor close a segment, but a turn
     start after them does close it.
 
+    The noise floor ``onset_min_kl`` (nats) is absolute, applied before and
+    after normalization: a token whose raw KL is below it is never an onset,
+    whatever its ``Dn``, and a completion whose largest KL is below it
+    (:func:`below_noise_floor`) gets signal 0 and no segments in every mode,
+    hence weights 1: max-normalization would otherwise blow rounding noise up
+    to onsets.
+
     Args:
         kl: [B, T] float, reverse KL ``D_t`` per completion token.
         entropy: [B, T] float, student entropy ``H_t``.
@@ -147,6 +166,7 @@ def segment_signal(
         max_segment_len: cap on segment length for ``"gear"`` and
             ``"gear_no_entropy"``; None means unbounded.
         normalize: ``"max"`` or ``"minmax"``.
+        onset_min_kl: the noise floor in nats, >= 0; 0 means none.
 
     Returns:
         signal: [B, T] float32, ``s_t``; 0 at masked-out positions.
@@ -166,11 +186,14 @@ def segment_signal(
         raise ValueError(f"fixed_segment_len must be >= 1; got {fixed_segment_len}.")
     if max_segment_len is not None and max_segment_len < 1:
         raise ValueError(f"max_segment_len must be >= 1 or None; got {max_segment_len}.")
+    if onset_min_kl < 0:
+        raise ValueError(f"onset_min_kl must be >= 0; got {onset_min_kl}.")
 
     device = kl.device
     mask = mask.detach().to("cpu", torch.bool)
+    kl = kl.detach().to("cpu", torch.float32)
     inputs = SegmentInputs(
-        dn=_normalize(kl.detach().to("cpu", torch.float32), mask, normalize),
+        dn=_normalize(kl, mask, normalize),
         hn=_normalize(entropy.detach().to("cpu", torch.float32), mask, normalize),
         mask=mask,
         new_turn=_new_turn_flags(mask, None if turn_starts is None else turn_starts.detach().to("cpu", torch.bool)),
@@ -178,9 +201,27 @@ def segment_signal(
         entropy_threshold=entropy_threshold,
         fixed_segment_len=fixed_segment_len,
         max_segment_len=max_segment_len,
+        above_floor=kl >= onset_min_kl if onset_min_kl > 0 else None,
     )
     signal, segment_ids = SEGMENT_MODES[name](inputs)
+    if onset_min_kl > 0:
+        quiet = below_noise_floor(kl, mask, onset_min_kl)[:, None]
+        signal = signal.masked_fill(quiet, 0.0)
+        segment_ids = segment_ids.masked_fill(quiet, -1)
     return signal.to(device), segment_ids.to(device)
+
+
+def below_noise_floor(kl: torch.Tensor, mask: torch.Tensor, onset_min_kl: float) -> torch.Tensor:
+    """[B] bool: completions with model tokens whose largest KL is below ``onset_min_kl`` (nats).
+
+    Args:
+        kl: [B, T] float, reverse KL per completion token.
+        mask: [B, T] bool (or 0/1), model-written tokens.
+        onset_min_kl: the floor; 0 gives all False.
+    """
+    mask = mask.to(device=kl.device, dtype=torch.bool)
+    row_max = kl.masked_fill(~mask, float("-inf")).amax(dim=1) if kl.shape[1] else kl.new_full(kl.shape[:1], -1.0)
+    return mask.any(dim=1) & (row_max < onset_min_kl)
 
 
 def segment_stats(segment_ids: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -281,7 +322,7 @@ def _segments_between_breaks(inputs: SegmentInputs, breaks: torch.Tensor) -> tup
     from the region's first onset to its end.
     """
     batch, length = inputs.mask.shape
-    onset = inputs.mask & (inputs.dn >= inputs.onset_threshold)
+    onset = onsets(inputs)
     region = breaks.long().cumsum(dim=1)  # 0 before a row's first break, then 1, 2, ...
     slot = torch.arange(batch).unsqueeze(1) * (length + 1) + region  # one slot per (row, region)
     positions = torch.arange(length).expand(batch, length)
@@ -299,7 +340,7 @@ def _scan_segments_loop(inputs: SegmentInputs, breaks: torch.Tensor) -> tuple[to
     """`_scan_segments` one position at a time (~12 small ops per position): needed for `max_segment_len`, whose
     closing depends on the scan's own state."""
     batch = inputs.mask.shape[0]
-    onset = inputs.mask & (inputs.dn >= inputs.onset_threshold)
+    onset = onsets(inputs)
     # Unbounded segments never reach the cap.
     cap = inputs.max_segment_len if inputs.max_segment_len is not None else inputs.mask.shape[1] + 1
 
@@ -360,8 +401,7 @@ def _segment_gear_no_entropy(inputs: SegmentInputs) -> tuple[torch.Tensor, torch
     """Ablation without entropy: a segment runs from an onset to the next onset
     (exclusive), the turn end, or ``max_segment_len`` tokens; signal = onset Dn.
     Tokens before a turn's first onset are outside segments with their own Dn."""
-    onset = inputs.dn >= inputs.onset_threshold
-    return _scan_segments(inputs, breaks=inputs.mask & (inputs.new_turn | onset))
+    return _scan_segments(inputs, breaks=inputs.mask & (inputs.new_turn | onsets(inputs)))
 
 
 @register_segmenter("gear")

@@ -2,11 +2,14 @@ r"""Math task adapters: rows of GSM8K-, MATH- or generic-format datasets to GEAR
 
 Every adapter turns a row into
 
-    {"prompt": [{"role": "system", ...}?, {"role": "user", "content": ...}], <ground_truth_column>: str | None}
+    {"prompt": [{"role": "system", ...}?, {"role": "user", "content": ...}], <ground_truth_column>: str | None,
+     "reference_solution": str | None}
 
 The ground truth is the bare final answer (`"1234"`, `"\frac{3}{4}"`) that the accuracy reward and the teacher
 prompt both read. A row whose answer cannot be extracted keeps `None` rather than being dropped, so the trainer can
-count it (`gear/no_ground_truth_frac`).
+count it (`gear/no_ground_truth_frac`). The reference solution is the worked solution where the format has one (a
+GSM8K answer without its `####` line, a MATH `solution`, a `solution` column next to AIME's answer, a generic row's
+`reference_solution`), for the teacher's `{reference_solution}` (`teacher_reference: solution`); None otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ MATH_PROMPT_TEMPLATE = "{question}\n\nPlease reason step by step, and put your f
 """User-message text; `{question}` is replaced by the problem. Pass `prompt_template` to override."""
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
+REFERENCE_SOLUTION_COLUMN = "reference_solution"
+"""Output column of the worked solution (and the input column `generic` rows may carry it in)."""
 
 
 def boxed_spans(text: str) -> list[tuple[int, int]]:
@@ -67,6 +72,13 @@ def math_ground_truth(solution: Any) -> str | None:
     return last_boxed(solution) or None
 
 
+def gsm8k_solution(answer: Any) -> str | None:
+    """A GSM8K answer's worked solution: the text before its last `####` line, stripped; None if there is none."""
+    if not isinstance(answer, str) or "####" not in answer:
+        return None
+    return answer.rsplit("####", 1)[0].strip() or None
+
+
 def generic_ground_truth(ground_truth: Any) -> str | None:
     """The ground truth as given, as a stripped string; None if missing or empty."""
     if ground_truth is None:
@@ -93,6 +105,9 @@ class MathAdapter:
     question_column: str
     answer_column: str
     extract_ground_truth: Callable[[Any], str | None]
+    solution_column: str | None = None
+    """Optional input column of the worked solution (a row without it, or with an empty value, has none)."""
+    extract_solution: Callable[[Any], str | None] = generic_ground_truth
 
     @property
     def columns(self) -> tuple[str, str]:
@@ -109,7 +124,7 @@ class MathAdapter:
         system_prompt: str | None = None,
         prompt_template: str = MATH_PROMPT_TEMPLATE,
     ) -> dict[str, Any]:
-        """One row to `{"prompt": messages, ground_truth_column: str | None}`.
+        """One row to `{"prompt": messages, ground_truth_column: str | None, "reference_solution": str | None}`.
 
         A string question is formatted with `prompt_template` and becomes the user message. A question that is
         already a list of messages is kept as is; `system_prompt`, when given, replaces its system message or is
@@ -121,14 +136,20 @@ class MathAdapter:
         else:
             messages = [dict(message) for message in question]
         messages = with_system_prompt(messages, system_prompt)
-        return {"prompt": messages, ground_truth_column: self.extract_ground_truth(row[self.answer_column])}
+        solution = row.get(self.solution_column) if self.solution_column else None
+        return {
+            "prompt": messages,
+            ground_truth_column: self.extract_ground_truth(row[self.answer_column]),
+            REFERENCE_SOLUTION_COLUMN: self.extract_solution(solution),
+        }
 
 
-GSM8K = MathAdapter("gsm8k", "question", "answer", gsm8k_ground_truth)
-MATH = MathAdapter("math", "problem", "solution", math_ground_truth)
-AIME = MathAdapter("aime", "problem", "answer", generic_ground_truth)
-"""AIME-style sets (e.g. HuggingFaceH4/aime_2024, split `train`): the `answer` column is the final answer itself."""
-GENERIC = MathAdapter("generic", "prompt", "ground_truth", generic_ground_truth)
+GSM8K = MathAdapter("gsm8k", "question", "answer", gsm8k_ground_truth, "answer", gsm8k_solution)
+MATH = MathAdapter("math", "problem", "solution", math_ground_truth, "solution")
+AIME = MathAdapter("aime", "problem", "answer", generic_ground_truth, "solution")
+"""AIME-style sets (e.g. HuggingFaceH4/aime_2024, split `train`): the `answer` column is the final answer itself; a
+`solution` column, when there is one, is the reference solution."""
+GENERIC = MathAdapter("generic", "prompt", "ground_truth", generic_ground_truth, REFERENCE_SOLUTION_COLUMN)
 
 
 def pattern_ground_truth(pattern: str) -> Callable[[Any], str | None]:

@@ -2,7 +2,8 @@
 
 A `trace_row` is a dict with one entry per completion token for `kl`, `entropy`, `signal`, `weights`, `segment_ids`
 (-1 outside segments) and `mask` (False: a tool result, not trained), and optionally `advantage`, `reward`, `rewards`
-({reward name: value}), `prompt`, `ground_truth`, `completion_ids`. The renderers take decoded token strings and a
+({reward name: value}), `prompt`, `ground_truth`, `completion_ids`, `below_floor` (its largest KL is below the noise
+floor `onset_min_kl`). The renderers take decoded token strings and a
 `trace_row`, so they work without a model.
 """
 
@@ -116,7 +117,11 @@ def header_parts(trace_row: dict) -> list[str]:
     if trace_row.get("has_ground_truth") is False:
         parts.append("no ground truth: plain GRPO weights")
     parts.append(f"{summary['model_tokens']} model tokens")
-    parts.append(f"{summary['onsets']} segment{'s' if summary['onsets'] != 1 else ''}")
+    if trace_row.get("below_floor"):
+        # max-normalized, this row's colours are noise: say so rather than count segments
+        parts.append("KL below the noise floor (onset_min_kl): weights 1")
+    else:
+        parts.append(f"{summary['onsets']} segment{'s' if summary['onsets'] != 1 else ''}")
     parts.append(f"mean KL {summary['mean_kl']:.4g}")
     parts.append(f"weight {summary['weight_min']:.3f}\u2013{summary['weight_max']:.3f}")
     return parts
@@ -207,6 +212,9 @@ def trace_rows(
             "advantage": advantage,
             "has_ground_truth": bool(trace.has_ground_truth[i]),
         }
+        below_floor = getattr(trace, "below_floor", None)
+        if below_floor is not None:
+            row["below_floor"] = bool(below_floor[i])
         if rewards is not None:
             value = float(rewards[i])
             row["reward"] = value if math.isfinite(value) else None

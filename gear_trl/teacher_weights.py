@@ -1,0 +1,93 @@
+"""The weights the teacher pass reads when it is not the live policy: `teacher: base` and `teacher: ema`.
+
+- `base`: the run's initial policy, frozen. Under PEFT the adapters are disabled (or a frozen copy of an adapter the
+  model arrived with is used); under full fine-tuning a frozen copy of the initial model, shared with TRL's reference
+  model when `beta > 0`.
+- `ema`: an exponential moving average of the trained weights, `theta_T <- (1 - r) theta_T + r theta_S` after every
+  optimizer step (`r = teacher_ema_decay`); under PEFT of the adapter only (a frozen adapter named `ema`), else of a
+  copy of the whole model. It is saved in every checkpoint (`gear_teacher.safetensors`) and restored on resume.
+
+Under DeepSpeed ZeRO-3 the averaged and the trained parameters are partitioned alike (same shapes, same ranks), so
+each rank averages its own shards: no gather. Saving and restoring gather one parameter at a time.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+
+import torch
+from transformers import TrainerCallback
+
+EMA_ADAPTER = "ema"
+TEACHER_STATE_FILE = "gear_teacher.safetensors"
+
+
+def _shard(param: torch.Tensor) -> torch.Tensor:
+    """A parameter's local values: its ZeRO-3 partition when it has one, else the whole tensor."""
+    return param.ds_tensor if hasattr(param, "ds_tensor") else param.data
+
+
+@torch.no_grad()
+def ema_update_(pairs: list[tuple[torch.Tensor, torch.Tensor]], rate: float) -> None:
+    """``teacher <- (1 - rate) * teacher + rate * student`` for every (teacher, student) parameter pair, in place,
+    shard by shard under ZeRO-3 (each rank updates the partition it holds)."""
+    for teacher, student in pairs:
+        local_t, local_s = _shard(teacher), _shard(student)
+        if local_t.shape != local_s.shape:
+            raise RuntimeError(
+                f"The EMA teacher's parameter is partitioned unlike the student's ({tuple(local_t.shape)} vs "
+                f"{tuple(local_s.shape)}); both must live in models of the same shape on the same ranks."
+            )
+        local_t.lerp_(local_s.to(local_t.dtype), rate)
+
+
+@contextmanager
+def gathered(params: list[torch.Tensor], modifier_rank: int | None = None):
+    """ZeRO-3 partitioned `params` gathered whole for the duration (a no-op for ordinary tensors)."""
+    if any(hasattr(p, "ds_id") for p in params):
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters(params, modifier_rank=modifier_rank):
+            yield
+    else:
+        with nullcontext():
+            yield
+
+
+def teacher_state(named: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Whole CPU copies of the teacher parameters `named` ({name: parameter}); under ZeRO-3 every rank must call."""
+    state = {}
+    for name, param in named.items():
+        with gathered([param]):
+            state[name] = param.data.detach().to("cpu", copy=True).contiguous()
+    return state
+
+
+@torch.no_grad()
+def load_teacher_state(named: dict[str, torch.Tensor], state: dict[str, torch.Tensor], rank: int) -> None:
+    """Copy `state` into the teacher parameters `named`; under ZeRO-3 every rank must call (rank 0's copy is
+    partitioned back to all)."""
+    missing = sorted(set(named) - set(state))
+    if missing:
+        raise ValueError(f"{TEACHER_STATE_FILE} lacks {len(missing)} teacher parameters, e.g. {missing[0]!r}.")
+    for name, param in named.items():
+        partitioned = hasattr(param, "ds_id")
+        with gathered([param], modifier_rank=0):
+            if not partitioned or rank == 0:
+                param.data.copy_(state[name].to(param.dtype))
+
+
+class TeacherWeightsCallback(TrainerCallback):
+    """Drives an EMA teacher through training: restore on resume, average after each optimizer step (the trainer
+    saves it into each checkpoint folder before the Trainer's own files). `trainer` is the GEARTrainer."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        checkpoint = getattr(self.trainer, "_gear_resume_from", None)
+        if checkpoint:
+            self.trainer.restore_teacher(checkpoint)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer.update_ema_teacher()

@@ -1,0 +1,146 @@
+"""Teachers other than the live policy: `teacher: base` under full fine-tuning and `teacher: ema` (gear_trl/teacher_weights.py)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from gear_trl.teacher_weights import EMA_ADAPTER, TEACHER_STATE_FILE, ema_update_
+from tests.utils import TINY, make_trainer, tiny_args
+
+pytestmark = pytest.mark.slow
+LORA = {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+
+
+def test_ema_update_by_hand():
+    teacher, student = torch.tensor([1.0, 2.0, -4.0]), torch.tensor([3.0, 2.0, 0.0])
+    ema_update_([(teacher, student)], 0.25)  # 0.75 * t + 0.25 * s
+    assert teacher.tolist() == [1.5, 2.0, -3.0] and student.tolist() == [3.0, 2.0, 0.0]
+    ema_update_([(teacher, student)], 1.0)
+    assert teacher.tolist() == student.tolist()
+    with pytest.raises(RuntimeError, match="partitioned unlike"):
+        ema_update_([(torch.zeros(2), torch.zeros(3))], 0.5)
+
+
+def snapshot(named):
+    return {name: p.detach().clone() for name, p in named}
+
+
+def test_base_teacher_under_full_finetuning_is_a_frozen_copy_of_the_initial_model(tmp_path):
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    initial = copy.deepcopy(model)
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="base", max_steps=1), model=model)
+    teacher = trainer._teacher_model
+    assert teacher is not None and teacher is not trainer.model
+    assert not any(p.requires_grad for p in teacher.parameters())
+    trainer.train()
+    student = dict(trainer.model.named_parameters())
+    for name, param in initial.named_parameters():
+        assert torch.equal(dict(teacher.named_parameters())[name], param), name
+    assert any(not torch.equal(student[n], p) for n, p in initial.named_parameters()), "the student trained"
+    # The teacher pass reads the frozen copy's backbone: its states are the initial model's.
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with trainer._teacher_backbone():
+        states = trainer._backbone_states(ids, torch.ones_like(ids))
+    torch.testing.assert_close(states, initial.model(input_ids=ids).last_hidden_state)
+    assert not torch.allclose(states, trainer._backbone_states(ids, torch.ones_like(ids)))
+
+
+def test_base_teacher_shares_trls_reference_model_when_beta_is_positive(tmp_path):
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="base", beta=0.04))
+    assert trainer.ref_model is not None and trainer._teacher_model is trainer.ref_model
+
+
+def test_ema_teacher_under_full_finetuning_averages_after_each_step_and_resumes(tmp_path):
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    theta0 = snapshot(model.named_parameters())
+    args = tiny_args(tmp_path, teacher="ema", teacher_ema_decay=0.25, max_steps=1, save_strategy="steps", save_steps=1)
+    trainer = make_trainer(tmp_path, args=args, model=model)
+    trainer.train()
+    theta1 = snapshot(trainer.model.named_parameters())
+    teacher = dict(trainer._teacher_model.named_parameters())
+    changed = 0
+    for name, before in theta0.items():
+        torch.testing.assert_close(teacher[name], 0.75 * before + 0.25 * theta1[name])
+        changed += not torch.equal(before, theta1[name])
+    assert changed
+    # Saved with the checkpoint, restored on resume (a fresh trainer starts its teacher at the initial weights).
+    from safetensors.torch import load_file
+
+    saved = load_file(tmp_path / "out" / "checkpoint-1" / TEACHER_STATE_FILE)
+    assert all(torch.equal(saved[name], teacher[name]) for name in theta0)
+    fresh = make_trainer(tmp_path, args=args, model=AutoModelForCausalLM.from_pretrained(TINY))
+    assert all(torch.equal(dict(fresh._teacher_model.named_parameters())[n], p) for n, p in theta0.items())
+    fresh.args.max_steps = 2
+    fresh.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))  # runs step 2
+    assert fresh.state.global_step == 2
+    theta2 = dict(fresh.model.named_parameters())
+    restored = dict(fresh._teacher_model.named_parameters())
+    for name in theta0:  # the average went on from the saved teacher, not from the initial weights
+        torch.testing.assert_close(restored[name], 0.75 * saved[name] + 0.25 * theta2[name])
+
+
+def test_ema_teacher_under_peft_averages_the_adapter_only(tmp_path):
+    from peft import LoraConfig
+
+    args = tiny_args(tmp_path, teacher="ema", teacher_ema_decay=0.5, max_steps=1)
+    trainer = make_trainer(tmp_path, args=args, peft_config=LoraConfig(**LORA, init_lora_weights=False))
+    assert trainer._teacher_model is None and EMA_ADAPTER in trainer.model.peft_config
+    named = dict(trainer.model.named_parameters())
+    ema = {n: p for n, p in named.items() if f".{EMA_ADAPTER}." in n}
+    assert ema and not any(p.requires_grad for p in ema.values())
+    trained = {n: p for n, p in named.items() if p.requires_grad}
+    assert trained and all(".default." in n for n in trained)
+    before = snapshot(trained.items())
+    torch.testing.assert_close(  # the average starts at the initial adapter
+        ema[next(iter(trained)).replace(".default.", f".{EMA_ADAPTER}.")], before[next(iter(trained))]
+    )
+    frozen = snapshot((n, p) for n, p in named.items() if "lora" not in n)
+    trainer.train()
+    named = dict(trainer.model.named_parameters())
+    for name, old in before.items():
+        twin = named[name.replace(".default.", f".{EMA_ADAPTER}.")]
+        torch.testing.assert_close(twin, 0.5 * old + 0.5 * named[name])
+    assert all(torch.equal(named[n], p) for n, p in frozen.items()), "base weights are not averaged (nor trained)"
+    # The teacher pass reads the averaged adapter.
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    live = trainer._backbone_states(ids, torch.ones_like(ids))
+    trainer.args.credit_report_steps = 0
+    from trl.trainer.utils import use_adapter
+
+    with use_adapter(trainer.model, EMA_ADAPTER):
+        averaged = trainer._backbone_states(ids, torch.ones_like(ids))
+    assert not torch.allclose(live, averaged)
+
+
+def test_teacher_options_are_checked_before_the_model_loads():
+    from gear_trl import GEARConfig
+
+    def make(**kwargs):
+        return GEARConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none", **kwargs)
+
+    assert make(teacher="ema").teacher_ema_decay == 0.05
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="teacher_ema_decay"):
+            make(teacher="ema", teacher_ema_decay=bad)
+    with pytest.raises(ValueError, match="sync_ref_model"):
+        make(teacher="base", beta=0.04, sync_ref_model=True)
+
+
+def test_a_checkpoint_with_a_cut_teacher_file_is_not_resumable(tmp_path):
+    import shutil
+
+    from gear_trl.checkpoints import checkpoint_problem
+
+    args = tiny_args(tmp_path, teacher="ema", max_steps=1, save_strategy="steps", save_steps=1)
+    make_trainer(tmp_path, args=args).train()
+    checkpoint = tmp_path / "out" / "checkpoint-1"
+    assert (checkpoint / TEACHER_STATE_FILE).is_file() and checkpoint_problem(str(checkpoint)) is None
+    cut = tmp_path / "cut" / "checkpoint-1"
+    shutil.copytree(checkpoint, cut)
+    data = (cut / TEACHER_STATE_FILE).read_bytes()
+    (cut / TEACHER_STATE_FILE).write_bytes(data[: len(data) // 2])
+    assert TEACHER_STATE_FILE in checkpoint_problem(str(cut))
