@@ -19,7 +19,7 @@ import json
 import logging
 import textwrap
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -28,7 +28,6 @@ from accelerate.utils import gather_object, is_peft_model
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
-from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
@@ -161,7 +160,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._set_batch_row_tools(inputs)
         self._student_hidden = None
         self._capture_generation_pass = self.args.uses_teacher and self._grpo_runs_student_pass()
-        output = super()._generate_and_score_completions(inputs)
+        with no_new_input_grad_hooks(self.model):
+            output = super()._generate_and_score_completions(inputs)
         self._capture_generation_pass = False
         mode = "train" if self.model.training else "eval"
         record = self._rollout
@@ -562,10 +562,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         For SDPA and eager attention it is then handed over as one additive [B, 1, L, S] bias for every layer
         (`suffix_attention_bias`); flash-attention kernels take the 2-D mask as it is.
         """
-        with (
-            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
-            self.accelerator.autocast(),
-        ):
+        with checkpointing_paused(self.model), self.accelerator.autocast():
             if after_cache and self._causal_lm().config._attn_implementation in ("sdpa", "eager"):
                 device_type = attention_mask.device.type
                 if torch.is_autocast_enabled(device_type):
@@ -671,6 +668,54 @@ class _SharedPrefixLayer(DynamicLayer):
             torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
             torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
         )
+
+
+@contextmanager
+def checkpointing_paused(model: torch.nn.Module):
+    """Gradient checkpointing off for the block, by the modules' own `gradient_checkpointing` flags.
+
+    TRL's `disable_gradient_checkpointing` calls `gradient_checkpointing_enable` on the way out, which registers one
+    more `enable_input_require_grads` forward hook on the input embeddings every time (and a PEFT model never removes
+    them): once per backbone call of every teacher pass, that is a pile of hooks growing without bound over a run.
+    Flipping the flags changes nothing else and adds nothing. (No-grad passes need checkpointing off because a
+    checkpointed layer in training mode drops `past_key_values`, which the shared-prefix teacher pass relies on.)
+    """
+    switched = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    for module in switched:
+        module.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for module in switched:
+            module.gradient_checkpointing = True
+
+
+@contextmanager
+def no_new_input_grad_hooks(model: torch.nn.Module):
+    """Remove, after the block, forward hooks the block added to the input embeddings that duplicate one already
+    there (same function): TRL's generation step pauses checkpointing through `gradient_checkpointing_enable`, which
+    re-registers `enable_input_require_grads`' hook each time (two a step), and the earlier one is never removed."""
+    embeddings = model.get_input_embeddings()
+    before = dict(embeddings._forward_hooks)
+    owners = [m for m in model.modules() if hasattr(m, "_require_grads_hooks")]
+    handles = {id(m): (m._require_grads_hooks, getattr(m, "_require_grads_hook", None)) for m in owners}
+    try:
+        yield
+    finally:
+        kinds = {_hook_kind(hook) for hook in before.values()}
+        for key, hook in list(embeddings._forward_hooks.items()):
+            if key not in before and _hook_kind(hook) in kinds:
+                del embeddings._forward_hooks[key]
+                embeddings._forward_hooks_with_kwargs.pop(key, None)
+                embeddings._forward_hooks_always_called.pop(key, None)
+        for module in owners:  # the handles transformers keeps must stay the live ones
+            module._require_grads_hooks, first = handles[id(module)]
+            if first is not None:
+                module._require_grads_hook = first
+
+
+def _hook_kind(hook) -> str:
+    return f"{getattr(hook, '__module__', '')}.{getattr(hook, '__qualname__', type(hook).__name__)}"
 
 
 def _has_sliding_layers(config) -> bool:
