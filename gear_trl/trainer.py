@@ -213,7 +213,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         captured = []
 
         def keep_hidden(module, module_args, output):
-            captured.append(output.last_hidden_state[:, -logits_to_keep - 1 : -1].detach())
+            captured.append(completion_states(output.last_hidden_state, logits_to_keep))
 
         # The loss's forward computes GEAR's divergence from its own student logits where it can (gear_trl.fused_head);
         # the hook keeps the states for the separate pass where it cannot.
@@ -550,7 +550,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         (no position ids): Qwen3's rotary attention depends on relative positions only, so left padding is harmless
         and student states read from GRPO's own forwards line up with these.
         """
-        return self._backbone_states(input_ids, attention_mask)[:, -keep - 1 : -1]
+        return completion_states(self._backbone_states(input_ids, attention_mask), keep)
 
     def _backbone_states(
         self, input_ids, attention_mask, position_ids=None, cache=None, after_cache: bool = False
@@ -668,6 +668,16 @@ class _SharedPrefixLayer(DynamicLayer):
             torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
             torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
         )
+
+
+def completion_states(hidden: torch.Tensor, keep: int) -> torch.Tensor:
+    """The states [B, keep, H] that predict the last `keep` tokens, out of a backbone's [B, L, H], as a copy.
+
+    A slice would share the whole tensor's storage and keep every prompt position alive as long as it is held: in
+    TRL's chunked passes, every chunk's [b, prompt + completion, H] until the batch is done (GBs at agent prompt
+    lengths). Detached: these states feed no-grad statistics only.
+    """
+    return hidden[:, -keep - 1 : -1].detach().clone(memory_format=torch.contiguous_format)
 
 
 @contextmanager
