@@ -25,7 +25,7 @@ from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
@@ -425,7 +425,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         with context:
             # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
             # forward counts below are matched.
-            if not self.args.teacher_prefix_sharing or _has_sliding_layers(self._causal_lm().config):
+            if not self.args.teacher_prefix_sharing or not prefix_sharing_supported(self._causal_lm().config):
                 return self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
             # Whether this batch shares depends on its prompts, so ranks may differ, and so may their numbers of
             # forwards: every rank takes the largest count over ranks (one gather, called by all) and makes up the
@@ -728,10 +728,16 @@ def _hook_kind(hook) -> str:
     return f"{getattr(hook, '__module__', '')}.{getattr(hook, '__qualname__', type(hook).__name__)}"
 
 
-def _has_sliding_layers(config) -> bool:
-    """Sliding-window attention keeps only a window of the prefix in its cache: such models take the full path."""
-    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    return "sliding_attention" in (getattr(text_config, "layer_types", None) or ())
+def prefix_sharing_supported(config) -> bool:
+    """Whether a shared key/value prefix is defined for the model: every layer caches full-attention keys and values.
+
+    Sliding-window and chunked attention keep only part of the prefix; Mamba, linear-attention and conv layers
+    (NemotronH, Jamba, Qwen3-Next, Falcon-H1, Granite 4, Bamba, Zamba2 hybrids) carry a recurrent state, not keys
+    and values, so a cache of keys and values cannot stand for their prompt. Such models take the full teacher pass.
+    Read from the configuration, as transformers reads it to build the model's cache.
+    """
+    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    return all(layer_type == "full_attention" for layer_type in layer_types)
 
 
 def _turn_starts(mask: torch.Tensor) -> torch.Tensor:
