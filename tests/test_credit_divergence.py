@@ -1,6 +1,7 @@
 """gear_trl.credit.reverse_kl_and_entropy against a naive full-logit reference."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -328,3 +329,75 @@ def test_lm_head_statistics_match_materialized_logits(inputs, chunk_size):
     close(alone.log_z, stats.log_z)
     close(alone.entropy, stats.entropy)
     close(alone.target_log_prob, stats.target_log_prob)
+
+
+# --- bfloat16: the pass's logits are float32 (never rounded to the head's dtype), measured on the tiny models -------
+
+MODELS = Path(__file__).resolve().parent.parent / "data"
+
+
+def _chat_ids(tokenizer, text):
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+    )
+    return tokenizer(prompt)["input_ids"]
+
+
+@torch.no_grad()
+def _completion_states(model, prompt, completion, pad, pad_id):
+    """[1, T, H] final states predicting `completion` after `prompt`, the row left-padded by `pad` tokens."""
+    ids = torch.tensor([[pad_id] * pad + prompt + completion])
+    mask = torch.tensor([[0] * pad + [1] * (len(prompt) + len(completion))])
+    return model.model(input_ids=ids, attention_mask=mask).last_hidden_state[:, -len(completion) - 1 : -1]
+
+
+def _bf16_model(name):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(MODELS / name)
+    return tokenizer, AutoModelForCausalLM.from_pretrained(MODELS / name, dtype=torch.bfloat16).eval()
+
+
+def test_bf16_left_padding_noise_stays_below_the_floor_at_qwen3_vocabulary():
+    """The same rows run alone and left-padded by 1, 7 and 31 tokens (bf16 forwards on CPU): their states differ by
+    rounding only, and through a bf16 head of Qwen3's 151,936 tokens the KL must stay far below the floor. Logits
+    rounded to bf16 before the softmax (the pass before float32 outputs) reached 1.3e-3 here (bench/noise_floor.py)."""
+    tokenizer, model = _bf16_model("tiny-qwen3")
+    prompt = _chat_ids(tokenizer, "Lena saves $7 every week for 2 weeks, then spends $7 on a gift. How many are left?")
+    completion = tokenizer("Lena saves 7 * 2 = 14 dollars.\nAfter the gift, 14 - 7 = 7 dollars are left.\n#### 7")[
+        "input_ids"
+    ]
+    alone = _completion_states(model, prompt, completion, 0, tokenizer.pad_token_id)
+    padded = [_completion_states(model, prompt, completion, pad, tokenizer.pad_token_id) for pad in (1, 7, 31)]
+    student, teacher = torch.cat([alone] * len(padded), dim=1), torch.cat(padded, dim=1)
+    assert not torch.equal(student, teacher)  # the padding does move the states
+    generator = torch.Generator().manual_seed(0)
+    scale = 3.0 / student.float().norm(dim=-1).mean().item()  # logits with standard deviation ~3
+    head = (scale * torch.randn(151_936, student.shape[-1], generator=generator)).bfloat16()
+    mask = torch.ones(student.shape[:2], dtype=torch.bool)
+    kl, _ = reverse_kl_and_entropy(student, teacher, head, mask, chunk_size=32)
+    assert kl.max() < 2.5e-4, kl.max()
+
+
+def test_bf16_student_teacher_pair_matches_float64():
+    """A real pair: the warm start whose teacher uses the reference best, student prompt vs teacher prompt (reference
+    answer in it, left-padded by 3), on a wrong completion. KL (6e-5 to 12 nats here) and entropy within 1e-2 relative
+    of float64 from the same bf16 states and head; bf16-rounded logits were off by 14% (KL) and 2.9% (entropy)."""
+    from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
+
+    tokenizer, model = _bf16_model("tiny-qwen3-arith-hint70")
+    question = "What is 34 - 9 - 1?"
+    student_prompt = _chat_ids(tokenizer, question)
+    teacher_prompt = _chat_ids(tokenizer, question + DEFAULT_MATH_TEACHER_TEMPLATE.format(ground_truth="24"))
+    completion = tokenizer("<think>\n\n</think>\n\n34 - 9 = 25. 25 - 1 = 23. The answer is \\boxed{23}.<|im_end|>")[
+        "input_ids"
+    ]
+    student = _completion_states(model, student_prompt, completion, 0, tokenizer.pad_token_id)
+    teacher = _completion_states(model, teacher_prompt, completion, 3, tokenizer.pad_token_id)
+    head = model.get_output_embeddings().weight
+    kl, entropy = reverse_kl_and_entropy(student, teacher, head, torch.ones(student.shape[:2], dtype=torch.bool))
+    assert kl.dtype == entropy.dtype == torch.float32
+    ref_kl, ref_entropy = reference64(student, teacher, head, torch.ones(student.shape[:2]))
+    assert ref_kl.max() > 1.0  # the teacher does disagree somewhere
+    assert ((kl.double() - ref_kl).abs() <= 1e-2 * ref_kl).all(), ((kl.double() - ref_kl).abs() / ref_kl).max()
+    assert ((entropy.double() - ref_entropy).abs() <= 1e-2 * ref_entropy).all()

@@ -17,6 +17,9 @@ DEFAULT_CHUNK_SIZE = 64
 Extra memory is 3 x chunk x V float32 values (117 MB at Qwen3's V = 151,936); chunks 16-256 are timed in
 bench/results/NOTES.md ("Divergence pass")."""
 _SMALL_VOCAB = 8192  # see _row_dot
+_MIN_TILE_ROWS = 1024  # see _lm_head
+_MM_OUT_DTYPE = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 8)
+"""`torch.mm(..., out_dtype=torch.float32)` from bf16 / fp16 inputs exists on CUDA from torch 2.8."""
 
 
 @torch.no_grad()
@@ -40,10 +43,10 @@ def reverse_kl_and_entropy(
     ``pS = softmax(f(h_S W^T + b) / tau)``, ``pT = softmax(f(h_T W^T + b) / tau)``, where ``f`` is the model's own
     logit transformation: ``f(z) = c * tanh(s * z / c)`` with ``s = logit_scale`` and ``c =
     final_logit_softcapping`` (``f(z) = s * z`` without soft-capping), in that order, as the model's forward and
-    TRL's log-probs apply it. The matmul
-    runs in the LM head's dtype (an upcast copy of W would cost O(V x H)) on
-    hidden states (and bias) scaled by ``1 / tau`` in float32; the logits are
-    float32 from there on. With ``zS, zT`` the logits at temperature,
+    TRL's log-probs apply it. The matmul takes
+    hidden states scaled by ``1 / tau`` (in float32, then cast to the LM head's dtype) and writes float32 logits, a
+    2-byte head included (never rounded to bf16 / fp16 first; no whole upcast copy of W); the bias is added in
+    float32. With ``zS, zT`` the logits at temperature,
     ``H = lse(zS) - <pS, zS>`` and ``KL = <pS, zS - zT> - lse(zS) + lse(zT)``,
     each row shifted by its max first, so no log-probability tensor is formed.
 
@@ -178,15 +181,16 @@ def lm_head_statistics(
     if rows == 0:
         return HeadStatistics(log_z, entropy, target_log_prob, kl)
 
-    # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32, then cast to the
-    # head's dtype), never a [chunk, V] tensor. With soft-capping only s goes in there, since the tanh comes before
-    # 1 / tau; the cap is then applied in place to the chunk's logits.
+    # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32), never a [chunk, V]
+    # tensor. With soft-capping only s goes in there, since the tanh comes before 1 / tau; the cap is then applied in
+    # place to the chunk's logits.
     softcap = final_logit_softcapping
     scale = logit_scale if softcap is not None else logit_scale / temperature
     bias = lm_head_bias
     if bias is not None and scale != 1.0:
         bias = bias.float() * scale
-    bias = None if bias is None else bias.to(lm_head_weight.dtype)
+    if bias is not None:
+        bias = bias.to(lm_head_weight.dtype if lm_head_weight.dtype == torch.float64 else torch.float32)
 
     # Extra memory: [2 x chunk, V] float32 logits (student and teacher side by side; [chunk, V] without a teacher)
     # and the student's exp [chunk, V], allocated once and reused by every chunk (fresh tensors per chunk cost page
@@ -250,21 +254,36 @@ def _lm_head(
 ) -> torch.Tensor:
     """[N, H] rows in the head's dtype -> float32 logits written into ``out`` [N, V].
 
-    The matmul runs in the head's dtype; a 2-byte result is staged in ``scratch`` (a float32 buffer of at least
-    N x V / 2 elements), so a bf16 / fp16 head needs no extra [N, V] tensor either.
+    A 2-byte head (bf16, fp16) gives its logits in float32 without rounding them to its own dtype first: at Qwen3's
+    151,936 tokens that rounding alone lifts the KL of two identical distributions to 2e-4..2e-3 nats, noise that
+    max-normalization turns into onsets. On CUDA the matmul writes float32 itself (``out_dtype``, as TRL's
+    ``chunked_logprob`` does); elsewhere the head is upcast a vocabulary tile at a time into ``scratch`` (a float32
+    buffer of N x V elements), never as a whole [V, H] copy. ``bias`` is float32 (float64 with a float64 head).
     """
     if weight.dtype == torch.float32:
-        target = out
-    elif weight.element_size() == 2:
-        target = scratch.view(-1).view(weight.dtype)[: out.numel()].view(out.shape)
+        if bias is None:
+            return torch.mm(hidden, weight.t(), out=out)
+        return torch.addmm(bias, hidden, weight.t(), out=out)
+    if weight.element_size() != 2:
+        target = torch.mm(hidden, weight.t()) if bias is None else torch.addmm(bias, hidden, weight.t())
+        return out.copy_(target)
+    if _MM_OUT_DTYPE and out.device.type == "cuda":
+        torch.mm(hidden, weight.t(), out_dtype=torch.float32, out=out)
     else:
-        target = torch.empty(out.shape, dtype=weight.dtype, device=out.device)
-    if bias is None:
-        torch.mm(hidden, weight.t(), out=target)
-    else:
-        torch.addmm(bias, hidden, weight.t(), out=target)
-    if target is not out:
-        out.copy_(target)
+        vocab, width = weight.shape
+        rows = scratch.numel() // width
+        if rows < _MIN_TILE_ROWS:  # a small chunk's scratch would mean thousands of tiny matmuls
+            rows = min(vocab, _MIN_TILE_ROWS)
+            scratch = torch.empty(rows * width, dtype=torch.float32, device=out.device)
+        rows = min(rows, vocab)
+        states = hidden.float()
+        for start in range(0, vocab, rows):
+            stop = min(start + rows, vocab)
+            tile = scratch.view(-1)[: (stop - start) * width].view(stop - start, width)
+            tile.copy_(weight[start:stop])
+            torch.mm(states, tile.t(), out=out[:, start:stop])
+    if bias is not None:
+        out.add_(bias)
     return out
 
 
