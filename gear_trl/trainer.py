@@ -712,16 +712,19 @@ def no_new_input_grad_hooks(model: torch.nn.Module):
     try:
         yield
     finally:
-        kinds = {_hook_kind(hook) for hook in before.values()}
+        # Only duplicates of hooks still there (a model whose checkpointing switch removes its hooks keeps the new).
+        kept = [key for key in before if key in embeddings._forward_hooks]
+        kinds = {_hook_kind(before[key]) for key in kept}
         for key, hook in list(embeddings._forward_hooks.items()):
             if key not in before and _hook_kind(hook) in kinds:
                 del embeddings._forward_hooks[key]
                 embeddings._forward_hooks_with_kwargs.pop(key, None)
                 embeddings._forward_hooks_always_called.pop(key, None)
-        for module in owners:  # the handles transformers keeps must stay the live ones
-            module._require_grads_hooks, first = handles[id(module)]
-            if first is not None:
-                module._require_grads_hook = first
+        if len(kept) == len(before):  # the handles transformers keeps must stay the live ones
+            for module in owners:
+                module._require_grads_hooks, first = handles[id(module)]
+                if first is not None:
+                    module._require_grads_hook = first
 
 
 def _hook_kind(hook) -> str:

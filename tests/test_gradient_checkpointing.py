@@ -6,7 +6,7 @@ from peft import LoraConfig
 from transformers import AutoModelForCausalLM, TrainerCallback
 from utils import TINY, make_trainer, tiny_args
 
-from gear_trl.trainer import checkpointing_paused
+from gear_trl.trainer import checkpointing_paused, no_new_input_grad_hooks
 
 
 class _HookCount(TrainerCallback):
@@ -63,3 +63,18 @@ def test_checkpointing_paused_restores_flags_and_adds_nothing():
         assert out.past_key_values is not None and out.past_key_values.get_seq_length() == 3
     assert all(m.gradient_checkpointing for m in layers)
     assert dict(embeddings._forward_hooks) == hooks
+
+
+def test_duplicate_input_grad_hooks_are_removed_and_the_live_one_kept():
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    model.enable_input_require_grads()
+    embeddings = model.get_input_embeddings()
+    with no_new_input_grad_hooks(model):  # TRL's pause and re-enable: one more hook of the same function
+        model.enable_input_require_grads()
+    assert len(embeddings._forward_hooks) == 1
+    with no_new_input_grad_hooks(model):  # a switch that removes its hook before adding one keeps the new one
+        model.disable_input_require_grads()
+        model.enable_input_require_grads()
+    assert len(embeddings._forward_hooks) == 1
+    model.disable_input_require_grads()  # the handles transformers keeps point at the live hook
+    assert len(embeddings._forward_hooks) == 0
