@@ -1,9 +1,10 @@
 """Every shipped Qwen3 recipe trains two optimizer steps against a 2-layer stand-in of its model, through
 `gear_trl.train`, with only the overrides CPU forces (`tests/recipe_smoke.py`: `CPU_OVERRIDES`, `LOCAL_DATA`).
 
-CI runs a representative subset: GEAR's math recipe at Qwen3-4B's geometry on one process (`CI_RECIPES`) and on two
-processes under ZeRO-3; the other recipes (the tool-use ones, minutes each on CPU; Qwen3-8B's ~1.6 B-parameter
-stand-in; the baselines) run with `GEAR_ALL_RECIPES=1`. Times and peak memory: bench/results/NOTES.md ("Recipe smoke runs").
+CI runs a representative subset: GEAR's math recipe at Qwen3-4B's geometry on one process (`CI_RECIPES`). The other
+recipes (the tool-use ones, minutes each on CPU; Qwen3-8B's ~1.6 B-parameter stand-in; the baselines) and the ZeRO-3
+run on two processes (two ranks of ~4.2 GB, the 16-bit consolidated save of 590 M parameters at the end) run with
+`GEAR_ALL_RECIPES=1`. Times and peak memory: bench/results/NOTES.md ("Recipe smoke runs").
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ RECIPES = sorted(p.relative_to(REPO / "recipes").as_posix() for p in REPO.glob("
 CI_RECIPES = ("Qwen3-4B/gear/config_math.yaml",)
 ZERO3_RECIPE = "Qwen3-4B/gear/config_math.yaml"
 ALL = os.environ.get("GEAR_ALL_RECIPES") == "1"
-TIMEOUT_S = 900
+TIMEOUT_S = 1800
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +103,8 @@ def test_recipe_trains_two_steps_on_a_stand_in(recipe, smoke_dir, tmp_path):
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_recipe_under_zero3_on_two_processes(smoke_dir, tmp_path):
+    if not ALL:
+        pytest.skip("opt-in: GEAR_ALL_RECIPES=1 (two ranks of ~4.2 GB, minutes on two cores)")
     launcher = [
         sys.executable,
         "-m",
