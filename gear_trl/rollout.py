@@ -8,7 +8,8 @@
   calling tools leave the loop early. Under ZeRO-3 every generation gathers parameters collectively, so unequal
   round counts hang or crash the run. Here every rank polls, before each round, whether any rank still has a round to
   run; a rank that is done joins with a throwaway generation until no rank is left, so all ranks make the same number
-  of generate calls.
+  of generate calls. Not under colocated vLLM at tensor-parallel size 1, whose rounds make no collective call
+  (`tool_rounds_need_lockstep`).
 - `_generate` / `_calculate_rewards`: record what GiGPO and the tool metrics need (the environment's state key after
   every tool call, the prompts as generated, the completions as messages, the gathered rewards).
 """
@@ -45,6 +46,26 @@ def row_tools(row: dict) -> list[dict] | None:
     if isinstance(tools, str):
         tools = json.loads(tools)
     return list(tools) or None
+
+
+def tool_rounds_need_lockstep(args, use_vllm: bool, world_size: int) -> bool:
+    """Whether a tool round's generation makes a collective call, so that every rank must run as many rounds.
+
+    Decided from the configuration only. Transformers generation under ZeRO-3 gathers parameters in every forward;
+    vLLM's server mode gathers the prompts; colocated vLLM with tensor parallelism gathers them within its group, and
+    with sleep mode re-syncs (gathers) the weights at every generation. Colocated vLLM at tensor-parallel size 1
+    without sleep mode generates from its own copy of the weights, synced once a step before the first round (which
+    every rank runs): its rounds make no collective call, so finished ranks need not match them.
+    """
+    if world_size <= 1:
+        return False
+    colocated_alone = (
+        use_vllm
+        and args.vllm_mode == "colocate"
+        and args.vllm_tensor_parallel_size == 1
+        and not args.vllm_enable_sleep_mode
+    )
+    return not colocated_alone
 
 
 class ToolRolloutMixin:
@@ -96,7 +117,8 @@ class ToolRolloutMixin:
         return bool(flag.item())
 
     def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
-        self._tool_rounds_in_lockstep = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        self._tool_rounds_in_lockstep = tool_rounds_need_lockstep(self.args, self.use_vllm, world_size)
         try:
             result = super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields

@@ -288,6 +288,24 @@ def preflight(script_args: GEARScriptArguments, training_args: GEARConfig, model
         check_model_source(model_args.model_name_or_path, "model_name_or_path", cache_dir=cache_dir)
 
 
+def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=print) -> bool:
+    """Load bf16 weights in float32 when the run is on CPU, and say so; returns whether it switched.
+
+    On CPU a bf16 `F.linear` with a frozen weight (PEFT freezes the base) on a non-contiguous input (the LM head on
+    `hidden[:, -1:]` at every generation step) takes oneDNN's slow path: generation of a Qwen3-sized head never ends
+    and its memory grows (`bench/cpu_bf16.py`, bench/results/NOTES.md). `bf16: false` alone does not avoid it.
+    """
+    if model_args.dtype != "bfloat16" or training_args.device.type != "cpu":
+        return False
+    print_fn(
+        "warning: the recipe loads bfloat16 weights (`dtype: bfloat16`) and the run is on CPU, where bf16 matmuls on "
+        "frozen weights take oneDNN's slow path (generation may never finish); loading float32 weights instead. "
+        "Pass `--dtype float32 --bf16 false` to silence this."
+    )
+    model_args.dtype = "float32"
+    return True
+
+
 def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
     """The checkpoint to resume from: `resume_from_checkpoint` when set (it must be complete), else the newest
     complete `checkpoint-N` of `output_dir`; each newer incomplete one is reported with the reason it is skipped."""
@@ -314,6 +332,7 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     from .interrupt import InterruptCallback
 
     preflight(script_args, training_args, model_args)
+    float32_on_cpu(model_args, training_args, print_fn=_print_main)
     checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
     train_dataset, eval_dataset = load_splits(script_args, training_args)
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
