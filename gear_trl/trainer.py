@@ -38,7 +38,7 @@ from .credit.diagnostics import failure_contrast, failure_contrast_sums
 from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .hub import check_hub_access
-from .rollout import ToolRolloutMixin, step_anchors, tool_stats
+from .rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from .teacher import (
     TeacherPromptBuilder,
     prefix_sharing_forwards,
@@ -141,6 +141,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                     "Set `lora_dropout: 0` / `disable_dropout: true` to silence this.",
                     ", ".join(f"{count} x {kind}" for kind, count in switched_off.items()),
                 )
+        # A completion the tool-call parser chokes on is read as plain text (counted in tools/parse_failures).
+        harden_response_parser(self._tokenizer)
         # Tool metrics reduce over ranks, so whether they run must not depend on a rank's batch: decided once here
         # from the trainer's tools and the datasets' columns (unknown columns count as possibly having tools).
         datasets = (train_dataset, kwargs.get("eval_dataset"))
