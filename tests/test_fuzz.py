@@ -313,3 +313,27 @@ def test_the_rollout_loop_counts_tool_errors_and_parse_failures():
     tool_texts = [m["content"] for c in completions for m in c if m.get("role") == "tool"]
     assert any("divide" in text for text in tool_texts)
     assert all(isinstance(text, str) for text in tool_texts)
+
+
+def test_a_tool_result_echoing_a_lone_surrogate_reaches_the_model_as_encodable_text():
+    from gear_trl.envs import GorillaFileSystem
+    from gear_trl.rollout import ToolRolloutMixin
+
+    env = GorillaFileSystem()
+    env.reset()
+    env.mkdir(dir_name="\ud800")  # the model wrote {"dir_name": "\\ud800"}
+    with pytest.raises(UnicodeEncodeError):
+        env.ls().encode("utf-8")  # the tokenizer refuses such text (TypeError)
+
+    class Loop:
+        def _generate(self, prompts):
+            return self._sync_tool_dicts[0]["ls"]()  # as TRL's tool loop calls a tool
+
+    class Rollout(ToolRolloutMixin, Loop):
+        environments = None
+
+    rollout = Rollout()
+    rollout._sync_tool_dicts = [{"ls": env.ls}]
+    text = rollout._generate([])
+    assert text == '{"current_directory_content": ["\ufffd"]}'
+    tokenizer()(text)
