@@ -139,6 +139,7 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
     from .data import detect_adapter, get_adapter, prepare_dataset
     from .preflight import check_ground_truth, ground_truth_users, load_dataset_named
     from .rewards import get_reward_funcs
+    from .rows import check_prepared_rows, check_raw_rows
 
     if not script_args.dataset_name:
         raise ValueError(
@@ -155,12 +156,17 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
         data = dataset[split]
         if split == script_args.dataset_train_split and script_args.max_train_samples:
             data = data.select(range(min(script_args.max_train_samples, len(data))))
-        return prepare_dataset(
+        # A bad row fails the run here, with its index, not at the step that first draws it.
+        where = f"split {split!r} of {script_args.dataset_name!r}"
+        check_raw_rows(data, where, ground_truth_is_json=_tool_use_rows(script_args, data.column_names))
+        prepared = prepare_dataset(
             data,
             adapter=script_args.dataset_format,
             ground_truth_column=training_args.ground_truth_column,
             system_prompt=script_args.system_prompt,
         )
+        check_prepared_rows(prepared, where, training_args.ground_truth_column)
+        return prepared
 
     train = prepare(script_args.dataset_train_split)
     columns = dataset[script_args.dataset_train_split].column_names
@@ -183,6 +189,18 @@ def load_splits(script_args: GEARScriptArguments, training_args: GEARConfig):
             )
         evaluate = prepare(script_args.dataset_test_split)
     return train, evaluate
+
+
+def _tool_use_rows(script_args: GEARScriptArguments, columns: list[str]) -> bool:
+    """Whether the rows go through the tool-use adapter, whose `ground_truth` is JSON (a list of calls)."""
+    from .data import detect_adapter
+
+    if script_args.dataset_format == "auto":
+        try:
+            return detect_adapter(columns).name == "tool_use"
+        except ValueError:
+            return False
+    return script_args.dataset_format == "tool_use"
 
 
 def build_trainer(
@@ -264,10 +282,12 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
     from .interrupt import InterruptCallback
+    from .rows import check_prompts_fit
 
     preflight(script_args, training_args, model_args)
     checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
     train_dataset, eval_dataset = load_splits(script_args, training_args)
+    check_prompts_fit(train_dataset, model_args, training_args, f"split {script_args.dataset_train_split!r}")
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
     interrupt = InterruptCallback(trainer.accelerator)
     trainer.add_callback(interrupt)

@@ -39,6 +39,7 @@ PLACES = {
     "gear_trl.preflight": "trainer",  # checks a run before its model loads (train, evaluate)
     "gear_trl.checkpoints": "trainer",  # which checkpoint a run resumes from
     "gear_trl.interrupt": "trainer",  # SIGINT/SIGTERM: save at the step boundary
+    "gear_trl.rows": "trainer",  # per-row checks of training data before training
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
     "gear_trl.evaluate": "entry points",
