@@ -330,12 +330,14 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
+    from .checkpoints import CheckpointSaveError
     from .preflight import PreflightError
 
     try:
         trainer = main(*parse_args(argv))
-    except PreflightError as err:
-        # A user mistake found before the model loaded: the message says what to fix; a traceback would bury it.
+    except (PreflightError, CheckpointSaveError) as err:
+        # A user mistake found before the model loaded, or a save the disk refused: the message says what to fix and
+        # where to resume from; a traceback would bury it.
         sys.exit(f"error: {err}")
     if getattr(trainer, "interrupted", None):
         sys.exit(EXIT_INTERRUPTED)

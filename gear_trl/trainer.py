@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import textwrap
 from collections import Counter
 from contextlib import nullcontext
@@ -32,6 +33,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
+from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
@@ -152,6 +154,20 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._teacher_prompts = TeacherPromptBuilder(
             self._tokenize_prompt, self._tokenizer, args.teacher_template, args.max_teacher_prompt_length
         )
+
+    def _save_checkpoint(self, model, trial):
+        # A full disk or an I/O error part way through a save: one line naming the folder and the cause, instead of a
+        # traceback from deep inside torch or safetensors. The Trainer rotates old checkpoints (`save_total_limit`)
+        # only after the last file is written, so a failed save never costs the previous complete checkpoint.
+        try:
+            super()._save_checkpoint(model, trial)
+        except Exception as err:
+            cause = io_failure_cause(err)
+            if cause is None:
+                raise
+            run_dir = self._get_output_dir(trial=trial)
+            folder = os.path.join(run_dir, f"checkpoint-{self.state.global_step}")
+            raise CheckpointSaveError(save_failure_message(folder, cause, run_dir)) from err
 
     # ----------------------------------------------------------------------------------------------------------------
     # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the
