@@ -17,6 +17,7 @@ import argparse
 import difflib
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass, field, fields
 
@@ -26,6 +27,8 @@ from .config import GEARConfig
 from .interrupt import EXIT_INTERRUPTED
 
 USAGE = "python -m gear_trl.train --config RECIPE.yaml [--FIELD VALUE ...]"
+EXIT_PEER_LOST = 1
+"""Exit status of a rank that stops because another rank of the run died (`PeerLostError`)."""
 
 
 @dataclass
@@ -294,7 +297,12 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
 
     if checkpoint is not None:
         trainer.accelerator.print(f"Resuming from {checkpoint}")
-    trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except Exception as err:
+        if trainer.accelerator.num_processes > 1 and is_collective_failure(err):
+            raise PeerLostError(peer_lost_message(training_args.output_dir, trainer.state.global_step, err)) from err
+        raise
     if interrupt.signal_name is not None:
         trainer.accelerator.wait_for_everyone()
         saved = os.path.join(training_args.output_dir, f"checkpoint-{interrupt.step}")
@@ -322,6 +330,39 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     return trainer
 
 
+class PeerLostError(RuntimeError):
+    """A collective failed under several processes: another rank died, was killed, or hangs."""
+
+
+_COLLECTIVE_FAILURE_WORDS = ("gloo", "NCCL", "c10d", "Connection reset", "Connection closed", "Broken pipe")
+
+
+def is_collective_failure(err: BaseException) -> bool:
+    """Whether `err` is a failed collective (a lost or hung peer), not a bug of this rank."""
+    import torch.distributed as dist
+
+    if isinstance(err, getattr(dist, "DistError", ())):
+        return True
+    return isinstance(err, RuntimeError) and any(word in str(err) for word in _COLLECTIVE_FAILURE_WORDS)
+
+
+def peer_lost_message(output_dir: str, steps_done: int, err: BaseException) -> str:
+    """One line: a peer stopped during which step, why (the collective's first line), and where to resume from."""
+    from .checkpoints import find_resumable_checkpoint
+
+    cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    checkpoint, _ = find_resumable_checkpoint(output_dir)
+    resume = (
+        f"the last complete checkpoint is {checkpoint}; run the same command again to resume from it"
+        if checkpoint
+        else f"there is no complete checkpoint in {output_dir}; the same command starts again from step 0"
+    )
+    return (
+        f"another rank stopped (died, was killed, or hangs) during step {steps_done + 1}, so this rank stops too: "
+        f"{cause[:300]}. {resume}."
+    )
+
+
 def _print_main(message: str) -> None:
     """Print once per run, not once per process (no accelerator exists yet when checkpoints are chosen)."""
     if os.environ.get("RANK", "0") == "0":
@@ -334,6 +375,12 @@ def cli(argv: list[str] | None = None) -> None:
 
     try:
         trainer = main(*parse_args(argv))
+    except PeerLostError as err:
+        # The launcher also stops this rank (SIGTERM, then SIGKILL); say where to resume from first, then leave at
+        # once: a rank whose process group has lost a peer can hang or abort in finalization.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        leave_without_finalization(EXIT_PEER_LOST)
     except (PreflightError, CheckpointSaveError) as err:
         # A user mistake found before the model loaded, or a save the disk refused: the message says what to fix and
         # where to resume from; a traceback would bury it.
