@@ -187,7 +187,8 @@ class GEARConfig(GRPOConfig):
             "its rollouts on its key/value cache (GRPO repeats every prompt `num_generations` times). Holds the caches "
             "of at most per-device-batch-size prompts (every layer) plus one layer's keys and values of "
             "per-device-batch-size x (prompt + completion) tokens at a time; false = one full forward per rollout, "
-            "as before (our default: true)."
+            "as before. Models with any layer other than full attention (sliding window; Mamba, linear-attention or "
+            "conv layers of hybrids) always take the full forward (our default: true)."
         },
     )
     teacher_prefix_sharing_max_ratio: float = field(

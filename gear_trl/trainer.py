@@ -20,16 +20,15 @@ import logging
 import os
 import textwrap
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
-from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
@@ -179,7 +178,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._set_batch_row_tools(inputs)
         self._student_hidden = None
         self._capture_generation_pass = self.args.uses_teacher and self._grpo_runs_student_pass()
-        output = super()._generate_and_score_completions(inputs)
+        with no_new_input_grad_hooks(self.model):
+            output = super()._generate_and_score_completions(inputs)
         self._capture_generation_pass = False
         mode = "train" if self.model.training else "eval"
         record = self._rollout
@@ -231,7 +231,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         captured = []
 
         def keep_hidden(module, module_args, output):
-            captured.append(output.last_hidden_state[:, -logits_to_keep - 1 : -1].detach())
+            captured.append(completion_states(output.last_hidden_state, logits_to_keep))
 
         # The loss's forward computes GEAR's divergence from its own student logits where it can (gear_trl.fused_head);
         # the hook keeps the states for the separate pass where it cannot.
@@ -443,7 +443,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         with context:
             # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
             # forward counts below are matched.
-            if not self.args.teacher_prefix_sharing or _has_sliding_layers(self._causal_lm().config):
+            if not self.args.teacher_prefix_sharing or not prefix_sharing_supported(self._causal_lm().config):
                 return self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
             # Whether this batch shares depends on its prompts, so ranks may differ, and so may their numbers of
             # forwards: every rank takes the largest count over ranks (one gather, called by all) and makes up the
@@ -568,7 +568,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         (no position ids): Qwen3's rotary attention depends on relative positions only, so left padding is harmless
         and student states read from GRPO's own forwards line up with these.
         """
-        return self._backbone_states(input_ids, attention_mask)[:, -keep - 1 : -1]
+        return completion_states(self._backbone_states(input_ids, attention_mask), keep)
 
     def _backbone_states(
         self, input_ids, attention_mask, position_ids=None, cache=None, after_cache: bool = False
@@ -580,10 +580,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         For SDPA and eager attention it is then handed over as one additive [B, 1, L, S] bias for every layer
         (`suffix_attention_bias`); flash-attention kernels take the 2-D mask as it is.
         """
-        with (
-            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
-            self.accelerator.autocast(),
-        ):
+        with checkpointing_paused(self.model), self.accelerator.autocast():
             if after_cache and self._causal_lm().config._attn_implementation in ("sdpa", "eager"):
                 device_type = attention_mask.device.type
                 if torch.is_autocast_enabled(device_type):
@@ -691,10 +688,74 @@ class _SharedPrefixLayer(DynamicLayer):
         )
 
 
-def _has_sliding_layers(config) -> bool:
-    """Sliding-window attention keeps only a window of the prefix in its cache: such models take the full path."""
-    text_config = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    return "sliding_attention" in (getattr(text_config, "layer_types", None) or ())
+def completion_states(hidden: torch.Tensor, keep: int) -> torch.Tensor:
+    """The states [B, keep, H] that predict the last `keep` tokens, out of a backbone's [B, L, H], as a copy.
+
+    A slice would share the whole tensor's storage and keep every prompt position alive as long as it is held: in
+    TRL's chunked passes, every chunk's [b, prompt + completion, H] until the batch is done (GBs at agent prompt
+    lengths). Detached: these states feed no-grad statistics only.
+    """
+    return hidden[:, -keep - 1 : -1].detach().clone(memory_format=torch.contiguous_format)
+
+
+@contextmanager
+def checkpointing_paused(model: torch.nn.Module):
+    """Gradient checkpointing off for the block, by the modules' own `gradient_checkpointing` flags.
+
+    TRL's `disable_gradient_checkpointing` calls `gradient_checkpointing_enable` on the way out, which registers one
+    more `enable_input_require_grads` forward hook on the input embeddings every time (and a PEFT model never removes
+    them): once per backbone call of every teacher pass, that is a pile of hooks growing without bound over a run.
+    Flipping the flags changes nothing else and adds nothing. (No-grad passes need checkpointing off because a
+    checkpointed layer in training mode drops `past_key_values`, which the shared-prefix teacher pass relies on.)
+    """
+    switched = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    for module in switched:
+        module.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for module in switched:
+            module.gradient_checkpointing = True
+
+
+@contextmanager
+def no_new_input_grad_hooks(model: torch.nn.Module):
+    """Remove, after the block, forward hooks the block added to the input embeddings that duplicate one already
+    there (same function): TRL's generation step pauses checkpointing through `gradient_checkpointing_enable`, which
+    re-registers `enable_input_require_grads`' hook each time (two a step), and the earlier one is never removed."""
+    embeddings = model.get_input_embeddings()
+    before = dict(embeddings._forward_hooks)
+    owners = [m for m in model.modules() if hasattr(m, "_require_grads_hooks")]
+    handles = {id(m): (m._require_grads_hooks, getattr(m, "_require_grads_hook", None)) for m in owners}
+    try:
+        yield
+    finally:
+        kinds = {_hook_kind(hook) for hook in before.values()}
+        for key, hook in list(embeddings._forward_hooks.items()):
+            if key not in before and _hook_kind(hook) in kinds:
+                del embeddings._forward_hooks[key]
+                embeddings._forward_hooks_with_kwargs.pop(key, None)
+                embeddings._forward_hooks_always_called.pop(key, None)
+        for module in owners:  # the handles transformers keeps must stay the live ones
+            module._require_grads_hooks, first = handles[id(module)]
+            if first is not None:
+                module._require_grads_hook = first
+
+
+def _hook_kind(hook) -> str:
+    return f"{getattr(hook, '__module__', '')}.{getattr(hook, '__qualname__', type(hook).__name__)}"
+
+
+def prefix_sharing_supported(config) -> bool:
+    """Whether a shared key/value prefix is defined for the model: every layer caches full-attention keys and values.
+
+    Sliding-window and chunked attention keep only part of the prefix; Mamba, linear-attention and conv layers
+    (NemotronH, Jamba, Qwen3-Next, Falcon-H1, Granite 4, Bamba, Zamba2 hybrids) carry a recurrent state, not keys
+    and values, so a cache of keys and values cannot stand for their prompt. Such models take the full teacher pass.
+    Read from the configuration, as transformers reads it to build the model's cache.
+    """
+    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    return all(layer_type == "full_attention" for layer_type in layer_types)
 
 
 def _turn_starts(mask: torch.Tensor) -> torch.Tensor:
