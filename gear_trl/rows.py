@@ -146,19 +146,23 @@ def check_prompt_lengths(
 
 def check_prompts_fit(dataset, model_args, training_args, where: str) -> None:
     """`check_prompt_lengths` for a recipe: the model's tokenizer and `max_position_embeddings` (read from its
-    files, no weights), `max_completion_length`, each prompt rendered with its row's `tools`. A model given as an
-    object, or without a known context length, is not checked."""
+    files, no weights), `max_completion_length`, each prompt rendered with its row's `tools` (not an environment's).
+    A model given as an object, one whose files cannot be read here, or without a known context length, is not
+    checked."""
     from transformers import AutoConfig, AutoTokenizer
 
     name = model_args.model_name_or_path
     if not isinstance(name, str):
         return
     kwargs = {"revision": model_args.model_revision}
-    config = AutoConfig.from_pretrained(name, **kwargs)
-    context = getattr(config.get_text_config(decoder=True), "max_position_embeddings", None)
+    try:
+        config = AutoConfig.from_pretrained(name, **kwargs)
+        context = getattr(config.get_text_config(decoder=True), "max_position_embeddings", None)
+        tokenizer = AutoTokenizer.from_pretrained(name, **kwargs) if context else None
+    except Exception:  # noqa: BLE001 - a model these cannot read is reported by the model load itself
+        return
     if not context:
         return
-    tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
     limit = context - training_args.max_completion_length
     template_kwargs = dict(training_args.chat_template_kwargs or {})
 
