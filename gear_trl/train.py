@@ -325,6 +325,8 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
         trainer.accelerator.print(f"Pushed to https://huggingface.co/{trainer.hub_model_id}")
     trainer.accelerator.wait_for_everyone()
+    # end_training does not stop gloo's worker threads (see `leave_without_finalization`): `cli` leaves a
+    # multi-process run's ranks without interpreter finalization.
     trainer.multi_process = trainer.accelerator.num_processes > 1
     trainer.accelerator.end_training()
     return trainer
