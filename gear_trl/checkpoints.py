@@ -19,6 +19,7 @@ These are header reads: no tensor is loaded.
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -166,3 +167,37 @@ def find_resumable_checkpoint(output_dir: str) -> tuple[str | None, list[tuple[s
             return path, skipped
         skipped.append((path, problem))
     return None, skipped
+
+
+class CheckpointSaveError(OSError):
+    """Writing a checkpoint failed (a full disk, an I/O error); the message names the folder, the cause and the
+    newest complete checkpoint, which the failed save left as it was."""
+
+
+_IO_FAILURE_WORDS = ("No space left", "StorageFull", "Input/output error", "file write failed", "Disk quota")
+
+
+def io_failure_cause(err: BaseException) -> str | None:
+    """The cause in words when `err` is an I/O failure of a write (`OSError`, or the RuntimeError / SafetensorError
+    that torch's and safetensors' writers turn one into); None for any other exception."""
+    if isinstance(err, OSError):
+        code = errno.errorcode.get(err.errno or 0)
+        return f"{err.strerror or err} ({code})" if code else str(err)
+    text = str(err)
+    if any(word in text for word in _IO_FAILURE_WORDS):
+        return text.splitlines()[0] if text else type(err).__name__
+    return None
+
+
+def save_failure_message(folder: str, cause: str, output_dir: str) -> str:
+    """One line: which save failed and why, the newest complete checkpoint and how to resume from it."""
+    complete, _ = find_resumable_checkpoint(output_dir)
+    if complete is not None and os.path.abspath(complete) == os.path.abspath(folder):
+        complete = None  # only a failure after the last file (a push, the rotation) leaves the folder complete
+    kept = (
+        f"the newest complete checkpoint, {complete}, is untouched; free space and run the same command again to "
+        "resume from it"
+        if complete
+        else "there is no complete checkpoint to resume from; free space and run the same command again"
+    )
+    return f"Saving checkpoint {folder} failed: {cause}. It is incomplete (a rerun skips it); {kept}."

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 TOOL_ERROR_PREFIXES = ("Error", "error")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -148,6 +150,9 @@ class ToolRolloutMixin:
 
     def _generate(self, prompts: list):
         history = None
+        for tools in getattr(self, "_sync_tool_dicts", None) or []:
+            for name, tool in list(tools.items()):
+                tools[name] = _text_safe(tool)
         if self.environments and getattr(self, "_sync_tool_dicts", None):
             history = [[] for _ in self.environments]
             for index, (environment, tools) in enumerate(zip(self.environments, self._sync_tool_dicts, strict=True)):
@@ -163,6 +168,55 @@ class ToolRolloutMixin:
         record.prompts, record.completions, record.rewards_per_func = prompts, completions, rewards_per_func
         self._rollout = record
         return rewards_per_func
+
+
+def harden_response_parser(tokenizer) -> None:
+    """Make `tokenizer.parse_response` fail only with ValueError, in place.
+
+    TRL decodes a completion whose tool calls do not parse as plain text (the call then counts in
+    `tools/parse_failures`), but it catches only ValueError and TypeError: a model writing tool-call arguments nested
+    a few thousand levels deep makes the JSON decoder raise RecursionError, which would end the run. Every other
+    exception of the parser is turned into ValueError, so such a completion takes TRL's plain-text fallback too.
+    """
+    parse = getattr(tokenizer, "parse_response", None)
+    if parse is None or getattr(parse, "_gear_hardened", False):
+        return
+
+    @functools.wraps(parse)
+    def parse_response(*args, **kwargs):
+        try:
+            return parse(*args, **kwargs)
+        except (ValueError, TypeError):
+            raise
+        except Exception as err:
+            raise ValueError(f"unparseable response ({type(err).__name__}: {err})") from err
+
+    parse_response._gear_hardened = True
+    tokenizer.parse_response = parse_response
+
+
+def encodable_text(text: str) -> str:
+    """`text` with lone surrogates replaced by U+FFFD: a tokenizer refuses them (TypeError), and a model can put one
+    in a tool argument with a JSON escape (`"\\ud800"`) that a tool may echo back."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _text_safe(tool):
+    """`tool` with a string result made encodable (see `encodable_text`); TRL tokenizes every tool result."""
+    if getattr(tool, "_gear_text_safe", False):
+        return tool
+
+    @functools.wraps(tool)
+    def call(*args, **kwargs):
+        result = tool(*args, **kwargs)
+        return encodable_text(result) if isinstance(result, str) else result
+
+    call._gear_text_safe = True
+    return call
 
 
 def _recording(tool, environment, history: list[str]):

@@ -19,6 +19,7 @@ import argparse
 import difflib
 import os
 import re
+import signal
 import sys
 from dataclasses import dataclass, field, fields
 
@@ -28,6 +29,8 @@ from .config import GEARConfig
 from .interrupt import EXIT_INTERRUPTED
 
 USAGE = "python -m gear_trl.train --config RECIPE.yaml [--FIELD VALUE ...]"
+EXIT_PEER_LOST = 1
+"""Exit status of a rank that stops because another rank of the run died (`PeerLostError`)."""
 
 
 @dataclass
@@ -183,6 +186,7 @@ def load_splits(
     from .data import prepare_dataset
     from .preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
     from .rewards import get_reward_funcs
+    from .rows import check_prepared_rows, check_raw_rows
 
     if not script_args.dataset_name:
         raise PreflightError(
@@ -202,12 +206,17 @@ def load_splits(
         data = dataset[split]
         if split == script_args.dataset_train_split and script_args.max_train_samples:
             data = data.select(range(min(script_args.max_train_samples, len(data))))
-        return prepare_dataset(
+        # A bad row fails the run here, with its index, not at the step that first draws it.
+        where = f"split {split!r} of {script_args.dataset_name!r}"
+        check_raw_rows(data, where, ground_truth_is_json=_tool_use_rows(script_args, data.column_names))
+        prepared = prepare_dataset(
             data,
             adapter=adapter,
             ground_truth_column=training_args.ground_truth_column,
             system_prompt=script_args.system_prompt,
         )
+        check_prepared_rows(prepared, where, training_args.ground_truth_column)
+        return prepared
 
     train = prepare(script_args.dataset_train_split)
     users = ground_truth_users(
@@ -227,6 +236,18 @@ def load_splits(
             )
         evaluate = prepare(script_args.dataset_test_split)
     return train, evaluate
+
+
+def _tool_use_rows(script_args: GEARScriptArguments, columns: list[str]) -> bool:
+    """Whether the rows go through the tool-use adapter, whose `ground_truth` is JSON (a list of calls)."""
+    from .data import detect_adapter
+
+    if script_args.dataset_format == "auto":
+        try:
+            return detect_adapter(columns).name == "tool_use"
+        except ValueError:
+            return False
+    return script_args.dataset_format == "tool_use"
 
 
 def build_trainer(
@@ -330,18 +351,25 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
     from .interrupt import InterruptCallback
+    from .rows import check_prompts_fit
 
     preflight(script_args, training_args, model_args)
     float32_on_cpu(model_args, training_args, print_fn=_print_main)
     checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
     train_dataset, eval_dataset = load_splits(script_args, training_args)
+    check_prompts_fit(train_dataset, model_args, training_args, f"split {script_args.dataset_train_split!r}")
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
     interrupt = InterruptCallback(trainer.accelerator)
     trainer.add_callback(interrupt)
 
     if checkpoint is not None:
         trainer.accelerator.print(f"Resuming from {checkpoint}")
-    trainer.train(resume_from_checkpoint=checkpoint)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except Exception as err:
+        if trainer.accelerator.num_processes > 1 and is_collective_failure(err):
+            raise PeerLostError(peer_lost_message(training_args.output_dir, trainer.state.global_step, err)) from err
+        raise
     if interrupt.signal_name is not None:
         trainer.accelerator.wait_for_everyone()
         saved = os.path.join(training_args.output_dir, f"checkpoint-{interrupt.step}")
@@ -349,6 +377,7 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
             f"Stopped by {interrupt.signal_name} after step {interrupt.step}; checkpoint saved to {saved}. Run the "
             f"same command again to resume from it (exit status {EXIT_INTERRUPTED})."
         )
+        trainer.multi_process = trainer.accelerator.num_processes > 1
         trainer.accelerator.end_training()
         trainer.interrupted = interrupt.signal_name
         return trainer
@@ -363,11 +392,44 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
         trainer.accelerator.print(f"Pushed to https://huggingface.co/{trainer.hub_model_id}")
     trainer.accelerator.wait_for_everyone()
-    # Tear the process group down before the interpreter exits. Left to static destruction, gloo's worker threads
-    # can abort a rank after training has finished and saved ("terminate called without an active exception",
-    # SIGABRT), and the launcher then reports the run as failed.
+    # end_training does not stop gloo's worker threads (see `leave_without_finalization`): `cli` leaves a
+    # multi-process run's ranks without interpreter finalization.
+    trainer.multi_process = trainer.accelerator.num_processes > 1
     trainer.accelerator.end_training()
     return trainer
+
+
+class PeerLostError(RuntimeError):
+    """A collective failed under several processes: another rank died, was killed, or hangs."""
+
+
+_COLLECTIVE_FAILURE_WORDS = ("gloo", "NCCL", "c10d", "Connection reset", "Connection closed", "Broken pipe")
+
+
+def is_collective_failure(err: BaseException) -> bool:
+    """Whether `err` is a failed collective (a lost or hung peer), not a bug of this rank."""
+    import torch.distributed as dist
+
+    if isinstance(err, getattr(dist, "DistError", ())):
+        return True
+    return isinstance(err, RuntimeError) and any(word in str(err) for word in _COLLECTIVE_FAILURE_WORDS)
+
+
+def peer_lost_message(output_dir: str, steps_done: int, err: BaseException) -> str:
+    """One line: a peer stopped during which step, why (the collective's first line), and where to resume from."""
+    from .checkpoints import find_resumable_checkpoint
+
+    cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    checkpoint, _ = find_resumable_checkpoint(output_dir)
+    resume = (
+        f"the last complete checkpoint is {checkpoint}; run the same command again to resume from it"
+        if checkpoint
+        else f"there is no complete checkpoint in {output_dir}; the same command starts again from step 0"
+    )
+    return (
+        f"another rank stopped (died, was killed, or hangs) during step {steps_done + 1}, so this rank stops too: "
+        f"{cause[:300]}. {resume}."
+    )
 
 
 def _print_main(message: str) -> None:
@@ -377,15 +439,50 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
+    from .checkpoints import CheckpointSaveError
     from .plugins import UserInputError
 
     try:
         trainer = main(*parse_args(argv))
-    except UserInputError as err:
-        # A user mistake found before the model loaded: the message says what to fix; a traceback would bury it.
+    except PeerLostError as err:
+        # The launcher also stops this rank (SIGTERM, then SIGKILL); say where to resume from first, then leave at
+        # once: a rank whose process group has lost a peer can hang or abort in finalization.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        leave_without_finalization(EXIT_PEER_LOST)
+    except (UserInputError, CheckpointSaveError) as err:
+        # A user mistake found before the model loaded, or a save the disk refused: the message says what to fix and
+        # where to resume from; a traceback would bury it.
         sys.exit(f"error: {err}")
-    if getattr(trainer, "interrupted", None):
-        sys.exit(EXIT_INTERRUPTED)
+    status = EXIT_INTERRUPTED if getattr(trainer, "interrupted", None) else 0
+    if getattr(trainer, "multi_process", False):
+        leave_without_finalization(status)
+    if status:
+        sys.exit(status)
+
+
+def leave_without_finalization(status: int) -> None:
+    """End a rank of a multi-process run once its work is done and saved: run the `atexit` handlers, flush, and
+    `os._exit(status)`, skipping the interpreter's finalization.
+
+    Why: `end_training` removes the process groups from torch.distributed, but DeepSpeed and accelerate still hold
+    them, so their gloo worker threads (`pt_gloo_runloop`, two per group) outlive `main`. During finalization such a
+    thread can drop the last reference to a tensor of a finished work item and take the GIL; a thread that takes the
+    GIL while the interpreter is finalizing is ended by `pthread_exit`, whose unwinding through C++ `noexcept` frames
+    calls `std::terminate`: "terminate called without an active exception", SIGABRT, and a launcher reporting a
+    finished, saved run as failed (about 1 run in 100). Nothing is left to finalize that matters here: trackers are
+    finished by `end_training`, files are closed by the saves, logging is shut down below.
+    """
+    import atexit
+    import logging
+
+    try:
+        atexit._run_exitfuncs()
+        logging.shutdown()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
 from .callbacks import CreditReportCallback
+from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .credit import (
     below_noise_floor,
@@ -53,7 +54,7 @@ from .fused_head import FusedDivergence, divergence_in_log_probs
 from .hub import check_hub_access
 from .plugins import UserInputError
 from .preflight import check_trackers, looks_like_local_path
-from .rollout import ToolRolloutMixin, step_anchors, tool_stats
+from .rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from .teacher import (
     DEFAULT_TOOL_TEACHER_TEMPLATE,
     TeacherPromptBuilder,
@@ -196,6 +197,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                     "Set `lora_dropout: 0` / `disable_dropout: true` to silence this.",
                     ", ".join(f"{count} x {kind}" for kind, count in switched_off.items()),
                 )
+        # A completion the tool-call parser chokes on is read as plain text (counted in tools/parse_failures).
+        harden_response_parser(self._tokenizer)
         # Tool metrics reduce over ranks, so whether they run must not depend on a rank's batch: decided once here
         # from the trainer's tools and the datasets' columns (unknown columns count as possibly having tools).
         datasets = (train_dataset, kwargs.get("eval_dataset"))
@@ -213,6 +216,20 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             args.max_teacher_prompt_length,
             tool_template=tool_template,
         )
+
+    def _save_checkpoint(self, model, trial):
+        # A full disk or an I/O error part way through a save: one line naming the folder and the cause, instead of a
+        # traceback from deep inside torch or safetensors. The Trainer rotates old checkpoints (`save_total_limit`)
+        # only after the last file is written, so a failed save never costs the previous complete checkpoint.
+        try:
+            super()._save_checkpoint(model, trial)
+        except Exception as err:
+            cause = io_failure_cause(err)
+            if cause is None:
+                raise
+            run_dir = self._get_output_dir(trial=trial)
+            folder = os.path.join(run_dir, f"checkpoint-{self.state.global_step}")
+            raise CheckpointSaveError(save_failure_message(folder, cause, run_dir)) from err
 
     # ----------------------------------------------------------------------------------------------------------------
     # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the

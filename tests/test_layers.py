@@ -41,6 +41,7 @@ PLACES = {
     "gear_trl.checkpoints": "trainer",  # which checkpoint a run resumes from
     "gear_trl.interrupt": "trainer",  # SIGINT/SIGTERM: save at the step boundary
     "gear_trl.teacher_weights": "trainer",  # frozen and EMA teachers: their weights, averaging, checkpoints
+    "gear_trl.rows": "trainer",  # per-row checks of training data before training
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
     "gear_trl.evaluate": "entry points",

@@ -142,7 +142,9 @@ def test_model_card_names_local_paths_as_paths_links_hub_ids_and_states_the_cred
     card = (tmp_path / "out" / "README.md").read_text()
     assert "huggingface.co/None" not in card and "[None]" not in card and 'model="None"' not in card
     assert "https://huggingface.co/datasets/data" not in card and "huggingface.co/datasets//" not in card
-    assert "fine-tuned version of `data/tiny-qwen3` (a local path) on the `data/math/gsm8k_style` (a local path)" in card
+    assert (
+        "fine-tuned version of `data/tiny-qwen3` (a local path) on the `data/math/gsm8k_style` (a local path)" in card
+    )
     assert "- credit: `gear`" in card and "- onset_threshold: `0.3`" in card and "- teacher: `live`" in card
     assert "GEAR" in card and "2605.11853" in card  # TRL's paper line is kept
     trainer.create_model_card(dataset_name="openai/gsm8k")

@@ -239,6 +239,9 @@ def test_interrupt_callback_asks_for_save_and_stop_at_the_step_boundary():
     callback = InterruptCallback()
     state, control = TrainerState(), TrainerControl()
     previous = signal.getsignal(signal.SIGINT)
+    # Start from Python's own disposition whatever this process inherited: a job started with `&` from a
+    # non-interactive shell inherits SIGINT as ignored, and the callback rightly restores what it found.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     callback.on_train_begin(None, state, control)
     try:
         state.global_step = 3

@@ -1,0 +1,94 @@
+"""Hostile dataset rows are refused before the model loads, naming the row: a 1 MB ground truth, an empty prompt, a
+prompt longer than the model's context leaves room for, invalid JSON in `tools` / `ground_truth`, a tool schema with
+an unknown type. (`gear_trl.rows`)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gear_trl import GEARTrainer
+from gear_trl.preflight import PreflightError
+from gear_trl.train import main, parse_args
+
+CALC = "recipes/tiny/config_calc_tools.yaml"
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("the model was loaded although the rows could be refused before")
+
+    monkeypatch.setattr(GEARTrainer, "__init__", fail)
+
+
+def calc_rows(tmp_path, bad_index: int, **bad) -> str:
+    """data/calc_tools' first 6 training rows as a local dataset, row `bad_index` with the columns in `bad`."""
+    with open("data/calc_tools/train.jsonl") as handle:
+        rows = [json.loads(next(handle)) for _ in range(6)]
+    rows[bad_index].update(bad)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with open(folder / "train.jsonl", "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    return str(folder)
+
+
+def run(tmp_path, dataset, *overrides):
+    args = [
+        "--config",
+        CALC,
+        "--dataset_name",
+        dataset,
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--eval_strategy",
+        "no",
+    ]
+    return main(*parse_args([*args, *overrides]))
+
+
+def tool_schema(kind: str) -> str:
+    function = {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": kind}}}}
+    return json.dumps([{"type": "function", "function": function}])
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            {"ground_truth": json.dumps(["x" * (1 << 20)])},
+            r"row 3: the ground truth is 1048580 characters \(at most 100000\)",
+        ),
+        ({"prompt": []}, r"row 3: the prompt is empty"),
+        ({"prompt": [{"role": "user", "content": "  "}]}, r"row 3: the prompt is empty"),
+        ({"tools": '[{"type": "function"'}, r"row 3: `tools` is not valid JSON"),
+        ({"ground_truth": '[{"name": "add", '}, r"row 3: `ground_truth` is not valid JSON"),
+        ({"tools": tool_schema("int")}, r"row 3: `tools`\[0\] \(add\) parameters.a has type 'int'"),
+        ({"tools": '{"name": "add"}'}, r"row 3: `tools` must be a JSON list of tool schemas"),
+        ({"initial_config": "{oops"}, r"row 3: `initial_config` is not valid JSON"),
+    ],
+)
+def test_a_hostile_row_is_refused_before_the_model_loads_naming_its_index(tmp_path, no_model_load, bad, message):
+    with pytest.raises(PreflightError, match=r"1 of 6 rows of split 'train' of .* cannot be trained on: " + message):
+        run(tmp_path, calc_rows(tmp_path, 3, **bad))
+
+
+def test_a_prompt_longer_than_the_context_leaves_room_for_is_refused(tmp_path, no_model_load):
+    long = [{"role": "user", "content": "add these: " + " + ".join(str(i) for i in range(1500))}]
+    match = r"row 2: the prompt is \d+ tokens, longer than 1792 \(max_position_embeddings 2048 - max_completion_length 256\)"
+    with pytest.raises(PreflightError, match=match):
+        run(tmp_path, calc_rows(tmp_path, 2, prompt=long))
+
+
+def test_the_shipped_rows_pass(tmp_path, monkeypatch):
+    class Built(Exception):
+        pass
+
+    def build(self, *args, **kwargs):
+        raise Built(len(kwargs["train_dataset"]))
+
+    monkeypatch.setattr(GEARTrainer, "__init__", build)
+    with pytest.raises(Built, match="6"):
+        run(tmp_path, calc_rows(tmp_path, 0))
