@@ -217,20 +217,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             tool_template=tool_template,
         )
 
-    def _save_checkpoint(self, model, trial):
-        # A full disk or an I/O error part way through a save: one line naming the folder and the cause, instead of a
-        # traceback from deep inside torch or safetensors. The Trainer rotates old checkpoints (`save_total_limit`)
-        # only after the last file is written, so a failed save never costs the previous complete checkpoint.
-        try:
-            super()._save_checkpoint(model, trial)
-        except Exception as err:
-            cause = io_failure_cause(err)
-            if cause is None:
-                raise
-            run_dir = self._get_output_dir(trial=trial)
-            folder = os.path.join(run_dir, f"checkpoint-{self.state.global_step}")
-            raise CheckpointSaveError(save_failure_message(folder, cause, run_dir)) from err
-
     # ----------------------------------------------------------------------------------------------------------------
     # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the
     # GRPO step makes anyway: its own no-grad pass over the batch when it runs one (old log-probs for
@@ -355,15 +341,23 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             save_file(state, os.path.join(folder, TEACHER_STATE_FILE))
 
     def _save_checkpoint(self, model, trial):
-        # Before the Trainer's files: a checkpoint whose trainer_state.json exists has its teacher too.
-        if self.args.uses_teacher and self.args.teacher == "ema":
-            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+        # `teacher: ema` writes its average before the Trainer's files: a checkpoint whose trainer_state.json exists
+        # has its teacher too. A full disk or an I/O error part way through either: one line naming the folder and
+        # the cause, instead of a traceback from deep inside torch or safetensors. The Trainer rotates old checkpoints
+        # (`save_total_limit`) only after the last file is written, so a failed save never costs the previous one.
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-            folder = os.path.join(
-                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
-            self.save_teacher(folder)
-        return super()._save_checkpoint(model, trial)
+        run_dir = self._get_output_dir(trial=trial)
+        folder = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        try:
+            if self.args.uses_teacher and self.args.teacher == "ema":
+                self.save_teacher(folder)
+            return super()._save_checkpoint(model, trial)
+        except Exception as err:
+            cause = io_failure_cause(err)
+            if cause is None:
+                raise
+            raise CheckpointSaveError(save_failure_message(folder, cause, run_dir)) from err
 
     def restore_teacher(self, checkpoint: str) -> None:
         path = os.path.join(checkpoint, TEACHER_STATE_FILE)
