@@ -10,7 +10,8 @@ every arm from the same warm start, recipe, steps, batch and seeds, and reports,
   and scored against labels (bench/credit_sites.py's first wrong token): onset at the error token, the error token's
   blame ratio, the share of advantage mass moved (bench/teacher_sweep.py's `localization`), with their chance levels;
 - the label-free diagnostics the trainer logs, during training: `gear/kl_failed_over_passed`, `gear/kl_floor`,
-  `gear/onsets_teacher_supported_frac` (the share of onsets in passed rollouts on tokens the teacher supports).
+  `gear/onsets_teacher_supported_frac` (the share of onsets in passed rollouts on tokens the teacher supports). In the
+  oracle arms the "KL" these read is the oracle's signal.
 
 The oracle arms (bench code only, never in the library) replace the teacher's KL by a signal built from labels: 1 from
 the first wrong token of a failed rollout on, 0 before it and 0 in every other rollout, passed through the same
@@ -307,6 +308,7 @@ def plot(report: dict, path: Path) -> None:
                 color = "tab:purple" if arm.startswith("oracle") else "tab:blue"
                 ax.errorbar([x], [cell["mean"]], yerr=[[low], [high]], fmt="o", capsize=4, color=color)
             ax.axhline(0, color="gray", lw=1, ls="--")
+            ax.margins(x=0.15)
             ax.set_xticks(range(len(arms)), arms, rotation=20, fontsize=8)
             ax.set_ylabel(f"arm - none, {title}", fontsize=8)
             ax.set_title(f"{task}: {title}, paired by seed, 95% t-interval", fontsize=9)
