@@ -230,6 +230,8 @@ def train_one(job: dict) -> dict:
         # the label-free diagnostics (bench/teacher_sweep.py compares them with label-based localization)
         "kl_failed_over_passed": _log_series(history, "gear/kl_failed_over_passed"),
         "onsets_in_failed_frac": _log_series(history, "gear/onsets_in_failed_frac"),
+        "kl_floor": _log_series(history, "gear/kl_floor"),
+        "onsets_teacher_supported_frac": _log_series(history, "gear/onsets_teacher_supported_frac"),
         "gigpo_step_adv_std": _log_series(history, "gigpo/step_adv_std"),
         "completion_length": _log_series(history, "completions/mean_length"),
     }

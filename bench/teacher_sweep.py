@@ -310,9 +310,12 @@ def cached(job: dict) -> dict | None:
     return result if result.get("spec") == spec else None
 
 
-def run_jobs(jobs: list[dict], workers: int, fresh: bool, log, cached_only: bool = False) -> dict:
+def run_jobs(
+    jobs: list[dict], workers: int, fresh: bool, log, cached_only: bool = False, dispatch=dispatch, cached=cached
+) -> dict:
     """Results by (work dir, key); finished runs are read from the cache. With `cached_only`, nothing is run and the
-    jobs not cached are left out."""
+    jobs not cached are left out. `dispatch` runs a job in a worker process and `cached` reads its result back (other
+    benchmarks, e.g. bench/headroom.py, pass their own job kinds)."""
     results, todo = {}, []
     for job in jobs:
         result = None if fresh else cached(job)
@@ -617,6 +620,9 @@ def readme_section(report: dict) -> str:
         "its segments there (onset share above the token share); near 1 and near the token share, GEAR can only "
         "reshuffle the advantage. Where labels exist, `bench/credit_sites.py` measures the onset and blame at the "
         "error token directly." + caveat),
+        "",
+        ("`bench/headroom.py` asks what GEAR's weighting could do with a perfect teacher (an oracle from the labels), "
+        "and tests `credit: gear-signed` and `rlsd` beside it, each arm paired by seed against GRPO."),
     ])  # fmt: skip
 
 

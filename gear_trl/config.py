@@ -58,7 +58,9 @@ class GEARConfig(GRPOConfig):
 
     Parameters:
         credit (`str`, defaults to `"gear"`): credit-assignment mode, one of `none` (plain GRPO), `token`, `turn`,
-            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`, `rlsd`.
+            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`, `rlsd`, `gear-signed` (ours, not the paper's:
+            GEAR's segments and weights with each token's signal signed by the sampled token's log pT - log pS, so
+            teacher-supported tokens gain credit in passed rollouts and lose blame in failed ones).
         divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
             student's `divergence_top_k` tokens, or from the sampled token only.
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
@@ -104,7 +106,11 @@ class GEARConfig(GRPOConfig):
 
     credit: str = field(
         default="gear",
-        metadata={"help": f"Credit-assignment mode. One of {list(CREDIT_MODES)}; `none` is plain GRPO."},
+        metadata={
+            "help": f"Credit-assignment mode. One of {list(CREDIT_MODES)}; `none` is plain GRPO. `gear-signed` is "
+            "ours, not the paper's: GEAR with each token's signal signed by sign(log pT(y_t) - log pS(y_t)) of the "
+            "sampled token, so teacher-supported tokens gain credit in passed rollouts and lose blame in failed ones."
+        },
     )
     divergence: str = field(
         default="full",
@@ -381,6 +387,12 @@ class GEARConfig(GRPOConfig):
     def divergence_signal(self) -> str:
         """What the divergence pass computes: `divergence`, or the signed sampled-token log-ratio for `rlsd`."""
         return SIGNED_LOG_RATIO if self.credit == "rlsd" else self.divergence
+
+    @property
+    def wants_log_ratio(self) -> bool:
+        """Whether the divergence pass also gives the sampled token's log pT - log pS: `gear-signed` signs its signal
+        by it, and `gear` logs `gear/onsets_teacher_supported_frac` from it."""
+        return self.credit in ("gear", "gear-signed")
 
     @property
     def uses_teacher(self) -> bool:

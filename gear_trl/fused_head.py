@@ -36,7 +36,8 @@ class FusedDivergence:
 
     teacher_hidden: [B, T, H], the teacher's final states at the completion positions (as `reverse_kl_and_entropy`).
     mask: [B, T] bool, the positions GEAR scores. kl, entropy: [B, T] float32 after the forward (0 off the mask), or
-    None when the forward did not go through the swapped function (`skipped` says why).
+    None when the forward did not go through the swapped function (`skipped` says why). With `with_log_ratio`,
+    log_ratio: [B, T] float32, the sampled token's log pT - log pS (`reverse_kl_and_entropy`'s `log_ratio_out`).
     """
 
     teacher_hidden: torch.Tensor
@@ -45,8 +46,10 @@ class FusedDivergence:
     divergence: str = "full"
     top_k: int = 20
     teacher_has_own_head: bool = False  # a teacher model of its own (`teacher: base` / `ema` without PEFT)
+    with_log_ratio: bool = False
     kl: torch.Tensor | None = None
     entropy: torch.Tensor | None = None
+    log_ratio: torch.Tensor | None = None
     skipped: str | None = None
 
     def unsupported(self, hidden: torch.Tensor, weight: torch.Tensor, outputs) -> str | None:
@@ -116,6 +119,7 @@ class _LogProbsWithDivergence(torch.autograd.Function):
             weight,
             teacher_rows=request.teacher_hidden[request.mask],
             targets=targets[scored],
+            log_ratio=request.with_log_ratio,
             **common,
         )
         alone = lm_head_statistics(states[others], weight, targets=targets[others], **common)
@@ -130,6 +134,9 @@ class _LogProbsWithDivergence(torch.autograd.Function):
         request.entropy = torch.zeros_like(request.kl)
         request.kl[request.mask] = paired.kl
         request.entropy[request.mask] = paired.entropy
+        if request.with_log_ratio:
+            request.log_ratio = torch.zeros_like(request.kl)
+            request.log_ratio[request.mask] = paired.log_ratio
 
         # What TRL's backward reads (`ChunkedLogProbFunction.forward` saves the same).
         ctx.save_for_backward(hidden, weight, bias, targets, log_z, entropy if "entropy" in outputs else log_z)

@@ -43,6 +43,8 @@ from .credit import (
     rlsd_lambda,
     rlsd_token_weights,
     segment_signal,
+    signed_signal,
+    teacher_supported_onsets,
     weights_from_signal,
 )
 from .credit.diagnostics import failure_contrast, failure_contrast_sums
@@ -105,6 +107,8 @@ class CreditTrace:
     has_ground_truth: torch.Tensor
     below_floor: torch.Tensor | None = None
     """[B] bool: rows with a teacher whose largest KL is below `onset_min_kl` (weights 1)."""
+    log_ratio: torch.Tensor | None = None
+    """[B, T] float: the sampled token's log pT - log pS, in the modes that read it (`GEARConfig.wants_log_ratio`)."""
 
     def to(self, device) -> CreditTrace:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -414,6 +418,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
                 teacher_has_own_head=self._teacher_model is not None,
+                with_log_ratio=self.args.wants_log_ratio,
             )
         handle = self._backbone().register_forward_hook(keep_hidden)
         try:
@@ -430,7 +435,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         # The loss's forward: the advantages are read right after this returns.
         self._pending_gear_batch = None
         if fused.kl is not None:
-            divergence = (fused.kl, fused.entropy)
+            divergence = (fused.kl, fused.entropy, fused.log_ratio)
         else:
             if not self._reported_separate_divergence:
                 self._reported_separate_divergence = True
@@ -441,8 +446,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         return result
 
     @torch.no_grad()
-    def _gear_advantages(self, batch, divergence: tuple[torch.Tensor, torch.Tensor], mode: str) -> torch.Tensor:
-        """Per-token advantages A_i * w_t [B, T] from the batch's reverse KL and student entropy ([B, T] each)."""
+    def _gear_advantages(self, batch, divergence: tuple, mode: str) -> torch.Tensor:
+        """Per-token advantages A_i * w_t [B, T] from the batch's reverse KL, student entropy and sampled-token log
+        pT - log pS ([B, T] each, the last None unless `wants_log_ratio`)."""
         trace = self._credit(batch, divergence)
         self._log_gear_metrics(mode, trace, batch["gear_truncated"], batch["gear_teacher_shared"])
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
@@ -450,23 +456,25 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         return trace.advantages
 
     @torch.no_grad()
-    def _divergence(self, batch, student_hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reverse KL and student entropy [B, T] from student and teacher final hidden states [B, T, H], by a pass of
-        the LM head of their own."""
+    def _divergence(self, batch, student_hidden: torch.Tensor) -> tuple:
+        """Reverse KL, student entropy and (with `wants_log_ratio`, else None) the sampled token's log pT - log pS
+        [B, T] from student and teacher final hidden states [B, T, H], by a pass of the LM head of their own."""
         causal_lm = self._causal_lm()
         lm_head = causal_lm.get_output_embeddings()
         logit_scale, softcap = lm_head_transform(causal_lm.config)
         # A teacher model of its own has its own head (trained too under full fine-tuning).
         teacher_head = self._teacher_causal_lm().get_output_embeddings() if self._teacher_model is not None else None
+        mask = _model_token_mask(batch)
+        log_ratio = mask.new_zeros(mask.shape, dtype=torch.float32) if self.args.wants_log_ratio else None
         with (
             maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias),
             maybe_gather_lm_head_ctx(teacher_head.weight, teacher_head.bias) if teacher_head else nullcontext(),
         ):
-            return reverse_kl_and_entropy(
+            kl, entropy = reverse_kl_and_entropy(
                 student_hidden,
                 batch["gear_teacher_hidden"],
                 lm_head.weight,
-                _model_token_mask(batch),
+                mask,
                 temperature=self.temperature,
                 chunk_size=self.args.divergence_chunk_size,
                 lm_head_bias=lm_head.bias,
@@ -477,11 +485,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 final_logit_softcapping=softcap,
                 teacher_lm_head_weight=None if teacher_head is None else teacher_head.weight,
                 teacher_lm_head_bias=None if teacher_head is None else teacher_head.bias,
+                log_ratio_out=log_ratio,
             )
+        return kl, entropy, log_ratio
 
     @torch.no_grad()
-    def _credit(self, batch, divergence: tuple[torch.Tensor, torch.Tensor]) -> CreditTrace:
-        kl, entropy = divergence
+    def _credit(self, batch, divergence: tuple) -> CreditTrace:
+        kl, entropy, log_ratio = divergence
         mask = _model_token_mask(batch)
         base = batch["gear_base_advantages"]
         if self.args.credit == "rlsd":
@@ -506,6 +516,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 normalize=self.args.normalize,
                 onset_min_kl=self.args.onset_min_kl,
             )
+            if self.args.credit == "gear-signed":
+                signal = signed_signal(signal, log_ratio, mask)
             weights = weights_from_signal(
                 signal,
                 mask,
@@ -533,6 +545,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl)
             if self.args.credit != "rlsd"
             else None,
+            log_ratio=log_ratio,
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -943,6 +956,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 self._rlsd_clipped(trace),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
+                # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
+                *(
+                    teacher_supported_onsets(segment_ids, trace.log_ratio, mask, trace.advantages, has_truth)
+                    if trace.log_ratio is not None
+                    else torch.zeros(2, device=device)
+                ),
             ]
         )
         big = torch.finfo(torch.float32).max
@@ -981,7 +1000,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if self.args.credit == "rlsd":
             metrics["rlsd_lambda"] = self._rlsd_lambda_now
             metrics["rlsd_clip_frac"] = n_clipped / tokens_
-        for name, value in failure_contrast(sums[14:]).items():
+        n_supported, n_onsets = sums[-2:].tolist()
+        if self.args.wants_log_ratio:
+            metrics["onsets_teacher_supported_frac"] = n_supported / n_onsets if n_onsets else float("nan")
+        for name, value in failure_contrast(sums[14:-2]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)

@@ -441,3 +441,23 @@ def test_a_teacher_with_its_own_head(inputs):
     close(entropy, reference(student, teacher, weight, mask, 0.8, bias)[1])
     same, _ = reverse_kl_and_entropy(student, teacher, weight, mask, lm_head_bias=bias, temperature=0.8)
     assert not torch.allclose(kl, same)
+
+
+@pytest.mark.parametrize("divergence", ["full", "topk", "sampled"])
+def test_log_ratio_out_is_the_sampled_tokens_teacher_minus_student_log_prob(inputs, divergence):
+    # `credit: gear-signed` reads this beside the KL of any `divergence`, from the same logits.
+    student, teacher, weight, bias, mask = inputs
+    token_ids = (torch.arange(B * T).view(B, T) * 3) % V
+    common = {"lm_head_bias": bias, "token_ids": token_ids, "temperature": 0.9, "chunk_size": 3, "top_k": 4}
+    log_ratio = torch.full((B, T), 7.0)
+    kl, _ = reverse_kl_and_entropy(
+        student, teacher, weight, mask, divergence=divergence, log_ratio_out=log_ratio, **common
+    )
+    plain, _ = reverse_kl_and_entropy(student, teacher, weight, mask, divergence=divergence, **common)
+    log_ps = ((student @ weight.T + bias) / 0.9).log_softmax(-1).gather(-1, token_ids[..., None])[..., 0]
+    log_pt = ((teacher @ weight.T + bias) / 0.9).log_softmax(-1).gather(-1, token_ids[..., None])[..., 0]
+    close(log_ratio, (log_pt - log_ps) * mask)
+    assert (log_ratio > 0).any() and (log_ratio < 0).any()
+    close(kl, plain)
+    with pytest.raises(ValueError, match="token_ids"):
+        reverse_kl_and_entropy(student, teacher, weight, mask, log_ratio_out=log_ratio)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -289,6 +290,7 @@ def test_rlsd_weights_the_advantages_by_the_sampled_tokens_signed_log_ratio(tmp_
     assert metrics["gear/rlsd_lambda"][-1] == 1.0
     assert 0 <= metrics["gear/rlsd_clip_frac"][-1] <= 1
     assert metrics["gear/onset_rate"][-1] == 0.0
+    assert "gear/onsets_teacher_supported_frac" not in metrics
 
 
 def test_rlsd_lambda_decays_over_training(tmp_path):
@@ -317,3 +319,43 @@ def test_teacher_reference_solution_shows_the_worked_solution_and_counts_answer_
     expected = sum(row["reference_solution"] is None for row in batch_rows) / len(batch_rows)
     assert 0 < expected < 1
     assert trainer._metrics["train"]["gear/teacher_answer_only_frac"][-1] == pytest.approx(expected)
+
+
+def test_gear_signed_flips_gears_weights_where_the_teacher_supports_the_sampled_token(tmp_path):
+    """credit: gear-signed in a real step: GEAR's segments, the signal signed by the log-ratio the divergence pass
+    gives beside the KL, so the weights differ from `gear` exactly on tokens with signal where log pT > log pS; both
+    modes log the share of passed rollouts' onsets the teacher supports."""
+    from gear_trl.credit import teacher_supported_onsets
+
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    kwargs = {"onset_threshold": 0.05, "weight_norm": "none"}
+    gear = make_trainer(tmp_path, args=tiny_args(tmp_path, **kwargs), model=copy.deepcopy(model))
+    signed = make_trainer(tmp_path, args=tiny_args(tmp_path, credit="gear-signed", **kwargs), model=model)
+    rows = first_batch(gear)
+    batch = generate(gear, rows)
+    plain = gear.compute_credit(dict(batch))
+    trace = signed.compute_credit(dict(batch))
+    mask = trace.mask & (batch["gear_base_advantages"] != 0)[:, None] & (plain.signal > 0)
+    supported = mask & (trace.log_ratio > 0)
+    assert supported.any() and (mask & (trace.log_ratio < 0)).any()
+    torch.testing.assert_close(trace.segment_ids, plain.segment_ids)
+    torch.testing.assert_close(trace.log_ratio, plain.log_ratio)
+    torch.testing.assert_close(trace.signal[mask], torch.where(supported, -plain.signal, plain.signal)[mask])
+    assert not torch.isclose(trace.weights[supported], plain.weights[supported]).any()
+    torch.testing.assert_close(trace.weights[mask & ~supported], plain.weights[mask & ~supported])
+    # The fused loss forward gives the same advantages, and logs the metric from the same sums.
+    signed.model.train()
+    gear.model.train()
+    weighted(signed, batch)
+    torch.testing.assert_close(batch["advantages"], trace.advantages, atol=1e-5, rtol=1e-4)
+    n_supported, n_onsets = teacher_supported_onsets(
+        trace.segment_ids, trace.log_ratio, trace.mask, batch["gear_base_advantages"], trace.has_ground_truth
+    )
+    logged = signed._metrics["train"]["gear/onsets_teacher_supported_frac"][-1]
+    if n_onsets:
+        assert logged == pytest.approx((n_supported / n_onsets).item(), abs=1e-6)
+    else:
+        assert math.isnan(logged)  # no onset in a passed rollout this step
+    # `gear` logs it too (computing the same log-ratio, never changing its own weights); `rlsd` does not.
+    weighted(gear, dict(batch))
+    assert len(gear._metrics["train"]["gear/onsets_teacher_supported_frac"]) == 1

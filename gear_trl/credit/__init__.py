@@ -7,6 +7,8 @@
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights.
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
+- :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (ours) and the share of onsets in
+  passed rollouts on teacher-supported tokens.
 - :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
   rollouts).
 """
@@ -23,6 +25,7 @@ from .segments import (
     segment_signal,
     segment_stats,
 )
+from .signed import segment_onsets, signed_signal, teacher_supported_onsets
 from .weights import gear_token_weights, weights_from_signal
 
 __all__ = [
@@ -39,7 +42,10 @@ __all__ = [
     "reverse_kl_and_entropy",
     "rlsd_lambda",
     "rlsd_token_weights",
+    "segment_onsets",
     "segment_signal",
     "segment_stats",
+    "signed_signal",
+    "teacher_supported_onsets",
     "weights_from_signal",
 ]

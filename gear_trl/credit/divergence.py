@@ -43,6 +43,7 @@ def reverse_kl_and_entropy(
     final_logit_softcapping: float | None = None,
     teacher_lm_head_weight: torch.Tensor | None = None,
     teacher_lm_head_bias: torch.Tensor | None = None,
+    log_ratio_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reverse KL ``D_t = KL(pS || pT)`` and student entropy ``H_t`` per token.
 
@@ -76,6 +77,8 @@ def reverse_kl_and_entropy(
         final_logit_softcapping: soft cap ``c`` > 0 of the scaled logits (Gemma 2/3), or None.
         teacher_lm_head_weight, teacher_lm_head_bias: the teacher's own [V, H] head and [V] bias when it is a model
             of its own (a frozen or averaged copy); None: the teacher shares the student's head.
+        log_ratio_out: optional [B, T] float32 tensor, filled with ``log pT(y_t) - log pS(y_t)`` of the sampled token
+            from the same logits (0 at masked-out positions; needs ``token_ids``): `credit: gear-signed`'s sign.
 
     Returns:
         kl: [B, T] float32, 0 at masked-out positions.
@@ -111,7 +114,9 @@ def reverse_kl_and_entropy(
         raise ValueError(f"divergence must be one of {(*DIVERGENCES, SIGNED_LOG_RATIO)}; got {divergence!r}.")
     if divergence == "topk" and top_k < 1:
         raise ValueError(f"top_k must be >= 1; got {top_k}.")
-    sampled = divergence in ("sampled", SIGNED_LOG_RATIO)
+    sampled = divergence in ("sampled", SIGNED_LOG_RATIO) or log_ratio_out is not None
+    if log_ratio_out is not None and log_ratio_out.shape != (batch, length):
+        raise ValueError(f"log_ratio_out must be [{batch}, {length}]; got shape {tuple(log_ratio_out.shape)}.")
     if sampled and (token_ids is None or token_ids.shape != (batch, length)):
         got = None if token_ids is None else tuple(token_ids.shape)
         raise ValueError(f"divergence={divergence!r} needs token_ids of shape [{batch}, {length}]; got {got}.")
@@ -134,8 +139,12 @@ def reverse_kl_and_entropy(
         final_logit_softcapping=final_logit_softcapping,
         teacher_lm_head_weight=teacher_lm_head_weight,
         teacher_lm_head_bias=teacher_lm_head_bias,
+        log_ratio=log_ratio_out is not None,
     )
     kl_out[mask] = stats.kl
+    if log_ratio_out is not None:
+        log_ratio_out.zero_()
+        log_ratio_out[mask] = stats.log_ratio.to(log_ratio_out.device)
     entropy_out[mask] = stats.entropy
     return kl_out, entropy_out
 
@@ -151,6 +160,8 @@ class HeadStatistics(NamedTuple):
     """log pS(targets), with `targets`."""
     kl: torch.Tensor | None
     """reverse KL (per `divergence`), with `teacher_rows`."""
+    log_ratio: torch.Tensor | None = None
+    """log pT(targets) - log pS(targets), with `teacher_rows`, `targets` and `log_ratio=True`."""
 
 
 @torch.no_grad()
@@ -169,6 +180,7 @@ def lm_head_statistics(
     final_logit_softcapping: float | None = None,
     teacher_lm_head_weight: torch.Tensor | None = None,
     teacher_lm_head_bias: torch.Tensor | None = None,
+    log_ratio: bool = False,
 ) -> HeadStatistics:
     """The student's log-partition, entropy and target log-probability, and the reverse KL to the teacher, per row.
 
@@ -185,6 +197,8 @@ def lm_head_statistics(
             ``divergence="sampled"`` and ``"sampled_signed"`` (required there).
         temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping,
             teacher_lm_head_weight, teacher_lm_head_bias: as in `reverse_kl_and_entropy` (not validated here).
+        log_ratio: also give ``log_ratio``, the sampled token's teacher-minus-student log-probability (needs
+            ``teacher_rows`` and ``targets``); it reads the logits the KL reads, at one gather per row.
 
     Returns:
         HeadStatistics of [N] float32 tensors.
@@ -196,8 +210,9 @@ def lm_head_statistics(
     entropy = torch.empty_like(log_z)
     target_log_prob = torch.empty_like(log_z) if targets is not None else None
     kl = torch.empty_like(log_z) if pair else None
+    ratio = torch.empty_like(log_z) if log_ratio and pair and targets is not None else None
     if rows == 0:
-        return HeadStatistics(log_z, entropy, target_log_prob, kl)
+        return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio)
 
     # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32), never a [chunk, V]
     # tensor. With soft-capping only s goes in there, since the tanh comes before 1 / tau; the cap is then applied in
@@ -257,10 +272,12 @@ def lm_head_statistics(
         if not pair:
             continue
         zt = z[n:]
+        zt_y = zt.gather(-1, y).squeeze(-1) if ratio is not None else None  # before zt is overwritten below
         if full:
             # KL(pS || pT) = <pS, zS - zT> - lse(zS) + lse(zT); zt is exponentiated in place once its dot is taken.
             cross = (dot_ss - _row_dot(es, zt, spare=es)) / ss
-            chunk_kl = cross - (lse_s - zt.exp_().sum(dim=-1).log_())
+            lse_t = zt.exp_().sum(dim=-1).log_()
+            chunk_kl = cross - (lse_s - lse_t)
         elif divergence == "topk":
             support = zs.topk(min(top_k, vocab), dim=-1).indices
             log_ps_k = zs.gather(-1, support)
@@ -268,13 +285,17 @@ def lm_head_statistics(
             log_ps_k = log_ps_k - log_ps_k.logsumexp(dim=-1, keepdim=True)
             log_pt_k = log_pt_k - log_pt_k.logsumexp(dim=-1, keepdim=True)
             chunk_kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
+            lse_t = zt.logsumexp(dim=-1) if ratio is not None else None
         else:
             # log pS(y) - log pT(y) = (zs_y - lse(zs)) - (zt_y - lse(zt)).
             delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
-            chunk_kl = delta - (lse_s - zt.exp_().sum(dim=-1).log_())
+            lse_t = zt.exp_().sum(dim=-1).log_()
+            chunk_kl = delta - (lse_s - lse_t)
+        if ratio is not None:
+            ratio[span] = (zt_y - lse_t) - target_log_prob[span]
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
         kl[span] = chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0)
-    return HeadStatistics(log_z, entropy, target_log_prob, kl)
+    return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio)
 
 
 def _lm_head(

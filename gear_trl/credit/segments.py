@@ -24,12 +24,14 @@ CREDIT_MODES: tuple[str, ...] = (
     "gigpo",
     "gear+gigpo",
     "rlsd",
+    "gear-signed",
 )
 
 # GiGPO changes the advantages, not the token weights (GIGPO.md), so for the
 # signal these modes reduce to their weight-producing part. RLSD has no segments;
-# its weights are `rlsd.rlsd_token_weights`.
-_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear", "rlsd": "none"}
+# its weights are `rlsd.rlsd_token_weights`. `gear-signed` has GEAR's segments, its signal signed by
+# `signed.signed_signal`.
+_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear", "rlsd": "none", "gear-signed": "gear"}
 
 NORMALIZATIONS = ("max", "minmax")
 

@@ -1,0 +1,480 @@
+"""Where can GEAR pay? Each credit arm against GRPO (`none`), paired by seed, per task, with an oracle ceiling.
+
+On every testbed so far GEAR ties GRPO (README, "When does GEAR help?"). This study separates the two reasons it
+could: a teacher that does not find the errors, and a weighting too mild to matter once it does. Per task it trains
+every arm from the same warm start, recipe, steps, batch and seeds, and reports, per arm:
+
+- the final-window training reward and held-out sampled accuracy (2 samples at T = 1), each as the paired difference
+  from `none` with its 95% t-interval over seeds (and the arm's own mean and interval);
+- localization, on rollouts of held-out problems sampled as training samples them (`gear_trl.inspect.sample_credit`)
+  and scored against labels (bench/credit_sites.py's first wrong token): onset at the error token, the error token's
+  blame ratio, the share of advantage mass moved (bench/teacher_sweep.py's `localization`), with their chance levels;
+- the label-free diagnostics the trainer logs, during training: `gear/kl_failed_over_passed`, `gear/kl_floor`,
+  `gear/onsets_teacher_supported_frac` (the share of onsets in passed rollouts on tokens the teacher supports). In the
+  oracle arms the "KL" these read is the oracle's signal.
+
+The oracle arms (bench code only, never in the library) replace the teacher's KL by a signal built from labels: 1 from
+the first wrong token of a failed rollout on, 0 before it and 0 in every other rollout, passed through the same
+segment and weight functions (`OracleTrainer`). `oracle-gear` uses GEAR's defaults, `oracle-token` marks only the first
+wrong token (`credit: token`, no segments), `oracle-strong` is the strongest weighting we can justify (see
+`ORACLE_STRONG`). What the oracle arms gain over `none` bounds what GEAR's weighting can do with a perfect teacher.
+
+Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) and bench/teacher_sweep.py's job
+runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); each task's runs are cached under
+`--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
+
+    python bench/headroom.py --quick     # arith: none, gear, gear-signed, rlsd, oracle-gear x 2 seeds: < 5 minutes
+    python bench/headroom.py             # every arm x 8 seeds on arith: about 2.2 CPU-hours (see BUDGETS)
+
+Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
+`n_seeds`, plus each arm's `localization` and `diagnostics`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = REPO_ROOT / "bench"
+RESULTS_DIR = BENCH_DIR / "results"
+for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-import this file
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import learning
+import teacher_sweep
+
+TASKS = {
+    "arith": {
+        "recipe": "recipes/tiny/config_arith.yaml",
+        # the warm start whose teacher uses the reference best (README, "When does GEAR help?": blame ratio 1.5)
+        "model": "data/tiny-qwen3-arith-hint70",
+        "eval": learning.TASKS["math"]["eval"],
+        "error_site": "arith",
+    },
+}
+"""Task -> recipe, warm start, held-out split and the label that locates a failed rollout's first wrong token."""
+
+ORACLE_STRONG = ["--weight_alpha", "3", "--weight_eps", "0.9", "--weight_norm", "none"]
+"""The strongest oracle weighting we can justify. alpha 3 puts the oracle's signal of 1 at the clip (exp(3) > 1.9), so
+every blamed token sits at the bound; eps 0.9 is the widest clip short of GEAR's limit of 1, so a blamed token in a
+failed rollout gets 1.9x GRPO's push (1.5x with the defaults), and an innocent prefix keeps 1x; without mean-1
+rescaling that extra blame is added, not taken from the correct prefix of the same rollout (with rescaling the prefix
+would be pushed down *less* than under GRPO, and the failed rollout's total advantage conserved)."""
+
+ARMS = {
+    "none": {"credit": "none"},
+    "gear": {"credit": "gear"},
+    "gear-signed": {"credit": "gear-signed"},
+    "rlsd": {"credit": "rlsd"},
+    "oracle-gear": {"credit": "gear", "oracle": "from_error"},
+    "oracle-token": {"credit": "token", "oracle": "error_token"},
+    "oracle-strong": {"credit": "gear", "oracle": "from_error", "overrides": ORACLE_STRONG},
+}
+"""Arm -> credit mode, oracle signal (None: the teacher's KL) and recipe overrides."""
+
+BUDGETS = {
+    "full": {
+        "arms": list(ARMS),
+        "seeds": list(range(8)),
+        "max_steps": 40,
+        "eval_limit": None,
+        "problems": 48,
+        "set": [],
+    },
+    "quick": {
+        "arms": ["none", "gear", "gear-signed", "rlsd", "oracle-gear"],
+        "seeds": [0, 1],
+        "max_steps": 3,
+        "eval_limit": 16,
+        "problems": 4,
+        "set": ["per_device_train_batch_size=16"],  # 2 problems x 8 samples per step
+    },
+}
+"""The full budget is bench/teacher_sweep.py's (40 steps of 8 problems x 8 samples, 200 held-out problems): there a
+`none` or `gear` run took 2.0-2.3 CPU-minutes (110-131 s of training and ~9 s of scoring on one thread,
+bench/results/teacher_sweep.json), so 7 arms x 8 seeds on arith is 56 runs, about 2.2 CPU-hours (1.1 hours on 2
+workers), plus 6 probes of 48 problems (a few minutes each)."""
+
+METRICS = teacher_sweep.METRICS
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The oracle (pure, then the trainer hook)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple[list[list[float]], int]:
+    """Per-token oracle signal from labels, in place of the teacher's KL.
+
+    Each row: `tokens` (the completion's token texts, [T]), `mask` (model tokens, [T] bool), `prompt`, `failed`
+    (a failed rollout: with the binary accuracy reward, a negative advantage). `error_site(tokens, row)` gives the
+    index of the first wrong token, or None (the rollout matches the reference, or its error cannot be located).
+
+    kind: `from_error`: 1 at model tokens from the first wrong token on, 0 before; `error_token`: 1 at the first wrong
+    token only. Rows that did not fail, and failed rows without a located error, are 0 everywhere (weights 1).
+
+    Returns:
+        ([B][length] floats, the number of failed rows whose error was located).
+    """
+    if kind not in ("from_error", "error_token"):
+        raise ValueError(f"kind must be 'from_error' or 'error_token'; got {kind!r}.")
+    signal, located = [], 0
+    for row in rows:
+        out = [0.0] * length
+        site = error_site(row["tokens"], row) if row["failed"] else None
+        if site is not None:
+            located += 1
+            stop = length if kind == "from_error" else site + 1
+            for t in range(site, stop):
+                out[t] = 1.0 if row["mask"][t] else 0.0
+        signal.append(out)
+    return signal, located
+
+
+def error_site_for(name: str):
+    from credit_sites import arith_error_site, error_site
+
+    return {"arith": arith_error_site, "tools": error_site}[name]
+
+
+def install_oracle(kind: str, site: str) -> None:
+    """Make `gear_trl.train.build_trainer` build an `OracleTrainer` (in this worker process only)."""
+    import torch
+
+    import gear_trl.trainer as trainer_module
+    from gear_trl.reporting.rows import decode_tokens
+
+    error_site = error_site_for(site)
+    model_token_mask = trainer_module._model_token_mask
+
+    class OracleTrainer(trainer_module.GEARTrainer):
+        """GEARTrainer whose KL is the label oracle; segments, weights and metrics as GEAR computes them."""
+
+        def _credit(self, batch, divergence):
+            _, entropy, log_ratio = divergence
+            mask = model_token_mask(batch).bool()
+            tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+            prompts = tokenizer.batch_decode(batch["prompt_ids"], skip_special_tokens=True)
+            completion_ids = batch["completion_ids"].tolist()
+            failed = (batch["gear_base_advantages"] < 0).tolist()
+            rows = [
+                {"tokens": decode_tokens(tokenizer, ids), "mask": m, "prompt": p, "failed": f}
+                for ids, m, p, f in zip(completion_ids, mask.tolist(), prompts, failed, strict=True)
+            ]
+            signal, _ = oracle_signal(rows, mask.shape[1], kind, error_site)
+            oracle = torch.tensor(signal, dtype=torch.float32, device=entropy.device)
+            return super()._credit(batch, (oracle, entropy, log_ratio))
+
+    trainer_module.GEARTrainer = OracleTrainer
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Jobs (each in its own process)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def probe(job: dict) -> dict:
+    """Localization and label-free diagnostics of one arm's credit on `problems` x num_generations rollouts of held-out
+    problems, sampled as training samples them with the warm start."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    os.chdir(REPO_ROOT)
+    from credit_sites import label_free
+    from transformers.utils import logging as hf_logging
+
+    from gear_trl.inspect import sample_credit
+    from gear_trl.train import build_trainer, load_splits, parse_args
+
+    hf_logging.set_verbosity_error()
+    out_dir = Path(job["work_dir"]) / job["key"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    argv = ["--config", job["recipe"], "--credit", job["mode"], "--output_dir", str(out_dir / "trainer"),
+            "--report_to", "none", "--seed", "0", "--per_device_train_batch_size", "32",
+            *job["overrides"]]  # fmt: skip
+    script_args, training_args, model_args = parse_args(argv)
+    script_args.dataset_train_split = job["eval"]["split"]
+    script_args.max_train_samples = None
+    dataset, _ = load_splits(script_args, training_args)
+    trainer = build_trainer(script_args, training_args, model_args, dataset)
+    rollouts = sample_credit(trainer, dataset, job["problems"] * trainer.num_generations)
+    error_site = error_site_for(job["error_site"])
+    result = {
+        "spec": probe_spec(job),
+        "localization": teacher_sweep.localization([tuple(pair) for pair in rollouts], error_site),
+        "label_free": label_free([row for _, row in rollouts]),
+    }
+    (out_dir / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def probe_spec(job: dict) -> dict:
+    return {key: job[key] for key in ("recipe", "recipe_sha", "mode", "overrides", "oracle", "problems")}
+
+
+def dispatch(job: dict) -> dict:
+    if job.get("oracle"):
+        install_oracle(job["oracle"], job["error_site"])
+    if job["kind"] == "probe":
+        return probe(job)
+    return teacher_sweep.dispatch(job)
+
+
+def cached(job: dict) -> dict | None:
+    path = Path(job["work_dir"]) / job["key"] / "result.json"
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    spec = probe_spec(job) if job["kind"] == "probe" else learning.job_spec(job)
+    return result if result.get("spec") == spec else None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Statistics and report (pure)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def nan_mean(values) -> float | None:
+    kept = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.fmean(kept) if kept else None
+
+
+def arm_summary(runs: list[dict], arm: str, window: int, baseline: str = "none") -> dict:
+    """An arm's cell: per metric its own mean and 95% t-interval over seeds, and (arms other than the baseline) the
+    paired difference from the baseline as `<metric>_minus_<baseline>`; the training diagnostics as means over seeds
+    of each run's mean over the steps that logged them."""
+    mine = [r for r in runs if r["label"] == arm]
+    out = {}
+    for metric in METRICS:
+        out[metric] = teacher_sweep.paired_interval([teacher_sweep.run_metric(r, metric, window) for r in mine])
+    if arm != baseline:
+        for metric, cell in teacher_sweep.paired(runs, arm, baseline, window).items():
+            out[f"{metric}_minus_{baseline}"] = cell
+    out["diagnostics"] = {
+        f"training_{key}": nan_mean(nan_mean(r.get(key) or []) for r in mine)
+        for key in ("kl_failed_over_passed", "kl_floor", "onsets_teacher_supported_frac")
+    }
+    return out
+
+
+def build_report(tasks: dict, window: int) -> dict:
+    """`tasks`: name -> {"arms": [...], "runs": [...], "probes": {arm: probe result}, "start": start result}."""
+    out = {}
+    for name, task in tasks.items():
+        arms = {}
+        for arm in task["arms"]:
+            cell = arm_summary(task["runs"], arm, window)
+            found = task["probes"].get(arm)
+            if found is not None:
+                cell["localization"] = found["localization"]
+                cell["diagnostics"].update(found["label_free"])
+            arms[arm] = cell
+        start = (task.get("start") or {}).get("eval", {})
+        out[name] = {"start": start, "arms": arms}
+    return out
+
+
+def plot(report: dict, path: Path) -> None:
+    """Per task, each arm's paired difference from `none` with its interval, one panel per metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = report["tasks"]
+    fig, axes = plt.subplots(len(tasks), len(METRICS), figsize=(11, 3.6 * len(tasks)), squeeze=False)
+    for row, (task, body) in enumerate(tasks.items()):
+        arms = [a for a in body["arms"] if a != "none"]
+        for ax, (metric, title) in zip(axes[row], METRICS.items(), strict=True):
+            for x, arm in enumerate(arms):
+                cell = body["arms"][arm].get(f"{metric}_minus_none")
+                if cell is None or math.isnan(cell["mean"]):
+                    continue
+                low = 0.0 if math.isnan(cell["ci_low"]) else cell["mean"] - cell["ci_low"]
+                high = 0.0 if math.isnan(cell["ci_high"]) else cell["ci_high"] - cell["mean"]
+                color = "tab:purple" if arm.startswith("oracle") else "tab:blue"
+                ax.errorbar([x], [cell["mean"]], yerr=[[low], [high]], fmt="o", capsize=4, color=color)
+            ax.axhline(0, color="gray", lw=1, ls="--")
+            ax.margins(x=0.15)
+            ax.set_xticks(range(len(arms)), arms, rotation=20, fontsize=8)
+            ax.set_ylabel(f"arm - none, {title}", fontsize=8)
+            ax.set_title(f"{task}: {title}, paired by seed, 95% t-interval", fontsize=9)
+            ax.grid(alpha=0.3)
+    fig.suptitle(report["title"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(report: dict) -> str:
+    """One table per task: each arm's metrics against `none`, its localization and its diagnostics."""
+    num = teacher_sweep._num
+    lines = []
+    for task, body in report["tasks"].items():
+        start = body["start"]
+        lines += [
+            f"## {task} (start: greedy {num(start.get('greedy_accuracy'))}, "
+            + f"sampled {num(start.get('sampled_accuracy'))})",
+            "",
+            (
+                "| arm | seeds | reward - none | sampled acc. - none | onset at error (chance) | blame ratio (random) "
+                "| mass moved | KL failed / passed | KL floor | passed onsets teacher-supported |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for arm, cell in body["arms"].items():
+            loc, diag = cell.get("localization") or {}, cell["diagnostics"]
+            diffs = [
+                teacher_sweep._cell(cell[f"{m}_minus_none"]) if f"{m}_minus_none" in cell else "(baseline)"
+                for m in METRICS
+            ]
+            lines.append(
+                f"| `{arm}` | {cell['reward_last']['n_seeds']} | {diffs[0]} | {diffs[1]} "
+                f"| {num(loc.get('onset_rate'))} ({num(loc.get('onset_rate_random'))}) "
+                f"| {num(loc.get('blame_ratio'))} ({num(loc.get('blame_ratio_random'))}) "
+                f"| {num(loc.get('moved_share'), 3)} | {num(diag.get('training_kl_failed_over_passed'))} "
+                f"| {num(diag.get('training_kl_floor'), 4)} | {num(diag.get('training_onsets_teacher_supported_frac'))} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="arith, 5 arms x 2 seeds, 3 steps of 2 problems.")
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), help="Default: all.")
+    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Default: the budget's.")
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--work-dir", help="Default: outputs/headroom[_quick].")
+    parser.add_argument("--out-dir", default=str(RESULTS_DIR))
+    parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument("--cached-only", action="store_true", help="Train nothing: report the runs already cached.")
+    return parser
+
+
+def main(argv: list[str] | None = None, log=print) -> dict:
+    import yaml
+
+    args = make_parser().parse_args(argv)
+    name = "headroom" + ("_quick" if args.quick else "")
+    budget = BUDGETS["quick" if args.quick else "full"]
+    arms = args.arms or budget["arms"]
+    if "none" not in arms:
+        arms = ["none", *arms]  # every arm is paired against it
+    seeds = args.seeds or budget["seeds"]
+    max_steps = args.max_steps or budget["max_steps"]
+    task_names = args.tasks or list(TASKS)
+    work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
+    overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
+    wall = time.perf_counter()
+
+    jobs, plan = [], {}
+    for task_name in task_names:
+        task = TASKS[task_name]
+        recipe = yaml.safe_load((REPO_ROOT / task["recipe"]).read_text())
+        common = {
+            "recipe": task["recipe"],
+            "eval": task["eval"],
+            "eval_limit": budget["eval_limit"],
+            "train_eval": {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)},
+            "temperature": float(recipe.get("temperature", 1.0)),
+            "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
+            "error_site": task["error_site"],
+            # keyed on the weights: a remade warm start is never mixed with old runs
+            "work_dir": str(work_root / f"{task_name}-{teacher_sweep.sha_of(task['model'])}"),
+            "task": task_name,
+        }
+        model = ["--model_name_or_path", task["model"]]
+        start = {"kind": "start", "key": "start", "model": task["model"], **common}
+        task_jobs = {"start": start, "probes": {}, "train": []}
+        for arm in arms:
+            spec = ARMS[arm]
+            arm_overrides = [*model, *spec.get("overrides", [])]
+            if arm != "none":
+                task_jobs["probes"][arm] = {
+                    "kind": "probe", "key": f"probe__{learning.run_key(arm, 0)}", "mode": spec["credit"],
+                    "oracle": spec.get("oracle"), "overrides": arm_overrides, "problems": budget["problems"],
+                    **common,
+                }  # fmt: skip
+        for seed in seeds:  # seed-major: a cut-off study has every arm's first seeds
+            for arm in arms:
+                spec = ARMS[arm]
+                task_jobs["train"].append({
+                    "kind": "train", "key": learning.run_key(arm, seed), "label": arm, "mode": spec["credit"],
+                    "oracle": spec.get("oracle"), "seed": seed, "max_steps": max_steps,
+                    "overrides": [*model, *overrides, *spec.get("overrides", [])], **common,
+                })  # fmt: skip
+        plan[task_name] = task_jobs
+        jobs += [start, *task_jobs["probes"].values(), *task_jobs["train"]]
+
+    results = teacher_sweep.run_jobs(
+        jobs, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=dispatch, cached=cached
+    )
+
+    def got(job):
+        return results.get((job["work_dir"], job["key"]))
+
+    tasks = {
+        task_name: {
+            "arms": arms,
+            "start": got(task_jobs["start"]),
+            "probes": {arm: got(job) for arm, job in task_jobs["probes"].items() if got(job) is not None},
+            "runs": [got(job) for job in task_jobs["train"] if got(job) is not None],
+        }
+        for task_name, task_jobs in plan.items()
+    }
+    window = max(1, max_steps // 4)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    report = {
+        "title": f"Headroom: each arm against GRPO ({'quick, ' if args.quick else ''}{max_steps} steps, seeds {seeds})",
+        "config": {
+            "arms": {arm: ARMS[arm] for arm in arms},
+            "seeds": seeds,
+            "max_steps": max_steps,
+            "window": window,
+            "overrides": budget["set"],
+            "eval_limit": budget["eval_limit"],
+            "problems_probed": budget["problems"],
+            "tasks": {t: TASKS[t] for t in task_names},
+        },
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "git": commit.stdout.strip() or None,
+        "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
+        "tasks": build_report(tasks, window),
+        "runs": {t: body["runs"] for t, body in tasks.items()},
+    }
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+    plot(report, out_dir / f"{name}.png")
+    table = markdown(report)
+    (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
+    log(table)
+    log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")
+    return report
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

@@ -1,0 +1,128 @@
+"""bench/headroom.py: the label oracle on a hand-worked rollout, and the report's statistics and schema on synthetic
+runs (no training)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def headroom():
+    for path in (REPO_ROOT, REPO_ROOT / "bench"):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    spec = importlib.util.spec_from_file_location("gear_bench_headroom", REPO_ROOT / "bench" / "headroom.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# "Compute 12 + 5 - 3." has the reference "12 + 5 = 17\n17 - 3 = 14\n...": this rollout writes 18, so its first
+# wrong token is " 18" (index 4); the last position is padding.
+TOKENS = ["12", " +", " 5", " =", " 18", "\n", "18", " -", "<pad>"]
+MASK = [True] * 8 + [False]
+PROMPT = "Compute 12 + 5 - 3."
+RIGHT = ["12", " +", " 5", " =", " 17", "\n", "17", " -", " 3", " =", " 14", "\n"]
+
+
+def test_oracle_signal_marks_the_first_wrong_token_on_by_hand(headroom):
+    from credit_sites import arith_error_site
+
+    rows = [
+        {"tokens": TOKENS, "mask": MASK, "prompt": PROMPT, "failed": True},
+        {"tokens": TOKENS, "mask": MASK, "prompt": PROMPT, "failed": False},  # not failed: no oracle
+        {"tokens": RIGHT[:9], "mask": MASK, "prompt": PROMPT, "failed": True},  # matches the reference: nothing found
+    ]
+    signal, located = headroom.oracle_signal(rows, 9, "from_error", arith_error_site)
+    assert signal == [[0, 0, 0, 0, 1, 1, 1, 1, 0], [0] * 9, [0] * 9]
+    assert located == 1
+    signal, _ = headroom.oracle_signal(rows, 9, "error_token", arith_error_site)
+    assert signal[0] == [0, 0, 0, 0, 1, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="kind"):
+        headroom.oracle_signal(rows, 9, "everything", arith_error_site)
+
+
+def test_the_oracle_goes_through_gears_segments_and_weights(headroom):
+    # Fed to GEAR's own functions, the oracle blames every token from the error on (one segment opening at the error)
+    # in a failed rollout, and leaves the prefix at the lowest weight of the row.
+    import torch
+    from credit_sites import arith_error_site
+
+    from gear_trl.credit import gear_token_weights, segment_signal
+
+    rows = [{"tokens": TOKENS, "mask": MASK, "prompt": PROMPT, "failed": True}]
+    oracle = torch.tensor(headroom.oracle_signal(rows, 9, "from_error", arith_error_site)[0])
+    mask = torch.tensor([MASK])
+    entropy = torch.tensor([[0.9] + [0.1] * 7 + [0.0]])  # normalized: 1 at the first token, 0.11 after it
+    _, segments = segment_signal(oracle, entropy, mask, mode="gear")
+    assert segments[0].tolist() == [-1, -1, -1, -1, 0, 0, 0, 0, -1]
+    weights = gear_token_weights(oracle, entropy, mask, torch.tensor([-1.0]), mode="gear", weight_norm="none")
+    assert weights[0].tolist() == pytest.approx([1, 1, 1, 1, 1.5, 1.5, 1.5, 1.5, 0])
+
+
+def run(label, seed, rewards, accuracy, kl_ratio=None):
+    return {
+        "label": label,
+        "seed": seed,
+        "reward": rewards,
+        "eval": {"sampled_accuracy": accuracy},
+        "kl_failed_over_passed": kl_ratio or [],
+    }
+
+
+def test_report_pairs_each_arm_with_none_by_seed(headroom):
+    # window 2: final reward = mean of the last 2 steps. gear - none per seed: 0.1, 0.2, 0.3 (reward), 0.0, 0.1, 0.2
+    # (accuracy); seed 3 has no `none` run, so it is left out of the pairs but counts in gear's own mean.
+    runs = [
+        run("none", 0, [0.0, 0.2, 0.4], 0.5),
+        run("none", 1, [0.0, 0.2, 0.2], 0.4),
+        run("none", 2, [0.0, 0.0, 0.2], 0.3),
+        run("gear", 0, [0.0, 0.3, 0.5], 0.5, [1.2, float("nan")]),
+        run("gear", 1, [0.0, 0.4, 0.4], 0.5, [1.4]),
+        run("gear", 2, [0.0, 0.3, 0.5], 0.5),
+        run("gear", 3, [0.0, 0.0, 0.0], 0.0),
+    ]
+    probes = {"gear": {"localization": {"onset_rate": 0.5}, "label_free": {"kl_failed_over_passed": 2.0}}}
+    report = headroom.build_report({"arith": {"arms": ["none", "gear"], "runs": runs, "probes": probes}}, window=2)
+    arms = report["arith"]["arms"]
+    diff = arms["gear"]["reward_last_minus_none"]
+    assert diff["n_seeds"] == 3
+    assert diff["mean"] == pytest.approx(0.2)
+    # sd 0.1, se 0.1 / sqrt(3), t(0.975, 2) = 4.302653: half-width 0.248414
+    assert diff["ci_low"] == pytest.approx(0.2 - 0.248414, abs=1e-5)
+    assert diff["ci_high"] == pytest.approx(0.2 + 0.248414, abs=1e-5)
+    assert arms["gear"]["sampled_accuracy_minus_none"]["mean"] == pytest.approx(0.1)
+    assert arms["gear"]["reward_last"]["n_seeds"] == 4
+    assert "reward_last_minus_none" not in arms["none"]
+    for arm in arms.values():  # the schema: every metric cell has mean, ci_low, ci_high, n_seeds
+        for metric in ("reward_last", "sampled_accuracy"):
+            assert {"mean", "ci_low", "ci_high", "n_seeds"} <= set(arm[metric])
+    assert arms["gear"]["localization"] == {"onset_rate": 0.5}
+    # training diagnostics: each run's mean over its steps (NaN steps left out), then the mean over runs
+    assert arms["gear"]["diagnostics"]["training_kl_failed_over_passed"] == pytest.approx(1.3)
+    assert arms["gear"]["diagnostics"]["kl_failed_over_passed"] == 2.0
+    assert arms["none"]["diagnostics"]["training_kl_failed_over_passed"] is None
+    assert not math.isnan(arms["none"]["reward_last"]["ci_low"])
+
+
+def test_markdown_and_plot_from_a_report(headroom, tmp_path):
+    runs = [run(label, seed, [0.1 * seed, 0.2], 0.3) for label in ("none", "oracle-gear") for seed in (0, 1)]
+    report = {
+        "title": "t",
+        "tasks": headroom.build_report(
+            {"arith": {"arms": ["none", "oracle-gear"], "runs": runs, "probes": {}, "start": None}}, window=1
+        ),
+    }
+    table = headroom.markdown(report)
+    assert "| `oracle-gear` | 2 | +0.000 [+0.000, +0.000]" in table
+    assert "(baseline)" in table
+    headroom.plot(report, tmp_path / "h.png")
+    assert (tmp_path / "h.png").stat().st_size > 1000
