@@ -465,12 +465,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "runs": {t: body["runs"] for t, body in tasks.items()},
     }
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
-    plot(report, out_dir / f"{name}.png")
-    table = markdown(report)
-    (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
-    log(table)
+    teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")
     return report
 

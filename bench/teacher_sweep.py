@@ -781,15 +781,21 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         **build_report(teachers, probes, starts, runs, best, config),
         "runs": runs,
     }
-    out_dir = Path(args.out_dir)
+    write_results(report, Path(args.out_dir), name, plot, tables, log)
+    log(f"wrote {Path(args.out_dir) / (name + '.json')}, .png and .md")
+    return report
+
+
+def write_results(report: dict, out_dir: Path, name: str, plot_fn, table_fn, log=print) -> str:
+    """`name`.json, .png (drawn by `plot_fn(report, path)`) and .md (`table_fn(report)` under the report's title) in
+    `out_dir`; logs the table and returns it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
-    plot(report, out_dir / f"{name}.png")
-    table = tables(report)
+    plot_fn(report, out_dir / f"{name}.png")
+    table = table_fn(report)
     (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
     log(table)
-    log(f"wrote {out_dir / (name + '.json')}, .png and .md")
-    return report
+    return table
 
 
 if __name__ == "__main__":
