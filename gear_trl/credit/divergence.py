@@ -186,7 +186,7 @@ def lm_head_statistics(
 
     The rows' logits go through the LM head ``chunk_size`` rows at a time (never an [N, V] tensor), with the
     transformation and numerics of `reverse_kl_and_entropy`; this is the row-level function it and the trainer's fused
-    log-probability pass (`gear_trl.fused_head`) share: the student's head runs once for GRPO's log-probabilities and
+    log-probability pass (`gear_trl.trainer.fused_head`) share: the student's head runs once for GRPO's log-probabilities and
     GEAR's divergence.
 
     Args:

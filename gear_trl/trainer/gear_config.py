@@ -13,11 +13,11 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
-from .credit.gigpo import GIGPO_MODES
-from .credit.rlsd import RLSD_EPS, RLSD_LAMBDA
-from .credit.segments import CREDIT_MODES, NORMALIZATIONS
-from .credit.weights import WEIGHT_NORMS
+from ..credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
+from ..credit.gigpo import GIGPO_MODES
+from ..credit.rlsd import RLSD_EPS, RLSD_LAMBDA
+from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
+from ..credit.weights import WEIGHT_NORMS
 
 TEACHERS = ("live", "base", "ema")
 TEACHER_REFERENCES = ("answer", "solution")
