@@ -1,7 +1,8 @@
 """`GEARConfig`: GRPO's configuration plus the knobs of GEAR's credit assignment.
 
-Every field below that the GEAR paper does not pin down is marked "(our default)" in its help text; the README lists
-them. Values are validated in `__post_init__`, so a bad recipe fails before any model is loaded.
+Every field below that the GEAR paper does not pin down is marked "(our default)" in its help text, from which the
+configuration reference (docs/configuration.md) is generated. Values are validated in `__post_init__`, so a bad recipe
+fails before any model is loaded.
 """
 
 from __future__ import annotations
