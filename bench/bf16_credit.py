@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
-from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig
 from gear_trl.credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from gear_trl.data import prepare_dataset
+from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig
 
 TOKENIZER = REPO_ROOT / "data" / "tiny-qwen3"
 DATA = REPO_ROOT / "data" / "math" / "math_style"

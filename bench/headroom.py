@@ -152,7 +152,7 @@ def install_oracle(kind: str, site: str) -> None:
     """Make `gear_trl.train.build_trainer` build an `OracleTrainer` (in this worker process only)."""
     import torch
 
-    import gear_trl.trainer as trainer_module
+    import gear_trl.trainer.gear_trainer as trainer_module
     from gear_trl.reporting.rows import decode_tokens
 
     error_site = error_site_for(site)

@@ -35,8 +35,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
 from gear_trl.credit import reverse_kl_and_entropy
+from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 MODEL = REPO_ROOT / "data" / "tiny-qwen3"
 DATA = REPO_ROOT / "data" / "math" / "gsm8k_style" / "test.jsonl"

@@ -254,7 +254,7 @@ def main(argv=None, log=print) -> dict:
     if args.gear_src:
         _use_gear_src(args.gear_src)
     if args.divergence_chunk_size is None:  # the default of the gear_trl being measured
-        from gear_trl.config import GEARConfig
+        from gear_trl.trainer.gear_config import GEARConfig
 
         args.divergence_chunk_size = GEARConfig.__dataclass_fields__["divergence_chunk_size"].default
     if args.readme_table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import resource
 import threading
 import time
@@ -259,20 +260,26 @@ def _no_grad_only(name):
 
 def _instrument_gear_module():
     """GEAR's pure functions, looked up by the trainer module at call time."""
-    import gear_trl.trainer as gear_module
+    try:
+        import gear_trl.trainer.gear_trainer as gear_module
+    except ImportError:  # a gear_trl from before the trainer layer became a package (--gear-src)
+        import gear_trl.trainer as gear_module
 
     _wrap(gear_module, "reverse_kl_and_entropy", ("teacher", "teacher_lm_head"))
-    # The forward of the loss's LM head, TRL's or (GEAR, gear_trl.fused_head) TRL's plus the divergence: one phase name,
-    # so GRPO's and GEAR's compare. Only the projection with gradients (the loss's) is timed.
+    # The forward of the loss's LM head, TRL's or (GEAR, gear_trl.trainer.fused_head) TRL's plus the divergence: one
+    # phase name, so GRPO's and GEAR's compare. Only the projection with gradients (the loss's) is timed.
     from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
     functions = [ChunkedLogProbFunction]
-    try:
-        from gear_trl.fused_head import _LogProbsWithDivergence
-
-        functions.append(_LogProbsWithDivergence)
-    except ImportError:  # a gear_trl from before the fused head (--gear-src)
-        pass
+    for path in (
+        "gear_trl.trainer.fused_head",
+        "gear_trl.fused_head",
+    ):  # a --gear-src from before the move: the latter
+        try:
+            functions.append(importlib.import_module(path)._LogProbsWithDivergence)
+            break
+        except (ImportError, AttributeError):  # or from before the fused head: neither
+            pass
     for function in functions:
         _wrap(function, "forward", lambda: "lm_head_forward" if _loss_forward() else None)
     _wrap(gear_module, "segment_signal", "segments")

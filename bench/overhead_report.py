@@ -27,7 +27,7 @@ def teacher_pass_peak_mb(result: dict) -> float | None:
     ~200 MB of activations look like the pass's, which itself allocates a few MB there. Reports made before the parts
     were timed have only the step-start reading, which is then returned.
 
-    Where the LM-head chunks run inside the loss's LM-head forward (gear_trl.fused_head: no `teacher_lm_head` phase,
+    Where the LM-head chunks run inside the loss's LM-head forward (gear_trl.trainer.fused_head: no `teacher_lm_head` phase,
     an `lm_head_forward` one), that whole forward's own peak counts too: an upper bound, since it also holds the
     student's logits, which TRL's forward in its place would allocate anyway."""
     local = result.get("phase_local_peak_mb", {})
@@ -246,7 +246,7 @@ def markdown_report(report: dict) -> str:
         "includes it, or that part of it); step extra peaks are over the step's start; the teacher pass's is what "
         "it allocates itself, the largest peak of its parts over the memory in use when each starts (inside "
         "`compute_loss` that memory holds GRPO's own forward activations); LM-head fwd = the forward of the loss's "
-        "fused LM head (TRL's `ChunkedLogProbFunction`, or GEAR's `gear_trl.fused_head` computing TRL's outputs and "
+        "fused LM head (TRL's `ChunkedLogProbFunction`, or GEAR's `gear_trl.trainer.fused_head` computing TRL's outputs and "
         "the divergence from the same student logits), inside the loss column; CPU = this thread's user and system "
         "(kernel: mostly zeroing the pages of freshly allocated tiles) CPU seconds per step, and the ratio of median "
         "user CPU to GRPO's."

@@ -211,8 +211,8 @@ def build_rows(shape: Shape, tokenizer=None) -> list[dict]:
     prompt to just under that many tokens (the tokenizer is then required)."""
     from datasets import Dataset
 
-    from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
     from gear_trl.data import prepare_dataset
+    from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
     lines = MATH_DATA.read_text().splitlines()
     raw = [json.loads(line) for line in lines[: shape.batch // shape.num_generations]]

@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from .config import GEARConfig
-from .trainer import GEARTrainer
+from .trainer.gear_config import GEARConfig
+from .trainer.gear_trainer import GEARTrainer
 
 __all__ = ["GEARConfig", "GEARTrainer", "__version__"]

@@ -108,7 +108,7 @@ def load_eval_split(
     """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`.
     `columns`: question column, answer column and answer pattern of `dataset_format="columns"`."""
     from .data import column_adapter, detect_adapter, get_adapter, prepare_dataset
-    from .preflight import PreflightError, load_dataset_named
+    from .trainer.preflight import PreflightError, load_dataset_named
 
     splits = load_dataset_named(dataset, dataset_config, what="dataset")
     if split not in splits:
@@ -394,7 +394,7 @@ def _quiet_logs(trainer, progress: bool) -> None:
 
 
 def _rollout_evaluator_class():
-    from .trainer import GEARTrainer
+    from .trainer.gear_trainer import GEARTrainer
 
     class RolloutEvaluator(GEARTrainer):
         """Evaluation that only rolls out and scores (TRL's `_prepare_inputs` in eval mode: generation, tool loop,
@@ -452,8 +452,8 @@ def evaluate_multi_turn(
 
     from datasets import Dataset
 
-    from .config import GEARConfig
     from .envs import get_environment_factory
+    from .trainer.gear_config import GEARConfig
 
     _check_sampling(temperature, num_samples, batch_size)
     rows = [dict(row) for row in dataset]
@@ -650,8 +650,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     import torch
 
-    from .preflight import PreflightError, check_dataset_source, check_model_source
     from .rewards import get_reward_funcs
+    from .trainer.preflight import PreflightError, check_dataset_source, check_model_source
 
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
     check_model_source(args.model, "--model")

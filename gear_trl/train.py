@@ -10,7 +10,7 @@ late: the output folder is writable, local paths exist, precision agrees with th
 are installed, the Hub can be reached when pushing, the plug-ins (`environment`, `reward_funcs`, `dataset_format`:
 built-in names or import paths such as `my_pkg.bank:BankEnv`) import, the training rows have a ground truth, and the
 environment's tools and `reset` are usable. Every such mistake is one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
-exit with status 75 (`gear_trl.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
+exit with status 75 (`gear_trl.trainer.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, fields
 
 from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
-from .config import GEARConfig
-from .interrupt import EXIT_INTERRUPTED
+from .trainer.gear_config import GEARConfig
+from .trainer.interrupt import EXIT_INTERRUPTED
 
 USAGE = "python -m gear_trl.train --config RECIPE.yaml [--FIELD VALUE ...]"
 EXIT_PEER_LOST = 1
@@ -135,7 +135,7 @@ def _did_you_mean(keys: list[str]) -> str:
 def parse_args(argv: list[str] | None = None):
     """Parse a recipe and command-line overrides; an unknown key, in the recipe or on the command line, is an error
     that names it with the closest known key."""
-    from .preflight import PreflightError
+    from .trainer.preflight import PreflightError
 
     parser = make_parser()
     try:
@@ -184,9 +184,9 @@ def load_splits(
     teacher, the `accuracy` reward, ...), and warns when more than half lack one. `split_option`: how the user set the
     training split, named when it is missing (`--split` for inspect)."""
     from .data import prepare_dataset
-    from .preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
     from .rewards import get_reward_funcs
-    from .rows import check_prepared_rows, check_raw_rows
+    from .trainer.preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
+    from .trainer.rows import check_prepared_rows, check_raw_rows
 
     if not script_args.dataset_name:
         raise PreflightError(
@@ -257,7 +257,7 @@ def build_trainer(
     instead of `model_args.model_name_or_path` and `use_peft`."""
     from .rewards import get_reward_funcs
     from .rewards.guard import guard_reward_func
-    from .trainer import GEARTrainer
+    from .trainer.gear_trainer import GEARTrainer
 
     # Non-finite rewards become None (counted in `rewards/<name>/non_finite_frac`); non-numbers name their function.
     reward_funcs = [
@@ -296,8 +296,8 @@ def build_trainer(
 
 def preflight(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig) -> None:
     """The checks that need no model: each raises `PreflightError` naming what to fix."""
-    from .hub import check_hub_access
-    from .preflight import check_model_source, check_precision, check_trackers, check_writable_dir
+    from .trainer.hub import check_hub_access
+    from .trainer.preflight import check_model_source, check_precision, check_trackers, check_writable_dir
 
     check_writable_dir(training_args.output_dir)
     check_trackers(training_args.report_to)
@@ -330,8 +330,8 @@ def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=
 def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
     """The checkpoint to resume from: `resume_from_checkpoint` when set (it must be complete), else the newest
     complete `checkpoint-N` of `output_dir`; each newer incomplete one is reported with the reason it is skipped."""
-    from .checkpoints import checkpoint_problem, find_resumable_checkpoint
-    from .preflight import PreflightError
+    from .trainer.checkpoints import checkpoint_problem, find_resumable_checkpoint
+    from .trainer.preflight import PreflightError
 
     explicit = training_args.resume_from_checkpoint
     if explicit is not None:
@@ -350,8 +350,8 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 
 
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
-    from .interrupt import InterruptCallback
-    from .rows import check_prompts_fit
+    from .trainer.interrupt import InterruptCallback
+    from .trainer.rows import check_prompts_fit
 
     preflight(script_args, training_args, model_args)
     float32_on_cpu(model_args, training_args, print_fn=_print_main)
@@ -417,7 +417,7 @@ def is_collective_failure(err: BaseException) -> bool:
 
 def peer_lost_message(output_dir: str, steps_done: int, err: BaseException) -> str:
     """One line: a peer stopped during which step, why (the collective's first line), and where to resume from."""
-    from .checkpoints import find_resumable_checkpoint
+    from .trainer.checkpoints import find_resumable_checkpoint
 
     cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
     checkpoint, _ = find_resumable_checkpoint(output_dir)
@@ -439,8 +439,8 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    from .checkpoints import CheckpointSaveError
     from .plugins import UserInputError
+    from .trainer.checkpoints import CheckpointSaveError
 
     try:
         trainer = main(*parse_args(argv))

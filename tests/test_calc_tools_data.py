@@ -17,10 +17,10 @@ from datasets import load_dataset
 from transformers import AutoTokenizer
 
 from gear_trl.data import prepare_dataset
+from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat_template
 from gear_trl.envs import Calculator, get_environment_factory
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer
-from gear_trl.teacher import teacher_prompt, tool_calls_text, training_chat_template
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "data" / "calc_tools"
@@ -317,7 +317,7 @@ def test_sft_row_renders_tool_calls_and_masks_only_assistant_turns(sft, tokenize
 def test_recipe_trainer_runs_the_calculator_and_shares_anchor_states(tmp_path):
     """GEARTrainer on the recipe (random tiny model, scripted completions): the calls run in the real Calculator,
     the reference chain scores 1 and a wrong call 0, and rollouts with the same first result share a GiGPO anchor."""
-    from gear_trl.rollout import step_anchors
+    from gear_trl.envs.rollout import step_anchors
     from tests.scripted import call_text, scripted_trainer
     from tests.utils import weighted
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.callbacks import CreditReportCallback
-from gear_trl.trainer import CreditTrace
+from gear_trl.trainer.callbacks import CreditReportCallback
+from gear_trl.trainer.gear_trainer import CreditTrace
 from tests.utils import TINY, make_trainer, tiny_args
 
 

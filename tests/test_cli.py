@@ -8,9 +8,9 @@ import os
 import pytest
 import yaml
 
-from gear_trl import hub
 from gear_trl.train import main, parse_args
-from gear_trl.trainer import GEARTrainer
+from gear_trl.trainer import hub
+from gear_trl.trainer.gear_trainer import GEARTrainer
 
 RECIPE = "recipes/tiny/config_math.yaml"
 

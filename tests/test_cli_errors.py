@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl import hub
-from gear_trl.preflight import check_trackers
-from gear_trl.trainer import GEARTrainer
+from gear_trl.trainer import hub
+from gear_trl.trainer.gear_trainer import GEARTrainer
+from gear_trl.trainer.preflight import check_trackers
 
 RECIPE = "recipes/tiny/config_math.yaml"
 
@@ -77,7 +77,7 @@ def test_missing_trackers_name_the_install_extra(monkeypatch):
 def test_every_tracker_extra_is_declared_in_setup_cfg():
     import configparser
 
-    from gear_trl.preflight import TRACKERS
+    from gear_trl.trainer.preflight import TRACKERS
 
     parser = configparser.ConfigParser()
     parser.read("setup.cfg")

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gear_trl.config import GEARConfig
 from gear_trl.credit import reverse_kl_and_entropy
+from gear_trl.trainer.gear_config import GEARConfig
 
 B, T, H, V = 2, 5, 8, 11
 
@@ -398,7 +398,7 @@ def test_bf16_student_teacher_pair_matches_float64():
     """A real pair: the warm start whose teacher uses the reference best, student prompt vs teacher prompt (reference
     answer in it, left-padded by 3), on a wrong completion. KL (6e-5 to 12 nats here) and entropy within 1e-2 relative
     of float64 from the same bf16 states and head; bf16-rounded logits were off by 14% (KL) and 2.9% (entropy)."""
-    from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
+    from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
     tokenizer, model = _bf16_model("tiny-qwen3-arith-hint70")
     question = "What is 34 - 9 - 1?"

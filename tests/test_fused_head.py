@@ -1,4 +1,4 @@
-"""gear_trl.fused_head: inside the swap, TRL's fused LM head returns what TRL's own function returns (values and
+"""gear_trl.trainer.fused_head: inside the swap, TRL's fused LM head returns what TRL's own function returns (values and
 gradients) and GEAR's divergence equals the separate pass; outside it, or where it cannot apply, TRL's is untouched."""
 
 import pytest
@@ -7,7 +7,7 @@ import trl.trainer.utils as trl_utils
 from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
 from gear_trl.credit import reverse_kl_and_entropy
-from gear_trl.fused_head import FusedDivergence, divergence_in_log_probs
+from gear_trl.trainer.fused_head import FusedDivergence, divergence_in_log_probs
 
 B, P, T, H = 3, 4, 5, 8  # rows, prompt tokens, completion tokens, hidden size; TRL scores B x (P + T - 1) rows
 

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gear_trl.envs import API_CLASSES, ENVIRONMENTS, FUNCTION_OWNERS, BFCLEnvironment, Calculator, tool_names
+from gear_trl.envs.rollout import encodable_text, harden_response_parser, tool_stats
 from gear_trl.rewards import REWARD_FUNCS
 from gear_trl.rewards.guard import guard_reward_func
 from gear_trl.rewards.tool_call import parse_text_tool_calls
-from gear_trl.rollout import encodable_text, harden_response_parser, tool_stats
 
 EXAMPLES = int(os.environ.get("GEAR_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
@@ -317,7 +317,7 @@ def test_the_rollout_loop_counts_tool_errors_and_parse_failures():
 
 def test_a_tool_result_echoing_a_lone_surrogate_reaches_the_model_as_encodable_text():
     from gear_trl.envs import GorillaFileSystem
-    from gear_trl.rollout import ToolRolloutMixin
+    from gear_trl.envs.rollout import ToolRolloutMixin
 
     env = GorillaFileSystem()
     env.reset()

@@ -6,7 +6,7 @@ from peft import LoraConfig
 from transformers import AutoModelForCausalLM, TrainerCallback
 from utils import TINY, make_trainer, tiny_args
 
-from gear_trl.trainer import checkpointing_paused, no_new_input_grad_hooks
+from gear_trl.trainer.gear_trainer import checkpointing_paused, no_new_input_grad_hooks
 
 
 class _HookCount(TrainerCallback):

@@ -1,6 +1,6 @@
 """Hostile dataset rows are refused before the model loads, naming the row: a 1 MB ground truth, an empty prompt, a
 prompt longer than the model's context leaves room for, invalid JSON in `tools` / `ground_truth`, a tool schema with
-an unknown type. (`gear_trl.rows`)"""
+an unknown type. (`gear_trl.trainer.rows`)"""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 import pytest
 
 from gear_trl import GEARTrainer
-from gear_trl.preflight import PreflightError
 from gear_trl.train import main, parse_args
+from gear_trl.trainer.preflight import PreflightError
 
 CALC = "recipes/tiny/config_calc_tools.yaml"
 

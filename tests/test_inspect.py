@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 
 from gear_trl.inspect import main
 from gear_trl.reporting import decode_tokens, render_html, render_png, rollout_summary, trace_rows
-from gear_trl.trainer import CreditTrace
+from gear_trl.trainer.gear_trainer import CreditTrace
 
 TINY = "data/tiny-qwen3"
 

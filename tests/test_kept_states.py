@@ -5,8 +5,8 @@ import copy
 import pytest
 import torch
 
-import gear_trl.trainer as trainer_module
-from gear_trl.trainer import completion_states
+import gear_trl.trainer.gear_trainer as trainer_module
+from gear_trl.trainer.gear_trainer import completion_states
 from tests.utils import make_trainer, tiny_args
 
 

@@ -1,7 +1,7 @@
 """The package's layers: every import of a gear_trl module points down (or across, within a layer), never up, and no
 chain of imports comes back to where it started. Imports inside functions count: a lazy import is still an import.
 
-Layers, bottom to top (README, "Layout"):
+Layers, bottom to top (docs/design.md; each is a folder of the package, the entry points its top-level modules):
 
     credit        the mathematics: pure tensor functions
     tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
@@ -23,25 +23,14 @@ import pytest
 LAYERS = ("credit", "tasks", "reporting", "trainer", "entry points")
 
 PLACES = {
-    # Subpackages are placed whole; a top-level module on its own.
+    # Subpackages are placed whole (the tree shows the layers); a top-level module on its own.
     "gear_trl.credit": "credit",
-    "gear_trl.data": "tasks",
+    "gear_trl.data": "tasks",  # dataset adapters, and teacher prompts (data/teacher.py)
     "gear_trl.rewards": "tasks",
-    "gear_trl.envs": "tasks",
-    "gear_trl.teacher": "tasks",
-    "gear_trl.rollout": "tasks",
+    "gear_trl.envs": "tasks",  # environments, and their rollouts on TRL's tool loop (envs/rollout.py)
     "gear_trl.plugins": "tasks",  # plug-ins by import path; the user-input error type
     "gear_trl.reporting": "reporting",
-    "gear_trl.config": "trainer",
-    "gear_trl.hub": "trainer",
-    "gear_trl.callbacks": "trainer",
-    "gear_trl.trainer": "trainer",
-    "gear_trl.fused_head": "trainer",  # GEAR's divergence inside TRL's fused LM head (the loss's forward)
-    "gear_trl.preflight": "trainer",  # checks a run before its model loads (train, evaluate)
-    "gear_trl.checkpoints": "trainer",  # which checkpoint a run resumes from
-    "gear_trl.interrupt": "trainer",  # SIGINT/SIGTERM: save at the step boundary
-    "gear_trl.teacher_weights": "trainer",  # frozen and EMA teachers: their weights, averaging, checkpoints
-    "gear_trl.rows": "trainer",  # per-row checks of training data before training
+    "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, preflight, checkpoints, ...
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
     "gear_trl.evaluate": "entry points",
@@ -162,19 +151,27 @@ def write(root: Path, files: dict[str, str]) -> Path:
     [
         (  # the cycle this test was written for, hidden in a function
             {
-                "trainer.py": "from .callbacks import CreditReportCallback\n",
-                "callbacks.py": "def report():\n    from .inspect import write_report\n",
+                "trainer/__init__.py": "",
+                "trainer/gear_trainer.py": "from .callbacks import CreditReportCallback\n",
+                "trainer/callbacks.py": "def report():\n    from ..inspect import write_report\n",
                 "inspect.py": "from . import train\n",
-                "train.py": "def build():\n    from gear_trl.trainer import GEARTrainer\n",
+                "train.py": "def build():\n    from gear_trl.trainer.gear_trainer import GEARTrainer\n",
             },
             [
-                "upward import: gear_trl.callbacks (trainer) imports gear_trl.inspect (entry points)",
+                "upward import: gear_trl.trainer.callbacks (trainer) imports gear_trl.inspect (entry points)",
                 "import cycle: "
-                + " -> ".join(f"gear_trl.{m}" for m in ("callbacks", "inspect", "train", "trainer", "callbacks")),
+                + " -> ".join(
+                    f"gear_trl.{m}"
+                    for m in ("inspect", "train", "trainer.gear_trainer", "trainer.callbacks", "inspect")
+                ),
             ],
         ),
         (  # a task plug-in reaching up into the trainer, through an attribute path
-            {"rewards/__init__.py": "", "rewards/math.py": "import gear_trl.trainer.GEARTrainer\n", "trainer.py": ""},
+            {
+                "rewards/__init__.py": "",
+                "rewards/math.py": "import gear_trl.trainer.GEARTrainer\n",
+                "trainer/__init__.py": "",
+            },
             ["upward import: gear_trl.rewards.math (tasks) imports gear_trl.trainer (trainer)"],
         ),
         (  # a new top-level module nobody placed

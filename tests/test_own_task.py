@@ -11,10 +11,10 @@ import pytest
 from datasets import Dataset, IterableDataset
 
 from gear_trl import GEARConfig, GEARTrainer
+from gear_trl.data.teacher import DEFAULT_TOOL_TEACHER_TEMPLATE
 from gear_trl.envs import Calculator
+from gear_trl.envs.rollout import ran_out_of_budget
 from gear_trl.plugins import UserInputError
-from gear_trl.rollout import ran_out_of_budget
-from gear_trl.teacher import DEFAULT_TOOL_TEACHER_TEMPLATE
 from tests.bank_plugin.bank import BankEnv, balance_reward
 from tests.scripted import call_text, scripted_trainer
 from tests.utils import make_trainer, math_rows, tiny_args
@@ -119,7 +119,7 @@ def test_tool_rollouts_cut_by_the_budget_are_counted_and_warned_about(tmp_path, 
     argv += ["--max_completion_length", str(call_length + 2), "--per_device_train_batch_size", "8", "--credit", "none"]
     trainer = scripted_trainer(script, argv)
     trainer.model.train()
-    with caplog.at_level(logging.WARNING, logger="gear_trl.trainer"):
+    with caplog.at_level(logging.WARNING, logger="gear_trl.trainer.gear_trainer"):
         trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
     metrics = trainer._metrics["train"]
     assert metrics["tools/truncated_frac"] == [0.5]

@@ -12,8 +12,8 @@ import os
 import pytest
 
 from gear_trl import train as train_cli
-from gear_trl.checkpoints import checkpoint_problem, io_failure_cause
-from gear_trl.trainer import GEARTrainer
+from gear_trl.trainer.checkpoints import checkpoint_problem, io_failure_cause
+from gear_trl.trainer.gear_trainer import GEARTrainer
 
 RECIPE = "recipes/tiny/config_math.yaml"
 

@@ -2,8 +2,8 @@
 
 from transformers import AutoTokenizer
 
-from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
-from gear_trl.teacher import ELLIPSIS, TeacherPromptBuilder, has_ground_truth, teacher_prompt
+from gear_trl.data.teacher import ELLIPSIS, TeacherPromptBuilder, has_ground_truth, teacher_prompt
+from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 TEMPLATE = "\nReference: {ground_truth}"
 
@@ -77,7 +77,7 @@ def test_short_prompts_are_not_truncated():
 
 
 def test_tool_calls_are_written_as_the_chat_template_writes_them():
-    from gear_trl.teacher import tool_calls_text
+    from gear_trl.data.teacher import tool_calls_text
 
     tokenizer = AutoTokenizer.from_pretrained("data/tiny-qwen3")
     calls = [{"name": "cd", "arguments": {"folder": "docs"}}, {"name": "ls", "arguments": {}}]
@@ -121,7 +121,7 @@ def test_repeated_prompts_are_tokenized_once():
 
 
 def test_reference_solution_placeholder_falls_back_to_the_answer():
-    from gear_trl.teacher import teacher_hint
+    from gear_trl.data.teacher import teacher_hint
 
     template = "\nAnswer {ground_truth}; solution: {reference_solution}"
     assert teacher_hint(template, "7", "3 + 4 = 7") == "\nAnswer 7; solution: 3 + 4 = 7"
@@ -144,7 +144,7 @@ def test_solution_reference_switches_the_default_template_and_needs_the_placehol
     import pytest
 
     from gear_trl import GEARConfig
-    from gear_trl.config import DEFAULT_MATH_SOLUTION_TEMPLATE
+    from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE
 
     def make(**kwargs):
         return GEARConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none", **kwargs)

@@ -1,4 +1,4 @@
-"""Teachers other than the live policy: `teacher: base` under full fine-tuning and `teacher: ema` (gear_trl/teacher_weights.py)."""
+"""Teachers other than the live policy: `teacher: base` under full fine-tuning and `teacher: ema` (gear_trl/trainer/teacher_weights.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from gear_trl.teacher_weights import EMA_ADAPTER, TEACHER_STATE_FILE, ema_update_
+from gear_trl.trainer.teacher_weights import EMA_ADAPTER, TEACHER_STATE_FILE, ema_update_
 from tests.utils import TINY, make_trainer, tiny_args
 
 pytestmark = pytest.mark.slow
@@ -133,7 +133,7 @@ def test_teacher_options_are_checked_before_the_model_loads():
 def test_a_checkpoint_with_a_cut_teacher_file_is_not_resumable(tmp_path):
     import shutil
 
-    from gear_trl.checkpoints import checkpoint_problem
+    from gear_trl.trainer.checkpoints import checkpoint_problem
 
     args = tiny_args(tmp_path, teacher="ema", max_steps=1, save_strategy="steps", save_steps=1)
     make_trainer(tmp_path, args=args).train()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gear_trl import GEARConfig
-from gear_trl.rollout import tool_rounds_need_lockstep
+from gear_trl.envs.rollout import tool_rounds_need_lockstep
 
 DEFAULTS = {f.name: f.default for f in fields(GEARConfig) if f.name.startswith("vllm_")}
 

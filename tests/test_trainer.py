@@ -63,11 +63,11 @@ def test_neutral_credit_matches_grpo_loss_and_gradients(tmp_path, credit, extra)
 
 
 def test_the_loss_forward_computes_the_divergence_with_grpos_log_probs(tmp_path, monkeypatch, caplog):
-    """On CPU the loss's forward gives GEAR its divergence from the same student logits (gear_trl.fused_head); where
+    """On CPU the loss's forward gives GEAR its divergence from the same student logits (gear_trl.trainer.fused_head); where
     TRL folds its tiles with Triton it does not, and the separate pass must give the same advantages and loss."""
     import logging
 
-    import gear_trl.fused_head
+    import gear_trl.trainer.fused_head
 
     model = AutoModelForCausalLM.from_pretrained(TINY)
     fused = make_trainer(tmp_path, args=tiny_args(tmp_path, onset_threshold=0.05), model=copy.deepcopy(model))
@@ -83,8 +83,8 @@ def test_the_loss_forward_computes_the_divergence_with_grpos_log_probs(tmp_path,
 
     fused_loss, fused_grads = loss_and_grads(fused, fused_batch)
     assert calls == [], "the fused forward must not need the separate pass"
-    monkeypatch.setattr(gear_trl.fused_head, "_use_triton", lambda device: True)
-    with caplog.at_level(logging.INFO, logger="gear_trl.trainer"):
+    monkeypatch.setattr(gear_trl.trainer.fused_head, "_use_triton", lambda device: True)
+    with caplog.at_level(logging.INFO, logger="gear_trl.trainer.gear_trainer"):
         separate_loss, separate_grads = loss_and_grads(separate, separate_batch)
     assert calls == [separate] and "TRL folds the LM-head tiles with Triton" in caplog.text
 

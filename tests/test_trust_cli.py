@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 from gear_trl import evaluate as evaluate_cli
 from gear_trl import train as train_cli
 from gear_trl.train import main, make_parser, parse_args
-from gear_trl.trainer import GEARTrainer
+from gear_trl.trainer.gear_trainer import GEARTrainer
 
 RECIPE = "recipes/tiny/config_math.yaml"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,8 +65,8 @@ def test_gear_run_without_any_ground_truth_is_refused_naming_column_adapter_and_
 
 
 def test_mostly_missing_ground_truth_warns_and_plain_grpo_with_format_only_is_not_refused(tmp_path):
-    from gear_trl.preflight import check_ground_truth, ground_truth_users
     from gear_trl.rewards import get_reward_funcs
+    from gear_trl.trainer.preflight import check_ground_truth, ground_truth_users
 
     rows = [{"prompt": "q", "ground_truth": value} for value in ("1", None, "", None)]
     from datasets import Dataset
@@ -98,7 +98,7 @@ def fake_checkpoint(folder, step, *, weights="model.safetensors"):
 
 
 def test_incomplete_checkpoints_are_skipped_with_their_reason(tmp_path):
-    from gear_trl.checkpoints import find_resumable_checkpoint
+    from gear_trl.trainer.checkpoints import find_resumable_checkpoint
 
     out = tmp_path / "run"
     good = fake_checkpoint(out / "checkpoint-2", 2)
@@ -131,7 +131,7 @@ def test_incomplete_checkpoints_are_skipped_with_their_reason(tmp_path):
 
 
 def test_deepspeed_checkpoint_needs_the_folder_latest_names(tmp_path):
-    from gear_trl.checkpoints import checkpoint_problem
+    from gear_trl.trainer.checkpoints import checkpoint_problem
 
     ckpt = tmp_path / "checkpoint-2"
     ckpt.mkdir()
@@ -233,8 +233,8 @@ def test_sigterm_mid_run_saves_a_checkpoint_and_the_rerun_resumes_from_it(tmp_pa
 def test_interrupt_callback_asks_for_save_and_stop_at_the_step_boundary():
     from transformers import TrainerControl, TrainerState
 
-    from gear_trl import interrupt
-    from gear_trl.interrupt import InterruptCallback
+    from gear_trl.trainer import interrupt
+    from gear_trl.trainer.interrupt import InterruptCallback
 
     callback = InterruptCallback()
     state, control = TrainerState(), TrainerControl()
@@ -316,7 +316,7 @@ def test_precision_mismatch_is_refused_before_the_model_loads(tmp_path, no_model
 
 
 def test_deepspeed_config_precision_must_match_or_be_auto(tmp_path):
-    from gear_trl.preflight import check_precision
+    from gear_trl.trainer.preflight import check_precision
 
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps({"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}))

@@ -17,7 +17,7 @@ from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.credit import reverse_kl_and_entropy
 from gear_trl.credit.gigpo import gigpo_advantages
 from gear_trl.credit.segments import CREDIT_MODES
-from gear_trl.trainer import lm_head_transform
+from gear_trl.trainer.gear_trainer import lm_head_transform
 from tests.utils import TINY, make_trainer, math_rows, run_ranks, tiny_args, torchrun, weighted
 
 HERE = Path(__file__).parent / "distributed"
@@ -44,10 +44,10 @@ def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, cap
     """Rows without ground truth give the teacher the student's own prompt: their KL must be 0, not dropout noise."""
     from peft import LoraConfig
 
-    import gear_trl.trainer
+    import gear_trl.trainer.gear_trainer
 
     # A dataset without any ground truth is refused at construction; here every row lacks one on purpose.
-    monkeypatch.setattr(gear_trl.trainer, "_check_some_ground_truth", lambda *args: None)
+    monkeypatch.setattr(gear_trl.trainer.gear_trainer, "_check_some_ground_truth", lambda *args: None)
 
     peft = LoraConfig(
         r=8,
@@ -57,7 +57,7 @@ def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, cap
         init_lora_weights=False,  # a non-zero up-projection, so the adapter's dropout changes the output
     )
     data = math_rows(8, ground_truths=[None])
-    with caplog.at_level(logging.WARNING, logger="gear_trl.trainer"):
+    with caplog.at_level(logging.WARNING, logger="gear_trl.trainer.gear_trainer"):
         trainer = make_trainer(
             tmp_path, dataset=data, peft_config=peft, args=tiny_args(tmp_path, num_iterations=num_iterations)
         )

@@ -12,9 +12,9 @@ import torch
 from datasets import load_dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
 from gear_trl.data.math import GENERIC, boxed_spans
 from gear_trl.rewards.math import accuracy_reward
+from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 MODEL_DIR = DATA_DIR / "tiny-qwen3-arith"

@@ -18,7 +18,7 @@ Outputs (a pure function of `--seed`; the test split is drawn first, so `--n-tra
   what the RL trainer shows (`gear_trl.data.math.GENERIC` with its default prompt template); a fraction
   (`--teacher-frac`, default 0.3) of rows are *teacher-style*: the user message also carries
   `DEFAULT_MATH_TEACHER_TEMPLATE` with the ground truth, appended by the same function the trainer uses
-  (`gear_trl.teacher.teacher_prompt`), so the model learns to make use of a reference answer. The SFT problems are the
+  (`gear_trl.data.teacher.teacher_prompt`), so the model learns to make use of a reference answer. The SFT problems are the
   train problems, then fresh problems (never test ones) up to `--n-sft`. `load_dataset("data/arith")` ignores
   `sft.jsonl` (its name matches no split keyword), so it gives the train and test splits only.
 
@@ -37,9 +37,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
-from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
 from gear_trl.data.math import GENERIC
-from gear_trl.teacher import teacher_prompt
+from gear_trl.data.teacher import teacher_prompt
+from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 QUESTION_TEMPLATES = ["Compute {expr}.", "What is {expr}?", "Calculate {expr}."]
 LOW, HIGH = 10, 99

@@ -13,7 +13,7 @@ At the end the script samples completions for the test split the way the RL trai
 - greedy: greedy decoding on the plain prompt;
 - sampled: sampling at temperature 1.0 on the plain prompt (what GRPO sees);
 - teacher: sampling at temperature 1.0 on the teacher prompt (the ground truth appended with
-  `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.teacher.teacher_prompt` builds it).
+  `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.data.teacher.teacher_prompt` builds it).
 
     python data/scripts/make_arith_data.py
     python data/scripts/make_warm_start.py
@@ -56,11 +56,11 @@ from datasets import load_dataset
 from transformers import AutoTokenizer, GenerationConfig, TrainerCallback, set_seed
 from trl import SFTConfig, SFTTrainer
 
-from gear_trl.config import DEFAULT_MATH_TEACHER_TEMPLATE
 from gear_trl.data.math import GENERIC
+from gear_trl.data.teacher import teacher_prompt
 from gear_trl.rewards.math import accuracy_reward, boxed_spans
-from gear_trl.teacher import teacher_prompt
 from gear_trl.testing.tiny import EOS_TOKEN, PAD_TOKEN, build_tiny_qwen3
+from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 DEFAULT_TOKENIZER_DIR = REPO_ROOT / "data" / "tiny-qwen3"
 DEFAULT_SFT_FILE = REPO_ROOT / "data" / "arith" / "sft.jsonl"
@@ -205,8 +205,8 @@ def calc_rows(rows: list[dict[str, Any]], tokenizer, teacher: bool = False) -> l
     """Calculator rows as the RL trainer prepares them (the `tool_use` adapter); with `teacher`, each prompt is the
     teacher prompt: the reference calls as the trainer's chat template writes them, appended with the task's
     template (as in the teacher-style SFT rows)."""
+    from gear_trl.data.teacher import tool_calls_text, training_chat_template
     from gear_trl.data.tool_use import TOOL_USE
-    from gear_trl.teacher import tool_calls_text, training_chat_template
 
     prepared = [TOOL_USE(row) for row in rows]
     if teacher:

@@ -186,8 +186,9 @@ def lm_head_statistics(
 
     The rows' logits go through the LM head ``chunk_size`` rows at a time (never an [N, V] tensor), with the
     transformation and numerics of `reverse_kl_and_entropy`; this is the row-level function it and the trainer's fused
-    log-probability pass (`gear_trl.fused_head`) share: the student's head runs once for GRPO's log-probabilities and
-    GEAR's divergence.
+    log-probability pass (`gear_trl.trainer.fused_head`) share: the student's head runs once for GRPO's log-probabilities
+    and GEAR's divergence. The keyword arguments not listed below are as in `reverse_kl_and_entropy` (not validated
+    here).
 
     Args:
         student_rows: [N, H], final hidden states; row n predicts token ``targets[n]``.
@@ -195,8 +196,6 @@ def lm_head_statistics(
         teacher_rows: [N, H] or None, the teacher's states at the same positions; gives ``kl``.
         targets: [N] long or None, the predicted tokens; gives ``target_log_prob``, and is ``y`` for
             ``divergence="sampled"`` and ``"sampled_signed"`` (required there).
-        temperature, chunk_size, lm_head_bias, divergence, top_k, logit_scale, final_logit_softcapping,
-            teacher_lm_head_weight, teacher_lm_head_bias: as in `reverse_kl_and_entropy` (not validated here).
         log_ratio: also give ``log_ratio``, the sampled token's teacher-minus-student log-probability (needs
             ``teacher_rows`` and ``targets``); it reads the logits the KL reads, at one gather per row.
 

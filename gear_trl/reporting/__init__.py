@@ -1,6 +1,6 @@
 """Reporting: GEAR's credit rendered for people, as an HTML page, a PNG and a table for experiment trackers.
 
-Used by the training callback (`gear_trl.callbacks.CreditReportCallback`) and by the command line
+Used by the training callback (`gear_trl.trainer.callbacks.CreditReportCallback`) and by the command line
 (`python -m gear_trl.inspect`). It takes decoded token strings and per-token `trace_row` dicts (`trace_rows` makes
 them from a `CreditTrace`), so it works without a model, and it imports nothing of gear_trl: the trainer's callback
 can use it without a cycle.

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from trl import GRPOTrainer
 
 from gear_trl import train
-from gear_trl.trainer import GEARTrainer
+from gear_trl.trainer.gear_trainer import GEARTrainer
 
 
 def die_here(trainer, phase: str) -> None:

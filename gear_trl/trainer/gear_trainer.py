@@ -1,12 +1,12 @@
 """`GEARTrainer`: TRL's GRPOTrainer with GEAR's per-token advantage weights.
 
-Glue only: the mathematics lives in `gear_trl.credit`, teacher prompts in `gear_trl.teacher`. After GRPO has generated
+Glue only: the mathematics lives in `gear_trl.credit`, teacher prompts in `gear_trl.data.teacher`. After GRPO has generated
 and scored a batch, the trainer
 
 1. builds teacher prompts (the prompt with the ground truth in it) and appends the same completion tokens,
 2. runs the student and the teacher without gradients up to their final hidden states,
 3. computes reverse KL and entropy through the LM head chunk by chunk (never a [B, T, V] tensor): inside the loss's
-   LM-head forward where TRL folds its tiles with torch ops (`gear_trl.fused_head`), else in a pass of its own,
+   LM-head forward where TRL folds its tiles with torch ops (`gear_trl.trainer.fused_head`), else in a pass of its own,
 4. turns them into per-token weights and hands `advantages[:, None] * weights` to GRPO's unchanged loss.
 
 Every rank makes the same forward calls in the same order, whatever its data, so ZeRO-3's collective parameter
@@ -34,10 +34,7 @@ from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
 
-from .callbacks import CreditReportCallback
-from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
-from .config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
-from .credit import (
+from ..credit import (
     below_noise_floor,
     reverse_kl_and_entropy,
     rlsd_lambda,
@@ -47,17 +44,10 @@ from .credit import (
     teacher_supported_onsets,
     weights_from_signal,
 )
-from .credit.diagnostics import failure_contrast, failure_contrast_sums
-from .credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
-from .data.math import REFERENCE_SOLUTION_COLUMN
-from .data.tool_use import json_text
-from .envs.checks import check_environment
-from .fused_head import FusedDivergence, divergence_in_log_probs
-from .hub import check_hub_access
-from .plugins import UserInputError
-from .preflight import check_trackers, looks_like_local_path
-from .rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
-from .teacher import (
+from ..credit.diagnostics import failure_contrast, failure_contrast_sums
+from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
+from ..data.math import REFERENCE_SOLUTION_COLUMN
+from ..data.teacher import (
     DEFAULT_TOOL_TEACHER_TEMPLATE,
     TeacherPromptBuilder,
     has_ground_truth,
@@ -67,6 +57,16 @@ from .teacher import (
     suffix_attention_bias,
     tool_calls_text,
 )
+from ..data.tool_use import json_text
+from ..envs.checks import check_environment
+from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
+from ..plugins import UserInputError
+from .callbacks import CreditReportCallback
+from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
+from .fused_head import FusedDivergence, divergence_in_log_probs
+from .gear_config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
+from .hub import check_hub_access
+from .preflight import check_trackers, looks_like_local_path
 from .teacher_weights import (
     EMA_ADAPTER,
     TEACHER_STATE_FILE,
@@ -274,7 +274,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         return output
 
     # ----------------------------------------------------------------------------------------------------------------
-    # Teachers other than the live policy (gear_trl/teacher_weights.py).
+    # Teachers other than the live policy (gear_trl/trainer/teacher_weights.py).
 
     def _set_up_teacher_weights(self) -> None:
         """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
@@ -407,7 +407,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         def keep_hidden(module, module_args, output):
             captured.append(completion_states(output.last_hidden_state, logits_to_keep))
 
-        # The loss's forward computes GEAR's divergence from its own student logits where it can (gear_trl.fused_head);
+        # The loss's forward computes GEAR's divergence from its own student logits where it can (gear_trl.trainer.fused_head);
         # the hook keeps the states for the separate pass where it cannot.
         fused = None
         if batch is not None:

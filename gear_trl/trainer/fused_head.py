@@ -25,7 +25,7 @@ import torch
 import trl.trainer.utils as trl_utils
 from trl.kernels.chunked_logprob import OPTIONAL_OUTPUTS, ChunkedLogProbFunction, _use_triton
 
-from .credit import lm_head_statistics
+from ..credit import lm_head_statistics
 
 SUPPORTED_OUTPUTS = frozenset({"log_probs", "entropy"})
 

@@ -1,7 +1,8 @@
 """`GEARConfig`: GRPO's configuration plus the knobs of GEAR's credit assignment.
 
-Every field below that the GEAR paper does not pin down is marked "(our default)" in its help text; the README lists
-them. Values are validated in `__post_init__`, so a bad recipe fails before any model is loaded.
+Every field below that the GEAR paper does not pin down is marked "(our default)" in its help text, from which the
+configuration reference (docs/configuration.md) is generated. Values are validated in `__post_init__`, so a bad recipe
+fails before any model is loaded.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from .credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
-from .credit.gigpo import GIGPO_MODES
-from .credit.rlsd import RLSD_EPS, RLSD_LAMBDA
-from .credit.segments import CREDIT_MODES, NORMALIZATIONS
-from .credit.weights import WEIGHT_NORMS
+from ..credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
+from ..credit.gigpo import GIGPO_MODES
+from ..credit.rlsd import RLSD_EPS, RLSD_LAMBDA
+from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
+from ..credit.weights import WEIGHT_NORMS
 
 TEACHERS = ("live", "base", "ema")
 TEACHER_REFERENCES = ("answer", "solution")

@@ -14,7 +14,7 @@ import os
 
 from transformers import TrainerCallback
 
-from .reporting import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
+from ..reporting import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
 
 logger = logging.getLogger(__name__)
 

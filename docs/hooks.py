@@ -1,0 +1,143 @@
+"""MkDocs hooks: the pages that must not drift from the code or the committed results are filled in at build time.
+
+A page holds a marker line, `<!-- generated: NAME -->`, and `GENERATORS[NAME]()` returns the Markdown that replaces
+it: the configuration reference from `GEARConfig`'s field help, and the results tables from the committed JSON in
+`bench/results/` through the bench scripts' own table functions. The figures in `bench/results/` are added to the site
+under `results/figures/`, so a page shows the committed PNG, never a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+FIGURES = "results/figures"  # where bench/results/*.png appear in the site
+MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
+
+
+def _bench(name: str):
+    """A module of bench/ (they import each other by bare name, as when run as scripts)."""
+    if str(REPO / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO / "bench"))
+    return __import__(name)
+
+
+def _results(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def _default(field: dataclasses.Field) -> str:
+    if field.default is not dataclasses.MISSING:
+        value = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        value = field.default_factory()
+    else:
+        return "required"
+    if isinstance(value, str) and len(value) > 40:
+        return "see below"
+    return f"`{value!r}`" if isinstance(value, str) else f"`{value}`"
+
+
+def gear_fields() -> list[dataclasses.Field]:
+    """GEARConfig's own fields, in declaration order: those GRPOConfig does not have."""
+    from trl import GRPOConfig
+
+    from gear_trl import GEARConfig
+
+    inherited = {field.name for field in dataclasses.fields(GRPOConfig)}
+    return [field for field in dataclasses.fields(GEARConfig) if field.name not in inherited]
+
+
+def config_reference() -> str:
+    """A table of every GEARConfig field: name, default and its `metadata["help"]`, as the command line shows it."""
+    lines = ["| field | default | meaning |", "|---|---|---|"]
+    for field in gear_fields():
+        help_text = " ".join(field.metadata.get("help", "").split()).replace("|", "\\|")
+        lines.append(f"| `{field.name}` | {_default(field)} | {help_text} |")
+    return "\n".join(lines)
+
+
+def _demote(section: str) -> str:
+    """A README-style section as the body of its own page: headings one level down, figures from the site's folder."""
+    section = re.sub(r"^(#+) ", r"#\1 ", section, flags=re.MULTILINE)
+    return section.replace("(bench/results/", "(@FIGURES@/")
+
+
+def teacher_sweep() -> str:
+    """bench/teacher_sweep.py's section, from bench/results/teacher_sweep.json (its title is the page's)."""
+    section = _bench("teacher_sweep").readme_section(_results("teacher_sweep.json"))
+    return _demote(section.split("\n", 1)[1].lstrip("\n"))
+
+
+def _learning_table(name: str) -> str:
+    return _bench("learning").markdown_table(_results(name))
+
+
+def performance() -> str:
+    """bench/overhead.py --readme-table on the committed CPU run."""
+    return _bench("overhead_report").readme_table(_results("overhead_cpu.json"))
+
+
+def headroom() -> str:
+    """The headroom study's committed table (bench/headroom.py writes it from its JSON): the full run's if there is
+    one, else the quick check's."""
+    for name in ("headroom.md", "headroom_quick.md"):
+        if (RESULTS / name).exists():
+            text = (RESULTS / name).read_text(encoding="utf-8")
+            return f"From `bench/results/{name}`:\n\n" + _demote(text)
+    return "No headroom results are committed yet."
+
+
+def quickstart() -> str:
+    """The README's Python quickstart, the block tests/test_readme.py runs."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- quickstart -->\n(```python\n.*?```)", text, re.DOTALL)
+    return match.group(1)
+
+
+def changelog() -> str:
+    """CHANGELOG.md at the repository's root, below the page's own title."""
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    return text.split("\n", 1)[1].lstrip("\n")
+
+
+GENERATORS = {
+    "quickstart": quickstart,
+    "changelog": changelog,
+    "config_reference": config_reference,
+    "teacher_sweep": teacher_sweep,
+    "learning_math": lambda: _learning_table("learning.json"),
+    "learning_math_knobs": lambda: _learning_table("learning_knobs.json"),
+    "learning_tools": lambda: _learning_table("learning_tools.json"),
+    "learning_tools_knobs": lambda: _learning_table("learning_tools_knobs.json"),
+    "performance": performance,
+    "headroom": headroom,
+}
+
+
+def render(markdown: str, page_uri: str = "index.md") -> str:
+    """`markdown` with each marker line replaced by its generator's output (an unknown name raises), the figures
+    linked relative to the page at `page_uri`."""
+    figures = posixpath.relpath(FIGURES, posixpath.dirname(page_uri) or ".")
+    return MARKER.sub(lambda match: GENERATORS[match.group(1)]().replace("@FIGURES@", figures), markdown)
+
+
+# MkDocs event hooks ---------------------------------------------------------------------------------------------------
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for path in sorted(RESULTS.glob("*.png")):
+        files.append(File.generated(config, f"{FIGURES}/{path.name}", abs_src_path=str(path)))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    return render(markdown, page.file.src_uri)

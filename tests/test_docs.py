@@ -1,0 +1,99 @@
+"""The docs site's generated pages (docs/hooks.py) and the README as a first screen and a map.
+
+`mkdocs build --strict` (`make docs`, run by CI) checks links, anchors and the nav; these tests check what it cannot:
+that the configuration reference lists every GEAR field with its help, that each results page is filled from the
+committed JSON, and that the README's headline figures are the ones those pages show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from trl import GRPOConfig
+
+from gear_trl import GEARConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DOCS = REPO_ROOT / "docs"
+README = REPO_ROOT / "README.md"
+
+
+@pytest.fixture(scope="module")
+def hooks():
+    spec = importlib.util.spec_from_file_location("gear_docs_hooks", DOCS / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pages() -> dict[str, str]:
+    return {path.relative_to(DOCS).as_posix(): path.read_text(encoding="utf-8") for path in DOCS.rglob("*.md")}
+
+
+def test_the_config_reference_lists_every_gear_field_with_its_help(hooks):
+    table = hooks.config_reference()
+    rows = {line.split("|")[1].strip(" `") for line in table.splitlines()[2:]}
+    grpo = {field.name for field in dataclasses.fields(GRPOConfig)}
+    ours = [field for field in dataclasses.fields(GEARConfig) if field.name not in grpo]
+    assert {"credit", "onset_threshold", "teacher", "gigpo_omega"} <= {field.name for field in ours}
+    assert rows == {field.name for field in ours}
+    for field in ours:
+        assert field.metadata.get("help"), f"GEARConfig.{field.name} has no help text"
+        help_text = " ".join(field.metadata["help"].split()).replace("|", "\\|")
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{field.name}` |"))
+        assert help_text in row, field.name
+    assert "| `onset_threshold` | `0.1` |" in table
+
+
+def test_every_marker_names_a_generator_and_every_page_renders(hooks):
+    markers = {name for text in pages().values() for name in hooks.MARKER.findall(text)}
+    assert markers == set(hooks.GENERATORS), "a generator no page uses, or a marker no generator fills"
+    for uri, text in pages().items():
+        rendered = hooks.render(text, uri)
+        assert not hooks.MARKER.search(rendered) and "@FIGURES@" not in rendered, uri
+    with pytest.raises(KeyError):
+        hooks.render("<!-- generated: no_such_table -->")
+
+
+def test_results_pages_are_filled_from_the_committed_json(hooks):
+    learning = hooks.render(pages()["results/learning.md"], "results/learning.md")
+    assert "| `gear` |" in learning and "| `gigpo` |" in learning  # the math and the tool-use tables
+    assert "![reward curves and accuracies per credit mode](figures/learning.png)" in learning
+    performance = hooks.render(pages()["results/performance.md"], "results/performance.md")
+    assert "| `step_time` | tiny |" in performance
+    sweep = hooks.render(pages()["results/teacher-sweep.md"], "results/teacher-sweep.md")
+    assert "](figures/teacher_sweep.png)" in sweep and "bench/results/teacher_sweep.png" not in sweep
+    assert not re.search(r"^#{1} ", sweep.split("\n", 1)[1], re.MULTILINE)  # one page title: the section's is demoted
+
+
+def test_the_readme_is_a_first_screen_and_a_map():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    assert re.search(r"^make demo +#", text, re.MULTILINE) and re.search(
+        r"^make test +# .*\d+ tests", text, re.MULTILINE
+    )
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", text)
+    assert len(links) >= 10
+    for link in links:
+        assert (REPO_ROOT / link).is_file(), link
+
+
+def test_the_readme_headline_figures_are_the_generated_ones(hooks):
+    """Every figure in the README's results table appears on the docs pages built from the committed JSON."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("## Results") : text.index("## Documentation")]
+    figures = re.findall(r"[-+]?\d+\.\d+(?: ± \d+\.\d+| \[[-+]\d+\.\d+, [-+]\d+\.\d+\])?x?", table)
+    assert len(figures) >= 10
+    generated = "\n".join(
+        hooks.render(body, uri)
+        for uri, body in pages().items()
+        if uri.startswith("results/") and uri != "results/index.md"
+    )
+    missing = [figure for figure in figures if figure not in generated]
+    assert not missing, f"README figures not on the generated results pages: {missing}"
