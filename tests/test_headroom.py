@@ -126,3 +126,35 @@ def test_markdown_and_plot_from_a_report(headroom, tmp_path):
     assert "(baseline)" in table
     headroom.plot(report, tmp_path / "h.png")
     assert (tmp_path / "h.png").stat().st_size > 1000
+
+
+def test_each_task_runs_the_budgets_arms_it_has_none_first(headroom):
+    task = {"arms": ["none", "gear-answer", "gear-solution", "rlsd"]}
+    assert headroom.task_arms(task, ["gear-answer", "gear", "rlsd"]) == ["none", "gear-answer", "rlsd"]
+    # arms the user names run as asked; a task without its own list runs every requested arm
+    assert headroom.task_arms(task, ["gear"], explicit=True) == ["none", "gear"]
+    assert headroom.task_arms({}, ["none", "gear", "oracle-gear"]) == ["none", "gear", "oracle-gear"]
+    assert set(headroom.TASKS["arith"]["arms"]) <= set(headroom.ARMS)
+
+
+@pytest.mark.parametrize(
+    ("arm", "reference"),
+    [("gear-answer", "answer"), ("gear-solution", "solution"), ("gear-signed", "solution"), ("rlsd", "solution")],
+)
+def test_arith_arms_set_what_the_teacher_sees(headroom, arm, reference):
+    # The arith task's teacher sees the worked solution; `gear-answer` overrides it back to the final answer.
+    from gear_trl.config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
+    from gear_trl.train import parse_args
+
+    task = headroom.TASKS["arith"]
+    overrides = headroom.arm_overrides(task, arm, ["--per_device_train_batch_size", "16"])
+    _, args, model_args = parse_args(
+        ["--config", task["recipe"], "--credit", headroom.ARMS[arm]["credit"], *overrides]
+    )
+    assert args.teacher_reference == reference
+    assert (
+        args.teacher_template
+        == {"answer": DEFAULT_MATH_TEACHER_TEMPLATE, "solution": DEFAULT_MATH_SOLUTION_TEMPLATE}[reference]
+    )
+    assert model_args.model_name_or_path == task["model"] and args.per_device_train_batch_size == 16
+    assert (REPO_ROOT / task["model"] / "model.safetensors").exists()
