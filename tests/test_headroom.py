@@ -90,6 +90,7 @@ def test_report_pairs_each_arm_with_none_by_seed(headroom):
         run("gear", 2, [0.0, 0.3, 0.5], 0.5),
         run("gear", 3, [0.0, 0.0, 0.0], 0.0),
     ]
+    runs[3]["cpu_s"], runs[4]["cpu_s"] = 100.0, 120.0  # measured by the worker; runs cached before it have none
     probes = {"gear": {"localization": {"onset_rate": 0.5}, "label_free": {"kl_failed_over_passed": 2.0}}}
     report = headroom.build_report({"arith": {"arms": ["none", "gear"], "runs": runs, "probes": probes}}, window=2)
     arms = report["arith"]["arms"]
@@ -110,6 +111,7 @@ def test_report_pairs_each_arm_with_none_by_seed(headroom):
     assert arms["gear"]["diagnostics"]["training_kl_failed_over_passed"] == pytest.approx(1.3)
     assert arms["gear"]["diagnostics"]["kl_failed_over_passed"] == 2.0
     assert arms["none"]["diagnostics"]["training_kl_failed_over_passed"] is None
+    assert arms["gear"]["cpu_s_per_run"] == pytest.approx(110.0) and arms["none"]["cpu_s_per_run"] is None
     assert not math.isnan(arms["none"]["reward_last"]["ci_low"])
 
 
