@@ -30,8 +30,8 @@ Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) 
 runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); each task's runs are cached under
 `--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
 
-    python bench/headroom.py --quick     # arith: 6 arms x 2 seeds, 3 steps: 3.1 CPU-minutes (see BUDGETS)
-    python bench/headroom.py             # every arm x 8 seeds on arith: about FULL_H CPU-hours (see BUDGETS)
+    python bench/headroom.py --quick     # arith: 5 arms x 2 seeds, 3 steps: < 5 minutes
+    python bench/headroom.py             # every arm x 8 seeds on arith: about 1.7 CPU-hours (see BUDGETS)
 
 Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
 `n_seeds`, plus each arm's `localization` and `diagnostics`.
@@ -119,7 +119,7 @@ BUDGETS = {
         "set": [],
     },
     "quick": {
-        "arms": ["none", "gear-answer", "gear-solution", "gear-signed", "rlsd", "oracle-gear"],
+        "arms": ["none", "gear-answer", "gear-solution", "gear-signed", "oracle-gear"],  # rlsd: same teacher pass
         "seeds": [0, 1],
         "max_steps": 3,
         "eval_limit": 16,
@@ -127,10 +127,15 @@ BUDGETS = {
         "set": ["per_device_train_batch_size=16"],  # 2 problems x 8 samples per step
     },
 }
-"""The full budget is bench/teacher_sweep.py's (40 steps of 8 problems x 8 samples, 200 held-out problems): there a
-`none` or `gear` run took 2.0-2.3 CPU-minutes (110-131 s of training and ~9 s of scoring on one thread,
-bench/results/teacher_sweep.json), so 7 arms x 8 seeds on arith is 56 runs, about 2.2 CPU-hours (1.1 hours on 2
-workers), plus 6 probes of 48 problems (a few minutes each)."""
+"""The full budget is bench/teacher_sweep.py's (40 steps of 8 problems x 8 samples, 200 held-out problems). Measured on
+arith with `tiny-qwen3-arith-sol35` (each job's `cpu_s`: its worker process's CPU seconds, one torch thread; one
+seed of none, gear-answer, gear-solution, gear-signed, rlsd and oracle-gear on 2 cores shared with other jobs): a
+run costs 86 (`none`) to 97 (`rlsd`) CPU-seconds, training and scoring; a probe of 48 problems 14-15, the start 12.
+The full arith study, 8 arms x 8 seeds = 64 runs plus 7 probes, is about 1.7 CPU-hours: about 50 minutes on 2
+workers with a free core each (that invocation's wall time was 2.7x its CPU time, the cores being shared). `--quick`
+(5 arms x 2 seeds, 3 steps of 2 problems, 16 held-out problems, 5 probes of 4 problems; `rlsd` left out, its teacher
+pass is `gear-solution`'s) used 150 CPU-seconds, mostly starting 15 worker processes, and took 4.7 minutes on the
+shared cores."""
 
 METRICS = teacher_sweep.METRICS
 
@@ -408,7 +413,7 @@ def arm_overrides(task: dict, arm: str, budget_overrides: list[str] = ()) -> lis
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="arith, 6 arms x 2 seeds, 3 steps of 2 problems.")
+    parser.add_argument("--quick", action="store_true", help="arith, 5 arms x 2 seeds, 3 steps of 2 problems.")
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), help="Default: all.")
     parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Default: the budget's that the task has.")
     parser.add_argument("--seeds", nargs="+", type=int)
