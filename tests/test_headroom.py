@@ -159,4 +159,13 @@ def test_arith_arms_set_what_the_teacher_sees(headroom, arm, reference):
         == {"answer": DEFAULT_MATH_TEACHER_TEMPLATE, "solution": DEFAULT_MATH_SOLUTION_TEMPLATE}[reference]
     )
     assert model_args.model_name_or_path == task["model"] and args.per_device_train_batch_size == 16
-    assert (REPO_ROOT / task["model"] / "model.safetensors").exists()
+
+
+def test_arith_warm_start_is_shipped_small_and_shaped_like_the_others(headroom):
+    # data/tiny-qwen3-arith-sol35 differs from the testbed's warm start only in its weights
+    model_dir = REPO_ROOT / headroom.TASKS["arith"]["model"]
+    reference = REPO_ROOT / "data" / "tiny-qwen3-arith"
+    assert sum(f.stat().st_size for f in model_dir.iterdir() if f.is_file()) < 6 * 2**20
+    for name in ("config.json", "tokenizer.json", "chat_template.jinja", "generation_config.json"):
+        assert (model_dir / name).read_bytes() == (reference / name).read_bytes(), name
+    assert (model_dir / "model.safetensors").read_bytes() != (reference / "model.safetensors").read_bytes()
