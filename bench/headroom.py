@@ -13,6 +13,13 @@ every arm from the same warm start, recipe, steps, batch and seeds, and reports,
   `gear/onsets_teacher_supported_frac` (the share of onsets in passed rollouts on tokens the teacher supports). In the
   oracle arms the "KL" these read is the oracle's signal.
 
+What the teacher sees. A teacher shown only the final answer (the paper's arithmetic setting, and every earlier study
+here) cannot know which intermediate line of a failed solution went wrong; one shown the worked solution can. On arith
+the warm start (`data/tiny-qwen3-arith-sol35`, data/README.md) was trained to use either in its teacher prompt, and
+the task's teacher sees the solution (`teacher_reference: solution`, the rows' `reference_solution`): `gear-signed`
+and `rlsd` use it. `gear-answer` and `gear-solution` are GEAR with each teacher, so their difference is what the
+solution buys.
+
 The oracle arms (bench code only, never in the library) replace the teacher's KL by a signal built from labels: 1 from
 the first wrong token of a failed rollout on, 0 before it and 0 in every other rollout, passed through the same
 segment and weight functions (`OracleTrainer`). `oracle-gear` uses GEAR's defaults, `oracle-token` marks only the first
@@ -23,8 +30,8 @@ Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) 
 runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); each task's runs are cached under
 `--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
 
-    python bench/headroom.py --quick     # arith: none, gear, gear-signed, rlsd, oracle-gear x 2 seeds: < 5 minutes
-    python bench/headroom.py             # every arm x 8 seeds on arith: about 2.2 CPU-hours (see BUDGETS)
+    python bench/headroom.py --quick     # arith: 5 arms x 2 seeds, 3 steps: < 5 minutes
+    python bench/headroom.py             # every arm x 8 seeds on arith: about 1.7 CPU-hours (see BUDGETS)
 
 Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
 `n_seeds`, plus each arm's `localization` and `diagnostics`.
@@ -57,13 +64,27 @@ import teacher_sweep
 TASKS = {
     "arith": {
         "recipe": "recipes/tiny/config_arith.yaml",
-        # the warm start whose teacher uses the reference best (README, "When does GEAR help?": blame ratio 1.5)
-        "model": "data/tiny-qwen3-arith-hint70",
+        # trained to use the reference answer and the worked solution in its teacher prompt (data/README.md)
+        "model": "data/tiny-qwen3-arith-sol35",
         "eval": learning.TASKS["math"]["eval"],
         "error_site": "arith",
+        # the teacher sees the worked solution (data/arith's `reference_solution`) unless an arm says otherwise
+        "overrides": ["--teacher_reference", "solution"],
+        "arms": [
+            "none",
+            "gear-answer",
+            "gear-solution",
+            "gear-signed",
+            "rlsd",
+            "oracle-gear",
+            "oracle-token",
+            "oracle-strong",
+        ],
     },
 }
-"""Task -> recipe, warm start, held-out split and the label that locates a failed rollout's first wrong token."""
+"""Task -> recipe, warm start, held-out split, the label that locates a failed rollout's first wrong token, recipe
+overrides for every arm of the task (before the arm's own) and the task's arms (a budget runs those of its arms that
+the task has)."""
 
 ORACLE_STRONG = ["--weight_alpha", "3", "--weight_eps", "0.9", "--weight_norm", "none"]
 """The strongest oracle weighting we can justify. alpha 3 puts the oracle's signal of 1 at the clip (exp(3) > 1.9), so
@@ -75,13 +96,18 @@ would be pushed down *less* than under GRPO, and the failed rollout's total adva
 ARMS = {
     "none": {"credit": "none"},
     "gear": {"credit": "gear"},
+    "gear-answer": {"credit": "gear", "overrides": ["--teacher_reference", "answer"]},
+    "gear-solution": {"credit": "gear", "overrides": ["--teacher_reference", "solution"]},
     "gear-signed": {"credit": "gear-signed"},
     "rlsd": {"credit": "rlsd"},
     "oracle-gear": {"credit": "gear", "oracle": "from_error"},
     "oracle-token": {"credit": "token", "oracle": "error_token"},
     "oracle-strong": {"credit": "gear", "oracle": "from_error", "overrides": ORACLE_STRONG},
 }
-"""Arm -> credit mode, oracle signal (None: the teacher's KL) and recipe overrides."""
+"""Arm -> credit mode, oracle signal (None: the teacher's KL) and recipe overrides. `gear`, `gear-signed` and `rlsd`
+use the task's teacher (on arith: the worked solution, the task's `overrides`); `gear-answer` and `gear-solution` name
+what GEAR's teacher sees (`teacher_reference`): the final answer (the paper's setting, and what every earlier study's
+arith teacher saw) or the worked solution."""
 
 BUDGETS = {
     "full": {
@@ -93,7 +119,7 @@ BUDGETS = {
         "set": [],
     },
     "quick": {
-        "arms": ["none", "gear", "gear-signed", "rlsd", "oracle-gear"],
+        "arms": ["none", "gear-answer", "gear-solution", "gear-signed", "oracle-gear"],  # rlsd: same teacher pass
         "seeds": [0, 1],
         "max_steps": 3,
         "eval_limit": 16,
@@ -101,10 +127,15 @@ BUDGETS = {
         "set": ["per_device_train_batch_size=16"],  # 2 problems x 8 samples per step
     },
 }
-"""The full budget is bench/teacher_sweep.py's (40 steps of 8 problems x 8 samples, 200 held-out problems): there a
-`none` or `gear` run took 2.0-2.3 CPU-minutes (110-131 s of training and ~9 s of scoring on one thread,
-bench/results/teacher_sweep.json), so 7 arms x 8 seeds on arith is 56 runs, about 2.2 CPU-hours (1.1 hours on 2
-workers), plus 6 probes of 48 problems (a few minutes each)."""
+"""The full budget is bench/teacher_sweep.py's (40 steps of 8 problems x 8 samples, 200 held-out problems). Measured on
+arith with `tiny-qwen3-arith-sol35` (each job's `cpu_s`: its worker process's CPU seconds, one torch thread; one
+seed of none, gear-answer, gear-solution, gear-signed, rlsd and oracle-gear on 2 cores shared with other jobs): a
+run costs 86 (`none`) to 97 (`rlsd`) CPU-seconds, training and scoring; a probe of 48 problems 14-15, the start 12.
+The full arith study, 8 arms x 8 seeds = 64 runs plus 7 probes, is about 1.7 CPU-hours: about 50 minutes on 2
+workers with a free core each (that invocation's wall time was 2.7x its CPU time, the cores being shared). `--quick`
+(5 arms x 2 seeds, 3 steps of 2 problems, 16 held-out problems, 5 probes of 4 problems; `rlsd` left out, its teacher
+pass is `gear-solution`'s) used 150 CPU-seconds, mostly starting 15 worker processes, and took 4.7 minutes on the
+shared cores."""
 
 METRICS = teacher_sweep.METRICS
 
@@ -226,11 +257,19 @@ def probe_spec(job: dict) -> dict:
 
 
 def dispatch(job: dict) -> dict:
+    """Runs one job in its own worker process (`run_jobs` spawns one per job) and adds that process's CPU seconds to
+    its cached result (`cpu_s`: imports, training and scoring; the study's cost, measured)."""
+    import resource
+
     if job.get("oracle"):
         install_oracle(job["oracle"], job["error_site"])
-    if job["kind"] == "probe":
-        return probe(job)
-    return teacher_sweep.dispatch(job)
+    result = probe(job) if job["kind"] == "probe" else teacher_sweep.dispatch(job)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+    path = Path(job["work_dir"]) / job["key"] / "result.json"
+    if path.exists():
+        path.write_text(json.dumps(result, indent=1))
+    return result
 
 
 def cached(job: dict) -> dict | None:
@@ -263,6 +302,7 @@ def arm_summary(runs: list[dict], arm: str, window: int, baseline: str = "none")
     if arm != baseline:
         for metric, cell in teacher_sweep.paired(runs, arm, baseline, window).items():
             out[f"{metric}_minus_{baseline}"] = cell
+    out["cpu_s_per_run"] = nan_mean(r.get("cpu_s") for r in mine)
     out["diagnostics"] = {
         f"training_{key}": nan_mean(nan_mean(r.get(key) or []) for r in mine)
         for key in ("kl_failed_over_passed", "kl_floor", "onsets_teacher_supported_frac")
@@ -357,11 +397,25 @@ def markdown(report: dict) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def task_arms(task: dict, requested: list[str], explicit: bool = False) -> list[str]:
+    """The arms to run on `task`: the `requested` ones the task has (all of them when it lists none, or when the user
+    named them, `explicit`), `none` first: every arm is paired against it."""
+    arms = [arm for arm in requested if explicit or "arms" not in task or arm in task["arms"]]
+    return ["none", *(arm for arm in arms if arm != "none")]
+
+
+def arm_overrides(task: dict, arm: str, budget_overrides: list[str] = ()) -> list[str]:
+    """Recipe overrides of `arm`'s runs on `task`: its warm start, the task's overrides, the budget's, the arm's own
+    (a later flag wins)."""
+    return ["--model_name_or_path", task["model"], *task.get("overrides", []), *budget_overrides,
+            *ARMS[arm].get("overrides", [])]  # fmt: skip
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="arith, 5 arms x 2 seeds, 3 steps of 2 problems.")
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), help="Default: all.")
-    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Default: the budget's.")
+    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Default: the budget's that the task has.")
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--workers", type=int, default=2)
@@ -378,9 +432,6 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     args = make_parser().parse_args(argv)
     name = "headroom" + ("_quick" if args.quick else "")
     budget = BUDGETS["quick" if args.quick else "full"]
-    arms = args.arms or budget["arms"]
-    if "none" not in arms:
-        arms = ["none", *arms]  # every arm is paired against it
     seeds = args.seeds or budget["seeds"]
     max_steps = args.max_steps or budget["max_steps"]
     task_names = args.tasks or list(TASKS)
@@ -404,17 +455,16 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "work_dir": str(work_root / f"{task_name}-{teacher_sweep.sha_of(task['model'])}"),
             "task": task_name,
         }
-        model = ["--model_name_or_path", task["model"]]
         start = {"kind": "start", "key": "start", "model": task["model"], **common}
-        task_jobs = {"start": start, "probes": {}, "train": []}
+        arms = task_arms(task, args.arms or budget["arms"], explicit=bool(args.arms))
+        task_jobs = {"start": start, "arms": arms, "probes": {}, "train": []}
         for arm in arms:
             spec = ARMS[arm]
-            arm_overrides = [*model, *spec.get("overrides", [])]
             if arm != "none":
                 task_jobs["probes"][arm] = {
                     "kind": "probe", "key": f"probe__{learning.run_key(arm, 0)}", "mode": spec["credit"],
-                    "oracle": spec.get("oracle"), "overrides": arm_overrides, "problems": budget["problems"],
-                    **common,
+                    "oracle": spec.get("oracle"), "overrides": arm_overrides(task, arm),
+                    "problems": budget["problems"], **common,
                 }  # fmt: skip
         for seed in seeds:  # seed-major: a cut-off study has every arm's first seeds
             for arm in arms:
@@ -422,7 +472,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                 task_jobs["train"].append({
                     "kind": "train", "key": learning.run_key(arm, seed), "label": arm, "mode": spec["credit"],
                     "oracle": spec.get("oracle"), "seed": seed, "max_steps": max_steps,
-                    "overrides": [*model, *overrides, *spec.get("overrides", [])], **common,
+                    "overrides": arm_overrides(task, arm, overrides), **common,
                 })  # fmt: skip
         plan[task_name] = task_jobs
         jobs += [start, *task_jobs["probes"].values(), *task_jobs["train"]]
@@ -436,7 +486,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     tasks = {
         task_name: {
-            "arms": arms,
+            "arms": task_jobs["arms"],
             "start": got(task_jobs["start"]),
             "probes": {arm: got(job) for arm, job in task_jobs["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in task_jobs["train"] if got(job) is not None],
@@ -449,7 +499,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     report = {
         "title": f"Headroom: each arm against GRPO ({'quick, ' if args.quick else ''}{max_steps} steps, seeds {seeds})",
         "config": {
-            "arms": {arm: ARMS[arm] for arm in arms},
+            "arms": {arm: ARMS[arm] for task_jobs in plan.values() for arm in task_jobs["arms"]},
             "seeds": seeds,
             "max_steps": max_steps,
             "window": window,

@@ -90,6 +90,7 @@ def test_report_pairs_each_arm_with_none_by_seed(headroom):
         run("gear", 2, [0.0, 0.3, 0.5], 0.5),
         run("gear", 3, [0.0, 0.0, 0.0], 0.0),
     ]
+    runs[3]["cpu_s"], runs[4]["cpu_s"] = 100.0, 120.0  # measured by the worker; runs cached before it have none
     probes = {"gear": {"localization": {"onset_rate": 0.5}, "label_free": {"kl_failed_over_passed": 2.0}}}
     report = headroom.build_report({"arith": {"arms": ["none", "gear"], "runs": runs, "probes": probes}}, window=2)
     arms = report["arith"]["arms"]
@@ -110,6 +111,7 @@ def test_report_pairs_each_arm_with_none_by_seed(headroom):
     assert arms["gear"]["diagnostics"]["training_kl_failed_over_passed"] == pytest.approx(1.3)
     assert arms["gear"]["diagnostics"]["kl_failed_over_passed"] == 2.0
     assert arms["none"]["diagnostics"]["training_kl_failed_over_passed"] is None
+    assert arms["gear"]["cpu_s_per_run"] == pytest.approx(110.0) and arms["none"]["cpu_s_per_run"] is None
     assert not math.isnan(arms["none"]["reward_last"]["ci_low"])
 
 
@@ -126,3 +128,44 @@ def test_markdown_and_plot_from_a_report(headroom, tmp_path):
     assert "(baseline)" in table
     headroom.plot(report, tmp_path / "h.png")
     assert (tmp_path / "h.png").stat().st_size > 1000
+
+
+def test_each_task_runs_the_budgets_arms_it_has_none_first(headroom):
+    task = {"arms": ["none", "gear-answer", "gear-solution", "rlsd"]}
+    assert headroom.task_arms(task, ["gear-answer", "gear", "rlsd"]) == ["none", "gear-answer", "rlsd"]
+    # arms the user names run as asked; a task without its own list runs every requested arm
+    assert headroom.task_arms(task, ["gear"], explicit=True) == ["none", "gear"]
+    assert headroom.task_arms({}, ["none", "gear", "oracle-gear"]) == ["none", "gear", "oracle-gear"]
+    assert set(headroom.TASKS["arith"]["arms"]) <= set(headroom.ARMS)
+
+
+@pytest.mark.parametrize(
+    ("arm", "reference"),
+    [("gear-answer", "answer"), ("gear-solution", "solution"), ("gear-signed", "solution"), ("rlsd", "solution")],
+)
+def test_arith_arms_set_what_the_teacher_sees(headroom, arm, reference):
+    # The arith task's teacher sees the worked solution; `gear-answer` overrides it back to the final answer.
+    from gear_trl.train import parse_args
+    from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
+
+    task = headroom.TASKS["arith"]
+    overrides = headroom.arm_overrides(task, arm, ["--per_device_train_batch_size", "16"])
+    _, args, model_args = parse_args(
+        ["--config", task["recipe"], "--credit", headroom.ARMS[arm]["credit"], *overrides]
+    )
+    assert args.teacher_reference == reference
+    assert (
+        args.teacher_template
+        == {"answer": DEFAULT_MATH_TEACHER_TEMPLATE, "solution": DEFAULT_MATH_SOLUTION_TEMPLATE}[reference]
+    )
+    assert model_args.model_name_or_path == task["model"] and args.per_device_train_batch_size == 16
+
+
+def test_arith_warm_start_is_shipped_small_and_shaped_like_the_others(headroom):
+    # data/tiny-qwen3-arith-sol35 differs from the testbed's warm start only in its weights
+    model_dir = REPO_ROOT / headroom.TASKS["arith"]["model"]
+    reference = REPO_ROOT / "data" / "tiny-qwen3-arith"
+    assert sum(f.stat().st_size for f in model_dir.iterdir() if f.is_file()) < 6 * 2**20
+    for name in ("config.json", "tokenizer.json", "chat_template.jinja", "generation_config.json"):
+        assert (model_dir / name).read_bytes() == (reference / name).read_bytes(), name
+    assert (model_dir / "model.safetensors").read_bytes() != (reference / "model.safetensors").read_bytes()

@@ -53,10 +53,19 @@ def test_task_has_generic_train_and_test_splits(task):
     assert set(task) == {"train", "test"}  # sft.jsonl is not picked up as a split
     assert len(task["train"]) >= 1000 and len(task["test"]) >= 100
     for split in task.values():
-        assert split.column_names == ["prompt", "ground_truth"]
+        assert split.column_names == ["prompt", "ground_truth", "reference_solution"]
         for row in split.select(range(20)):
             assert isinstance(row["prompt"], str) and row["ground_truth"].isdigit()
             assert str(eval(EXPRESSION.search(row["prompt"]).group())) == row["ground_truth"]
+            # the worked solution: one correct line per operation, on the previous line's result, then the answer
+            *steps, last = row["reference_solution"].split("\n")
+            assert last == f"The answer is \\boxed{{{row['ground_truth']}}}."
+            left = EXPRESSION.search(row["prompt"]).group().split(" ")[0]
+            for step in steps:
+                expression, result = step.split(" = ")
+                assert expression.split(" ")[0] == left and str(eval(expression)) == result
+                left = result
+            assert left == row["ground_truth"] and len(steps) == len(re.findall(r" [+-] ", row["prompt"]))
     expressions = {EXPRESSION.search(p).group() for p in task["train"]["prompt"]}
     assert not any(EXPRESSION.search(p).group() in expressions for p in task["test"]["prompt"])
 
@@ -79,6 +88,27 @@ def test_sft_rows_show_the_rl_prompt(task):
         if plain in train_prompts:  # the SFT problems start with the train problems, then fresh ones
             assert train_prompts[plain] == answer
     assert 0.15 <= teacher_style / 200 <= 0.45
+
+
+def test_arith_recipe_gives_the_teacher_the_worked_solution(task):
+    # Through the recipe's adapter (`dataset_format: generic`) each row keeps its worked solution, which the teacher
+    # prompt of `teacher_reference: solution` shows in place of the bare answer.
+    from gear_trl.data.teacher import teacher_prompt
+    from gear_trl.train import load_splits, parse_args
+
+    script_args, args, _ = parse_args(
+        ["--config", "recipes/tiny/config_arith.yaml", "--teacher_reference", "solution", "--max_train_samples", "8"]
+    )
+    train, _ = load_splits(script_args, args)
+    assert len(train) == 8
+    for row, raw in zip(train, task["train"].select(range(8)), strict=True):
+        assert row["reference_solution"] == raw["reference_solution"] and row["ground_truth"] == raw["ground_truth"]
+        teacher = teacher_prompt(row["prompt"], row["ground_truth"], args.teacher_template, row["reference_solution"])
+        assert teacher[-1]["content"].endswith(
+            f"A reference solution to this problem is:\n{raw['reference_solution']}\n"
+            "Use it only to check your own reasoning; solve the problem step by step and give the final answer in "
+            "\\boxed{}."
+        )
 
 
 def test_greedy_decoding_is_partly_right(model, tokenizer, task):

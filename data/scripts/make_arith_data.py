@@ -13,14 +13,18 @@ are right, some go wrong at an identifiable token, and a teacher that sees the a
 Outputs (a pure function of `--seed`; the test split is drawn first, so `--n-train` / `--n-sft` do not change it):
 
 - `data/arith/train.jsonl`, `data/arith/test.jsonl`: the RL task in the `generic` schema
-  `{"prompt": str, "ground_truth": str}`; test problems never occur in train (nor in the SFT data).
+  `{"prompt": str, "ground_truth": str, "reference_solution": str}`, the last the canonical worked solution (the
+  lines above, the assistant message of the SFT rows), which the generic adapter keeps for GEAR's teacher
+  (`teacher_reference: solution`); test problems never occur in train (nor in the SFT data).
 - `data/arith/sft.jsonl`: conversational SFT rows `{"messages": [user, assistant]}`. The user message is exactly
   what the RL trainer shows (`gear_trl.data.math.GENERIC` with its default prompt template); a fraction
   (`--teacher-frac`, default 0.3) of rows are *teacher-style*: the user message also carries
   `DEFAULT_MATH_TEACHER_TEMPLATE` with the ground truth, appended by the same function the trainer uses
-  (`gear_trl.data.teacher.teacher_prompt`), so the model learns to make use of a reference answer. The SFT problems are the
-  train problems, then fresh problems (never test ones) up to `--n-sft`. `load_dataset("data/arith")` ignores
-  `sft.jsonl` (its name matches no split keyword), so it gives the train and test splits only.
+  (`gear_trl.data.teacher.teacher_prompt`), so the model learns to make use of a reference answer. Another fraction
+  (`--solution-frac`, default 0) carries the worked solution instead, with `DEFAULT_MATH_SOLUTION_TEMPLATE` (the
+  teacher prompt of `teacher_reference: solution`). The SFT problems are the train problems, then fresh problems
+  (never test ones) up to `--n-sft`. `load_dataset("data/arith")` ignores `sft.jsonl` (its name matches no split
+  keyword), so it gives the train and test splits only.
 
     python data/scripts/make_arith_data.py
 """
@@ -39,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
 
 from gear_trl.data.math import GENERIC
 from gear_trl.data.teacher import teacher_prompt
-from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
+from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 
 QUESTION_TEMPLATES = ["Compute {expr}.", "What is {expr}?", "Calculate {expr}."]
 LOW, HIGH = 10, 99
@@ -102,18 +106,31 @@ def draw_problems(
 
 
 def task_row(problem: Problem, rng: random.Random) -> dict[str, str]:
-    """A generic-schema row: the question (one of a few phrasings) and the answer as a number string."""
+    """A generic-schema row: the question (one of a few phrasings), the answer as a number string and the worked
+    solution."""
     operands, operators = problem
     question = rng.choice(QUESTION_TEMPLATES).format(expr=expression(operands, operators))
-    return {"prompt": question, "ground_truth": str(partial_results(operands, operators)[-1])}
+    return {
+        "prompt": question,
+        "ground_truth": str(partial_results(operands, operators)[-1]),
+        "reference_solution": solution(operands, operators),
+    }
 
 
-def sft_row(row: dict[str, str], problem: Problem, teacher_style: bool) -> dict[str, list[dict[str, str]]]:
-    """The user message exactly as the RL trainer builds it (the generic adapter; the teacher prompt for
-    teacher-style rows), then the worked solution."""
+TEACHER_STYLES = {
+    "answer": DEFAULT_MATH_TEACHER_TEMPLATE,
+    "solution": DEFAULT_MATH_SOLUTION_TEMPLATE,
+}
+"""SFT teacher styles: the template appended to the user message (`{ground_truth}` or `{reference_solution}`)."""
+
+
+def sft_row(row: dict[str, str], problem: Problem, teacher_style: str | None) -> dict[str, list[dict[str, str]]]:
+    """The user message exactly as the RL trainer builds it (the generic adapter; for a teacher style, the teacher
+    prompt with the reference answer or solution), then the worked solution."""
     messages = GENERIC(row)["prompt"]
-    if teacher_style:
-        messages = teacher_prompt(messages, row["ground_truth"], DEFAULT_MATH_TEACHER_TEMPLATE)
+    if teacher_style is not None:
+        template = TEACHER_STYLES[teacher_style]
+        messages = teacher_prompt(messages, row["ground_truth"], template, row["reference_solution"])
     return {"messages": [*messages, {"role": "assistant", "content": solution(*problem)}]}
 
 
@@ -132,7 +149,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-train", type=int, default=2000)
     parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--n-sft", type=int, default=10000, help="SFT rows: the train problems, then fresh ones.")
-    parser.add_argument("--teacher-frac", type=float, default=0.3, help="Fraction of teacher-style SFT rows.")
+    parser.add_argument("--teacher-frac", type=float, default=0.3,
+                        help="Fraction of teacher-style SFT rows with the reference answer.")  # fmt: skip
+    parser.add_argument("--solution-frac", type=float, default=0.0,
+                        help="Fraction of teacher-style SFT rows with the reference solution.")  # fmt: skip
     parser.add_argument("--three-term-frac", type=float, default=0.7, help="Fraction of three-operand problems.")
     parser.add_argument("--later-low", type=int, default=1, help="Smallest second/third operand.")
     parser.add_argument("--later-high", type=int, default=9, help="Largest second/third operand.")
@@ -151,9 +171,14 @@ def main(argv: list[str] | None = None) -> None:
     sft_problems = (train + extra)[: args.n_sft]
     sft_task_rows = (train_rows + extra_rows)[: args.n_sft]
     n_teacher = round(args.teacher_frac * len(sft_problems))
-    teacher_rows = set(rng.sample(range(len(sft_problems)), n_teacher))
+    n_solution = round(args.solution_frac * len(sft_problems))
+    if n_teacher + n_solution > len(sft_problems):
+        parser.error("--teacher-frac + --solution-frac must be at most 1")
+    # One draw for both styles (the first n_teacher indices get the answer), so --solution-frac 0 draws as before.
+    drawn = rng.sample(range(len(sft_problems)), n_teacher + n_solution)
+    styles = {index: "answer" for index in drawn[:n_teacher]} | {index: "solution" for index in drawn[n_teacher:]}
     sft = [
-        sft_row(row, problem, index in teacher_rows)
+        sft_row(row, problem, styles.get(index))
         for index, (row, problem) in enumerate(zip(sft_task_rows, sft_problems, strict=True))
     ]
     rng.shuffle(sft)
@@ -163,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     write_jsonl(args.sft_out, sft)
     print(
         f"wrote {len(train_rows)} train and {len(test_rows)} test rows to {args.out_dir}, "
-        f"{len(sft)} SFT rows ({n_teacher} teacher-style) to {args.sft_out}"
+        f"{len(sft)} SFT rows ({n_teacher} with the reference answer, {n_solution} with the reference solution) "
+        f"to {args.sft_out}"
     )
 
 

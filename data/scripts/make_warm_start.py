@@ -13,7 +13,9 @@ At the end the script samples completions for the test split the way the RL trai
 - greedy: greedy decoding on the plain prompt;
 - sampled: sampling at temperature 1.0 on the plain prompt (what GRPO sees);
 - teacher: sampling at temperature 1.0 on the teacher prompt (the ground truth appended with
-  `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.data.teacher.teacher_prompt` builds it).
+  `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.data.teacher.teacher_prompt` builds it);
+- teacher with the solution (test rows with a `reference_solution`): the same with the worked solution appended with
+  `DEFAULT_MATH_SOLUTION_TEMPLATE`, the teacher prompt of `teacher_reference: solution`.
 
     python data/scripts/make_arith_data.py
     python data/scripts/make_warm_start.py
@@ -25,7 +27,8 @@ multi-turn rollouts on the test split through GRPOTrainer's own tool loop (`gear
 the model's calls executed in `gear_trl.envs.Calculator`, the results fed back) and scores them with
 `gear_trl.rewards.calculator.calculator_answer_reward`; the teacher prompt carries the reference calls with the
 task's teacher template. The other defaults (model size, steps, learning rate) are the arithmetic task's.
-`--no-eval` skips the final evaluation.
+`--no-eval` skips the final evaluation; `--evaluate-only DIR` trains nothing and scores a saved model (a snapshot,
+say) the same way.
 
     python data/scripts/make_calc_tools_data.py
     python data/scripts/make_warm_start.py --task calc_tools [--max-steps N]
@@ -60,7 +63,7 @@ from gear_trl.data.math import GENERIC
 from gear_trl.data.teacher import teacher_prompt
 from gear_trl.rewards.math import accuracy_reward, boxed_spans
 from gear_trl.testing.tiny import EOS_TOKEN, PAD_TOKEN, build_tiny_qwen3
-from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
+from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 
 DEFAULT_TOKENIZER_DIR = REPO_ROOT / "data" / "tiny-qwen3"
 DEFAULT_SFT_FILE = REPO_ROOT / "data" / "arith" / "sft.jsonl"
@@ -90,12 +93,19 @@ TASKS = {
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def rl_prompt(row: dict[str, str], teacher: bool = False) -> list[dict[str, str]]:
+TEACHER_TEMPLATES = {"answer": DEFAULT_MATH_TEACHER_TEMPLATE, "solution": DEFAULT_MATH_SOLUTION_TEMPLATE}
+"""`teacher_reference` -> the default math teacher template the trainer uses with it."""
+
+
+def rl_prompt(row: dict[str, str], teacher: bool = False, reference: str = "answer") -> list[dict[str, str]]:
     """The conversational prompt the RL trainer builds for a generic-schema row; with `teacher`, the teacher prompt
-    (ground truth appended with the default math teacher template)."""
-    messages = GENERIC(row)["prompt"]
+    (the ground truth, or with `reference="solution"` the row's worked solution, appended with the default math
+    teacher template for that reference)."""
+    example = GENERIC(row)
+    messages = example["prompt"]
     if teacher:
-        messages = teacher_prompt(messages, row["ground_truth"], DEFAULT_MATH_TEACHER_TEMPLATE)
+        template = TEACHER_TEMPLATES[reference]
+        messages = teacher_prompt(messages, row["ground_truth"], template, example["reference_solution"])
     return messages
 
 
@@ -151,11 +161,12 @@ def evaluate(
     *,
     do_sample: bool,
     teacher: bool = False,
+    reference: str = "answer",
     max_new_tokens: int = 48,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Accuracy (mean of `accuracy_reward`) and the fraction of completions with a `\\boxed{}` on `rows`."""
-    prompts = [rl_prompt(row, teacher=teacher) for row in rows]
+    prompts = [rl_prompt(row, teacher=teacher, reference=reference) for row in rows]
     completions = generate_completions(
         model, tokenizer, prompts, do_sample=do_sample, max_new_tokens=max_new_tokens, seed=seed
     )
@@ -168,14 +179,19 @@ def evaluate(
 
 
 def evaluate_all(model, tokenizer, rows, max_new_tokens: int = 48, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """The three accuracies: greedy, sampled (T = 1) and sampled with the teacher prompt (T = 1)."""
-    return {
-        "greedy": evaluate(model, tokenizer, rows, do_sample=False, max_new_tokens=max_new_tokens, seed=seed),
-        "sampled": evaluate(model, tokenizer, rows, do_sample=True, max_new_tokens=max_new_tokens, seed=seed),
-        "teacher_sampled": evaluate(
-            model, tokenizer, rows, do_sample=True, teacher=True, max_new_tokens=max_new_tokens, seed=seed
-        ),
+    """The accuracies: greedy, sampled (T = 1) and sampled with the teacher prompt (T = 1), and when the rows carry
+    worked solutions, sampled with the solution in the teacher prompt."""
+    kwargs = {"max_new_tokens": max_new_tokens, "seed": seed}
+    results = {
+        "greedy": evaluate(model, tokenizer, rows, do_sample=False, **kwargs),
+        "sampled": evaluate(model, tokenizer, rows, do_sample=True, **kwargs),
+        "teacher_sampled": evaluate(model, tokenizer, rows, do_sample=True, teacher=True, **kwargs),
     }
+    if all(row.get("reference_solution") for row in rows):
+        results["teacher_solution_sampled"] = evaluate(
+            model, tokenizer, rows, do_sample=True, teacher=True, reference="solution", **kwargs
+        )
+    return results
 
 
 def summary(results: dict[str, dict[str, Any]]) -> str:
@@ -343,6 +359,21 @@ def save_model(model, tokenizer_dir: Path, output_dir: Path) -> None:
     assert size < 20 * 2**20, "the warm-started model must stay under 20 MB"
 
 
+def report_evaluation(model, tokenizer, test_rows: list[dict], args: argparse.Namespace) -> None:
+    """Print the task's accuracies on the first `args.n_eval` test rows, with an example completion of each."""
+    is_calc = args.task == "calc_tools"
+    start = time.time()
+    evaluate_all_fn = evaluate_all_calc if is_calc else evaluate_all
+    results = evaluate_all_fn(model, tokenizer, test_rows[: args.n_eval], max_new_tokens=args.max_new_tokens)
+    print(
+        f"evaluation on {min(args.n_eval, len(test_rows))} test rows ({time.time() - start:.0f}s): {summary(results)}"
+    )
+    for name in results:
+        if is_calc:
+            print(f"  {name}: {results[name]['tool_calls']:.2f} tool calls per rollout")
+        print(f"  e.g. {name}: {results[name]['completions'][0]!r}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="arith",
@@ -382,6 +413,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads; more than 1 crawls on shared cores")
     parser.add_argument("--no-save", action="store_true", help="Train and evaluate only.")
     parser.add_argument("--no-eval", action="store_true", help="Skip the final evaluation.")
+    parser.add_argument("--evaluate-only", type=Path, metavar="DIR",
+                        help="Train nothing: score the model saved in DIR and exit.")  # fmt: skip
     args = parser.parse_args(argv)
     for key, value in TASKS[args.task].items():
         if getattr(args, key) is None:
@@ -389,6 +422,13 @@ def main(argv: list[str] | None = None) -> None:
     is_calc = args.task == "calc_tools"
 
     torch.set_num_threads(args.threads)
+    if args.evaluate_only is not None:
+        from transformers import AutoModelForCausalLM
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
+        model = AutoModelForCausalLM.from_pretrained(args.evaluate_only, dtype=torch.float32)
+        report_evaluation(model, tokenizer, list(load_dataset(str(args.task_dir), split="test")), args)
+        return
     set_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
     heads = args.num_attention_heads
@@ -453,17 +493,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"training: {steps} of {args.max_steps} steps ({epochs:.1f} epochs) in {train_time:.0f}s", flush=True)
 
     if not args.no_eval:
-        start = time.time()
-        evaluate_all_fn = evaluate_all_calc if is_calc else evaluate_all
-        results = evaluate_all_fn(model, tokenizer, test_rows[: args.n_eval], max_new_tokens=args.max_new_tokens)
-        print(
-            f"evaluation on {min(args.n_eval, len(test_rows))} test rows ({time.time() - start:.0f}s): "
-            f"{summary(results)}"
-        )
-        for name in results:
-            if is_calc:
-                print(f"  {name}: {results[name]['tool_calls']:.2f} tool calls per rollout")
-            print(f"  e.g. {name}: {results[name]['completions'][0]!r}")
+        report_evaluation(model, tokenizer, test_rows, args)
 
     if args.no_save:
         return
