@@ -62,8 +62,28 @@ TASKS = {
         "eval": learning.TASKS["math"]["eval"],
         "error_site": "arith",
     },
+    "calc_long": {
+        # chains of 4-6 tool calls (data/calc_long), the paper's regime: long rollouts, a teacher that sees the
+        # reference calls and follows them (data/README.md, "Long chains")
+        "recipe": "recipes/tiny/config_calc_long.yaml",
+        "model": "data/tiny-qwen3-calc-long",
+        "eval": {
+            "dataset": "data/calc_long",
+            "split": "test",
+            "dataset_format": "tool_use",
+            "max_new_tokens": 512,
+            "environment": "calculator",
+            "max_tool_calling_iterations": 8,
+        },
+        "error_site": "tools",
+        "arms": ["none", "gear", "gear-signed", "rlsd", "gigpo", "gear+gigpo", "oracle-gear"],
+        "full": {"max_steps": 40, "eval_limit": 100, "problems": 24},
+        "quick": {"arms": ["none", "oracle-gear"], "seeds": [0], "max_steps": 2, "eval_limit": 4, "problems": 2},
+    },
 }
-"""Task -> recipe, warm start, held-out split and the label that locates a failed rollout's first wrong token."""
+"""Task -> recipe, warm start, held-out split, the label that locates a failed rollout's first wrong token and,
+optionally, the task's arms (`arms`, in place of the full budget's) and settings of each budget (`full`, `quick`: on
+top of `BUDGETS`; see `task_budget`)."""
 
 ORACLE_STRONG = ["--weight_alpha", "3", "--weight_eps", "0.9", "--weight_norm", "none"]
 """The strongest oracle weighting we can justify. alpha 3 puts the oracle's signal of 1 at the clip (exp(3) > 1.9), so
@@ -80,6 +100,8 @@ ARMS = {
     "oracle-gear": {"credit": "gear", "oracle": "from_error"},
     "oracle-token": {"credit": "token", "oracle": "error_token"},
     "oracle-strong": {"credit": "gear", "oracle": "from_error", "overrides": ORACLE_STRONG},
+    "gigpo": {"credit": "gigpo"},  # tool tasks only: anchor states from the environment
+    "gear+gigpo": {"credit": "gear+gigpo"},
 }
 """Arm -> credit mode, oracle signal (None: the teacher's KL) and recipe overrides."""
 
@@ -107,6 +129,18 @@ bench/results/teacher_sweep.json), so 7 arms x 8 seeds on arith is 56 runs, abou
 workers), plus 6 probes of 48 problems (a few minutes each)."""
 
 METRICS = teacher_sweep.METRICS
+
+
+def task_budget(task: str, quick: bool) -> dict:
+    """A task's budget: `BUDGETS["quick"]` or `["full"]`, with the full budget's arms replaced by the task's own
+    (`TASKS[task]["arms"]`, where it lists them), then the task's own settings for that budget
+    (`TASKS[task]["quick"]` / `["full"]`) on top."""
+    kind = "quick" if quick else "full"
+    budget = dict(BUDGETS[kind])
+    if not quick and "arms" in TASKS[task]:
+        budget["arms"] = list(TASKS[task]["arms"])
+    budget.update(TASKS[task].get(kind, {}))
+    return budget
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -143,9 +177,9 @@ def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple
 
 
 def error_site_for(name: str):
-    from credit_sites import arith_error_site, error_site
+    from credit_sites import arith_error_site, calc_error_site
 
-    return {"arith": arith_error_site, "tools": error_site}[name]
+    return {"arith": arith_error_site, "tools": calc_error_site}[name]
 
 
 def install_oracle(kind: str, site: str) -> None:
@@ -271,12 +305,13 @@ def arm_summary(runs: list[dict], arm: str, window: int, baseline: str = "none")
 
 
 def build_report(tasks: dict, window: int) -> dict:
-    """`tasks`: name -> {"arms": [...], "runs": [...], "probes": {arm: probe result}, "start": start result}."""
+    """`tasks`: name -> {"arms": [...], "runs": [...], "probes": {arm: probe result}, "start": start result,
+    optionally "window": the task's final window, in steps (default `window`)}."""
     out = {}
     for name, task in tasks.items():
         arms = {}
         for arm in task["arms"]:
-            cell = arm_summary(task["runs"], arm, window)
+            cell = arm_summary(task["runs"], arm, task.get("window", window))
             found = task["probes"].get(arm)
             if found is not None:
                 cell["localization"] = found["localization"]
@@ -377,26 +412,30 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     args = make_parser().parse_args(argv)
     name = "headroom" + ("_quick" if args.quick else "")
-    budget = BUDGETS["quick" if args.quick else "full"]
-    arms = args.arms or budget["arms"]
-    if "none" not in arms:
-        arms = ["none", *arms]  # every arm is paired against it
-    seeds = args.seeds or budget["seeds"]
-    max_steps = args.max_steps or budget["max_steps"]
     task_names = args.tasks or list(TASKS)
     work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
-    overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
     wall = time.perf_counter()
 
-    jobs, plan = [], {}
+    jobs, plan, budgets = [], {}, {}
     for task_name in task_names:
         task = TASKS[task_name]
+        budget = task_budget(task_name, args.quick)
+        arms = args.arms or budget["arms"]
+        if "none" not in arms:
+            arms = ["none", *arms]  # every arm is paired against it
+        seeds = args.seeds or budget["seeds"]
+        max_steps = args.max_steps or budget["max_steps"]
+        budgets[task_name] = {**budget, "arms": arms, "seeds": seeds, "max_steps": max_steps}
+        overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
         recipe = yaml.safe_load((REPO_ROOT / task["recipe"]).read_text())
+        train_eval = None  # greedy accuracy on the problems trained on, where the recipe trains on a small set
+        if recipe.get("max_train_samples"):
+            train_eval = {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)}
         common = {
             "recipe": task["recipe"],
             "eval": task["eval"],
             "eval_limit": budget["eval_limit"],
-            "train_eval": {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)},
+            "train_eval": train_eval,
             "temperature": float(recipe.get("temperature", 1.0)),
             "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
             "error_site": task["error_site"],
@@ -410,7 +449,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         for arm in arms:
             spec = ARMS[arm]
             arm_overrides = [*model, *spec.get("overrides", [])]
-            if arm != "none":
+            if spec["credit"] not in ("none", "gigpo"):  # localization of a teacher's (or the oracle's) credit
                 task_jobs["probes"][arm] = {
                     "kind": "probe", "key": f"probe__{learning.run_key(arm, 0)}", "mode": spec["credit"],
                     "oracle": spec.get("oracle"), "overrides": arm_overrides, "problems": budget["problems"],
@@ -436,32 +475,31 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     tasks = {
         task_name: {
-            "arms": arms,
+            "arms": budgets[task_name]["arms"],
+            "window": max(1, budgets[task_name]["max_steps"] // 4),
             "start": got(task_jobs["start"]),
             "probes": {arm: got(job) for arm, job in task_jobs["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in task_jobs["train"] if got(job) is not None],
         }
         for task_name, task_jobs in plan.items()
     }
-    window = max(1, max_steps // 4)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                             check=False)  # fmt: skip
     report = {
-        "title": f"Headroom: each arm against GRPO ({'quick, ' if args.quick else ''}{max_steps} steps, seeds {seeds})",
+        "title": "Headroom: each arm against GRPO, paired by seed ("
+        + "; ".join(f"{t}: {b['max_steps']} steps, seeds {b['seeds']}" for t, b in budgets.items())
+        + (", quick)" if args.quick else ")"),
         "config": {
-            "arms": {arm: ARMS[arm] for arm in arms},
-            "seeds": seeds,
-            "max_steps": max_steps,
-            "window": window,
-            "overrides": budget["set"],
-            "eval_limit": budget["eval_limit"],
-            "problems_probed": budget["problems"],
-            "tasks": {t: TASKS[t] for t in task_names},
+            "arms": {arm: ARMS[arm] for b in budgets.values() for arm in b["arms"]},
+            "tasks": {
+                t: {**TASKS[t], "budget": {**b, "window": tasks[t]["window"], "problems_probed": b["problems"]}}
+                for t, b in budgets.items()
+            },
         },
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "git": commit.stdout.strip() or None,
         "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
-        "tasks": build_report(tasks, window),
+        "tasks": build_report(tasks, window=1),
         "runs": {t: body["runs"] for t, body in tasks.items()},
     }
     out_dir = Path(args.out_dir)
