@@ -100,14 +100,15 @@ ARMS = {
     "oracle-gear": {"credit": "gear", "oracle": "from_error"},
     "oracle-token": {"credit": "token", "oracle": "error_token"},
     "oracle-strong": {"credit": "gear", "oracle": "from_error", "overrides": ORACLE_STRONG},
-    "gigpo": {"credit": "gigpo"},  # tool tasks only: anchor states from the environment
-    "gear+gigpo": {"credit": "gear+gigpo"},
+    "gigpo": {"credit": "gigpo", "tools_only": True},
+    "gear+gigpo": {"credit": "gear+gigpo", "tools_only": True},
 }
-"""Arm -> credit mode, oracle signal (None: the teacher's KL) and recipe overrides."""
+"""Arm -> credit mode, oracle signal (None: the teacher's KL), recipe overrides and, for GiGPO, `tools_only` (its
+anchor states come from a tool environment's state, so only a tool task lists it)."""
 
 BUDGETS = {
     "full": {
-        "arms": list(ARMS),
+        "arms": [arm for arm, spec in ARMS.items() if not spec.get("tools_only")],
         "seeds": list(range(8)),
         "max_steps": 40,
         "eval_limit": None,

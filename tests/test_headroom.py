@@ -194,6 +194,7 @@ def test_task_budgets_give_each_task_its_arms(headroom):
     quick = headroom.task_budget("calc_long", quick=True)
     assert set(quick["arms"]) < set(full["arms"]) and quick["max_steps"] < full["max_steps"]
     assert headroom.task_budget("arith", quick=True)["arms"] == headroom.BUDGETS["quick"]["arms"]  # no own list
+    assert "gigpo" not in headroom.task_budget("arith", quick=False)["arms"]  # no environment, no anchor states
     for task in headroom.TASKS:
         for arm in headroom.task_budget(task, quick=False)["arms"]:
             assert arm in headroom.ARMS
