@@ -189,3 +189,11 @@ def test_the_longest_rollouts_fit_the_recipes_budget(sft, tokenizer, recipe):
     assert 250 < longest <= 0.8 * recipe["max_completion_length"]
     assert recipe["max_tool_calling_iterations"] >= 6 + 1  # six calls, one failed call to spare
 
+
+
+def test_the_recipe_runs_the_long_task_with_the_teacher_template(recipe):
+    assert recipe["teacher_template"] == script.TEACHER_TEMPLATE
+    assert recipe["dataset_name"] == "data/calc_long" and recipe["dataset_format"] == "tool_use"
+    assert recipe["environment"] == "calculator" and recipe["reward_funcs"] == ["calculator_answer"]
+    assert recipe["model_name_or_path"] == "data/tiny-qwen3-calc-long"
+    assert (REPO / recipe["model_name_or_path"] / "model.safetensors").exists()
