@@ -218,3 +218,28 @@ def test_the_warm_start_calls_the_tools_through_long_chains_and_is_partly_right(
                                  progress=False)  # fmt: skip
     assert 4.0 <= report["tool_calls"] <= 6.0
     assert 0.0 < report["accuracy"] <= 0.5, report["accuracy"]
+
+
+@pytest.mark.slow
+def test_make_warm_start_init_from_starts_from_the_saved_model(tmp_path):
+    """`--init-from` continues SFT from a saved model's weights (here with learning rate 0: they come back unchanged),
+    not from fresh ones, and saves a model the RL trainer can load."""
+    import sys
+
+    import torch
+    from safetensors.torch import load_file
+
+    sys.path.insert(0, str(REPO))
+    from data.scripts import make_warm_start
+
+    script.main(["--task", "calc_long", "--out-dir", str(tmp_path / "data"), "--n-train", "4", "--n-sft", "4"])
+    out = tmp_path / "model"
+    make_warm_start.main([
+        "--task", "calc_long", "--init-from", str(REPO / "data" / "tiny-qwen3-calc"),
+        "--sft-file", str(tmp_path / "data" / "sft.jsonl"), "--output-dir", str(out), "--max-steps", "1",
+        "--batch-size", "2", "--learning-rate", "0", "--warmup-steps", "0", "--no-eval",
+    ])  # fmt: skip
+    before = load_file(REPO / "data" / "tiny-qwen3-calc" / "model.safetensors")
+    after = load_file(out / "model.safetensors")
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert (out / "generation_config.json").exists() and (out / "tokenizer.json").exists()
