@@ -23,8 +23,12 @@ Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) 
 runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); each task's runs are cached under
 `--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
 
-    python bench/headroom.py --quick     # arith: none, gear, gear-signed, rlsd, oracle-gear x 2 seeds: < 5 minutes
-    python bench/headroom.py             # every arm x 8 seeds on arith: about 2.2 CPU-hours (see BUDGETS)
+    python bench/headroom.py --quick     # arith: 5 arms x 2 seeds; calc_long: none, oracle-gear x 1 seed, 2 steps
+    python bench/headroom.py --tasks arith       # every arm x 8 seeds: about 2.2 CPU-hours (see BUDGETS)
+    python bench/headroom.py --tasks calc_long   # 7 arms x 8 seeds: about 10 CPU-hours (see BUDGETS)
+
+`calc_long` (chains of 4-6 tool calls, data/README.md "Long chains") is the paper's regime: long rollouts that fail
+on one call; it lists its own arms (GiGPO's among them: its anchor states come from the calculator) and budgets.
 
 Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
 `n_seeds`, plus each arm's `localization` and `diagnostics`.
@@ -127,7 +131,16 @@ BUDGETS = {
 """The full budget is bench/teacher_sweep.py's (40 steps of 8 problems x 8 samples, 200 held-out problems): there a
 `none` or `gear` run took 2.0-2.3 CPU-minutes (110-131 s of training and ~9 s of scoring on one thread,
 bench/results/teacher_sweep.json), so 7 arms x 8 seeds on arith is 56 runs, about 2.2 CPU-hours (1.1 hours on 2
-workers), plus 6 probes of 48 problems (a few minutes each)."""
+workers), plus 6 probes of 48 problems (a few minutes each).
+
+calc_long's full budget (`TASKS["calc_long"]["full"]`: 40 steps of 4 problems x 8 samples, 100 held-out problems,
+probes of 24) costs more a run: one `gear` run took 689 CPU-seconds (11.5 CPU-minutes: 40 steps, rollouts of
+about 160 tokens and 5 calls, then greedy and 2 samples on 100 problems; 3.2 GB peak RSS), measured on one thread
+beside other jobs, from the SFT step-80 snapshot of the warm start (its rollouts have the committed one's length).
+7 arms x 8 seeds is 56 runs, about 10 CPU-hours (`none` and `gigpo` skip the teacher pass, so somewhat less): about
+5 hours on 2 idle workers, plus 6 probes. With arith that is over the issue's 8 CPU-hours; `--max-steps 20`
+halves the training. Its quick budget (none and oracle-gear, one seed, 2 steps of 2 problems, 4 held-out problems)
+adds 4 jobs, about 1.5 CPU-minutes, to arith's."""
 
 METRICS = teacher_sweep.METRICS
 
