@@ -408,7 +408,11 @@ def markdown(report: dict) -> str:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="arith, 5 arms x 2 seeds, 3 steps of 2 problems.")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="arith: 5 arms x 2 seeds, 3 steps; calc_long: none, oracle-gear x 1 seed, 2 steps.",
+    )
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), help="Default: all.")
     parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Default: the budget's.")
     parser.add_argument("--seeds", nargs="+", type=int)
