@@ -93,7 +93,7 @@ TASKS = {
         "sft_file": REPO_ROOT / "data" / "calc_long" / "sft.jsonl",
         "task_dir": REPO_ROOT / "data" / "calc_long",
         "output_dir": REPO_ROOT / "data" / "tiny-qwen3-calc-long",
-        "max_length": 1024,  # SFT rows are 568-923 tokens, teacher-style ones included
+        "max_length": 1024,  # SFT rows are 568-925 tokens, teacher-style ones included
         "max_new_tokens": 512,  # reference completions of 6 calls, results and answer: under 400 tokens
         "max_tool_calling_iterations": 8,  # 4-6 calls, room for a failed call or two
     },
