@@ -96,6 +96,31 @@ def error_site(tokens: list[str], row: dict) -> int | None:
     return None
 
 
+def calc_reference(prompt: str) -> str | None:
+    """The calculator tasks' reference calls for a prompt ("Compute 84 + 17 - 39 with the calculator tools."), as
+    JSON: one call per operation, left to right, each on the previous result (data/scripts/make_calc_tools_data.py);
+    None without an expression. The question is the prompt's last expression (the tool schemas come before it)."""
+    found = re.findall(r"\d+(?: [+-] \d+)+", prompt)
+    if not found:
+        return None
+    terms = found[-1].split()
+    left, calls = int(terms[0]), []
+    for operator, operand in zip(terms[1::2], terms[2::2], strict=True):
+        name = "add" if operator == "+" else "subtract"
+        calls.append({"name": name, "arguments": {"a": left, "b": int(operand)}})
+        left = left + int(operand) if operator == "+" else left - int(operand)
+    return json.dumps(calls)
+
+
+def calc_error_site(tokens: list[str], row: dict) -> int | None:
+    """`error_site` against the row's `ground_truth`, or, in a row without one (the oracle reads the trainer's batch,
+    which carries the prompt only), against the reference calls derived from its `prompt`."""
+    truth = row.get("ground_truth") or calc_reference(row.get("prompt") or "")
+    if truth is None:
+        return None
+    return error_site(tokens, {**row, "ground_truth": truth})
+
+
 def arith_reference(prompt: str) -> str | None:
     """The arithmetic task's reference solution for a prompt ("Compute 47 + 38 - 12."): one line per operation, then
     the boxed answer, as the warm start was taught (data/make_arith_data.py); None without an expression."""

@@ -30,8 +30,12 @@ Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) 
 runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); each task's runs are cached under
 `--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
 
-    python bench/headroom.py --quick     # arith: 5 arms x 2 seeds, 3 steps: < 5 minutes
-    python bench/headroom.py             # every arm x 8 seeds on arith: about 1.7 CPU-hours (see BUDGETS)
+    python bench/headroom.py --quick     # arith: 5 arms x 2 seeds, 3 steps; calc_long: none, oracle-gear x 1 seed, 2 steps
+    python bench/headroom.py --tasks arith       # 8 arms x 8 seeds: about 1.7 CPU-hours (see BUDGETS)
+    python bench/headroom.py --tasks calc_long   # 7 arms x 8 seeds: about 10 CPU-hours (see BUDGETS)
+
+`calc_long` (chains of 4-6 tool calls, data/README.md "Long chains") is the paper's regime: long rollouts that fail
+on one call; it lists its own arms (GiGPO's among them: its anchor states come from the calculator) and budgets.
 
 Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
 `n_seeds`, plus each arm's `localization` and `diagnostics`.
@@ -81,10 +85,29 @@ TASKS = {
             "oracle-strong",
         ],
     },
+    "calc_long": {
+        # chains of 4-6 tool calls (data/calc_long), the paper's regime: long rollouts, a teacher that sees the
+        # reference calls and follows them (data/README.md, "Long chains")
+        "recipe": "recipes/tiny/config_calc_long.yaml",
+        "model": "data/tiny-qwen3-calc-long",
+        "eval": {
+            "dataset": "data/calc_long",
+            "split": "test",
+            "dataset_format": "tool_use",
+            "max_new_tokens": 512,
+            "environment": "calculator",
+            "max_tool_calling_iterations": 8,
+        },
+        "error_site": "tools",
+        "arms": ["none", "gear", "gear-signed", "rlsd", "gigpo", "gear+gigpo", "oracle-gear"],
+        "full": {"max_steps": 40, "eval_limit": 100, "problems": 24},
+        "quick": {"arms": ["none", "oracle-gear"], "seeds": [0], "max_steps": 2, "eval_limit": 4, "problems": 2},
+    },
 }
-"""Task -> recipe, warm start, held-out split, the label that locates a failed rollout's first wrong token, recipe
-overrides for every arm of the task (before the arm's own) and the task's arms (a budget runs those of its arms that
-the task has)."""
+"""Task -> recipe, warm start, held-out split, the label that locates a failed rollout's first wrong token and,
+optionally, recipe overrides for every arm of the task (`overrides`, before the arm's own), the task's arms (`arms`: a
+budget runs those of its arms that the task has) and settings of each budget (`full`, `quick`: on top of `BUDGETS`;
+see `task_budget`)."""
 
 ORACLE_STRONG = ["--weight_alpha", "3", "--weight_eps", "0.9", "--weight_norm", "none"]
 """The strongest oracle weighting we can justify. alpha 3 puts the oracle's signal of 1 at the clip (exp(3) > 1.9), so
@@ -103,15 +126,18 @@ ARMS = {
     "oracle-gear": {"credit": "gear", "oracle": "from_error"},
     "oracle-token": {"credit": "token", "oracle": "error_token"},
     "oracle-strong": {"credit": "gear", "oracle": "from_error", "overrides": ORACLE_STRONG},
+    "gigpo": {"credit": "gigpo", "tools_only": True},
+    "gear+gigpo": {"credit": "gear+gigpo", "tools_only": True},
 }
-"""Arm -> credit mode, oracle signal (None: the teacher's KL) and recipe overrides. `gear`, `gear-signed` and `rlsd`
+"""Arm -> credit mode, oracle signal (None: the teacher's KL), recipe overrides and, for GiGPO, `tools_only` (its
+anchor states come from a tool environment's state, so only a tool task lists it). `gear`, `gear-signed` and `rlsd`
 use the task's teacher (on arith: the worked solution, the task's `overrides`); `gear-answer` and `gear-solution` name
 what GEAR's teacher sees (`teacher_reference`): the final answer (the paper's setting, and what every earlier study's
 arith teacher saw) or the worked solution."""
 
 BUDGETS = {
     "full": {
-        "arms": list(ARMS),
+        "arms": [arm for arm, spec in ARMS.items() if not spec.get("tools_only")],
         "seeds": list(range(8)),
         "max_steps": 40,
         "eval_limit": None,
@@ -135,9 +161,30 @@ The full arith study, 8 arms x 8 seeds = 64 runs plus 7 probes, is about 1.7 CPU
 workers with a free core each (that invocation's wall time was 2.7x its CPU time, the cores being shared). `--quick`
 (5 arms x 2 seeds, 3 steps of 2 problems, 16 held-out problems, 5 probes of 4 problems; `rlsd` left out, its teacher
 pass is `gear-solution`'s) used 150 CPU-seconds, mostly starting 15 worker processes, and took 4.7 minutes on the
-shared cores."""
+shared cores.
+
+calc_long's full budget (`TASKS["calc_long"]["full"]`: 40 steps of 4 problems x 8 samples, 100 held-out problems,
+probes of 24) costs more a run: one `gear` run took 689 CPU-seconds (11.5 CPU-minutes: 40 steps, rollouts of
+about 160 tokens and 5 calls, then greedy and 2 samples on 100 problems; 3.2 GB peak RSS), measured on one thread
+beside other jobs, from the SFT step-80 snapshot of the warm start (its rollouts have the committed one's length).
+7 arms x 8 seeds is 56 runs, about 10 CPU-hours (`none` and `gigpo` skip the teacher pass, so somewhat less): about
+5 hours on 2 idle workers, plus 6 probes. With arith's 1.7 that is over the issue's 8 CPU-hours; `--max-steps 20`
+halves the training. Its quick budget (none and oracle-gear, one seed, 2 steps of 2 problems, 4 held-out problems)
+adds 4 jobs, about 1.5 CPU-minutes, to arith's."""
 
 METRICS = teacher_sweep.METRICS
+
+
+def task_budget(task: str, quick: bool) -> dict:
+    """A task's budget: `BUDGETS["quick"]` or `["full"]`, with the full budget's arms replaced by the task's own
+    (`TASKS[task]["arms"]`, where it lists them), then the task's own settings for that budget
+    (`TASKS[task]["quick"]` / `["full"]`) on top."""
+    kind = "quick" if quick else "full"
+    budget = dict(BUDGETS[kind])
+    if not quick and "arms" in TASKS[task]:
+        budget["arms"] = list(TASKS[task]["arms"])
+    budget.update(TASKS[task].get(kind, {}))
+    return budget
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -174,9 +221,9 @@ def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple
 
 
 def error_site_for(name: str):
-    from credit_sites import arith_error_site, error_site
+    from credit_sites import arith_error_site, calc_error_site
 
-    return {"arith": arith_error_site, "tools": error_site}[name]
+    return {"arith": arith_error_site, "tools": calc_error_site}[name]
 
 
 def install_oracle(kind: str, site: str) -> None:
@@ -311,12 +358,13 @@ def arm_summary(runs: list[dict], arm: str, window: int, baseline: str = "none")
 
 
 def build_report(tasks: dict, window: int) -> dict:
-    """`tasks`: name -> {"arms": [...], "runs": [...], "probes": {arm: probe result}, "start": start result}."""
+    """`tasks`: name -> {"arms": [...], "runs": [...], "probes": {arm: probe result}, "start": start result,
+    optionally "window": the task's final window, in steps (default `window`)}."""
     out = {}
     for name, task in tasks.items():
         arms = {}
         for arm in task["arms"]:
-            cell = arm_summary(task["runs"], arm, window)
+            cell = arm_summary(task["runs"], arm, task.get("window", window))
             found = task["probes"].get(arm)
             if found is not None:
                 cell["localization"] = found["localization"]
@@ -413,7 +461,11 @@ def arm_overrides(task: dict, arm: str, budget_overrides: list[str] = ()) -> lis
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="arith, 5 arms x 2 seeds, 3 steps of 2 problems.")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="arith: 5 arms x 2 seeds, 3 steps; calc_long: none, oracle-gear x 1 seed, 2 steps.",
+    )
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), help="Default: all.")
     parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Default: the budget's that the task has.")
     parser.add_argument("--seeds", nargs="+", type=int)
@@ -431,23 +483,28 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     args = make_parser().parse_args(argv)
     name = "headroom" + ("_quick" if args.quick else "")
-    budget = BUDGETS["quick" if args.quick else "full"]
-    seeds = args.seeds or budget["seeds"]
-    max_steps = args.max_steps or budget["max_steps"]
     task_names = args.tasks or list(TASKS)
     work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
-    overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
     wall = time.perf_counter()
 
-    jobs, plan = [], {}
+    jobs, plan, budgets = [], {}, {}
     for task_name in task_names:
         task = TASKS[task_name]
+        budget = task_budget(task_name, args.quick)
+        arms = task_arms(task, args.arms or budget["arms"], explicit=bool(args.arms))
+        seeds = args.seeds or budget["seeds"]
+        max_steps = args.max_steps or budget["max_steps"]
+        budgets[task_name] = {**budget, "arms": arms, "seeds": seeds, "max_steps": max_steps}
+        overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
         recipe = yaml.safe_load((REPO_ROOT / task["recipe"]).read_text())
+        train_eval = None  # greedy accuracy on the problems trained on, where the recipe trains on a small set
+        if recipe.get("max_train_samples"):
+            train_eval = {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)}
         common = {
             "recipe": task["recipe"],
             "eval": task["eval"],
             "eval_limit": budget["eval_limit"],
-            "train_eval": {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)},
+            "train_eval": train_eval,
             "temperature": float(recipe.get("temperature", 1.0)),
             "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
             "error_site": task["error_site"],
@@ -456,11 +513,10 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "task": task_name,
         }
         start = {"kind": "start", "key": "start", "model": task["model"], **common}
-        arms = task_arms(task, args.arms or budget["arms"], explicit=bool(args.arms))
         task_jobs = {"start": start, "arms": arms, "probes": {}, "train": []}
         for arm in arms:
             spec = ARMS[arm]
-            if arm != "none":
+            if spec["credit"] not in ("none", "gigpo"):  # localization of a teacher's (or the oracle's) credit
                 task_jobs["probes"][arm] = {
                     "kind": "probe", "key": f"probe__{learning.run_key(arm, 0)}", "mode": spec["credit"],
                     "oracle": spec.get("oracle"), "overrides": arm_overrides(task, arm),
@@ -487,31 +543,30 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     tasks = {
         task_name: {
             "arms": task_jobs["arms"],
+            "window": max(1, budgets[task_name]["max_steps"] // 4),
             "start": got(task_jobs["start"]),
             "probes": {arm: got(job) for arm, job in task_jobs["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in task_jobs["train"] if got(job) is not None],
         }
         for task_name, task_jobs in plan.items()
     }
-    window = max(1, max_steps // 4)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
                             check=False)  # fmt: skip
     report = {
-        "title": f"Headroom: each arm against GRPO ({'quick, ' if args.quick else ''}{max_steps} steps, seeds {seeds})",
+        "title": "Headroom: each arm against GRPO, paired by seed ("
+        + "; ".join(f"{t}: {b['max_steps']} steps, seeds {b['seeds']}" for t, b in budgets.items())
+        + (", quick)" if args.quick else ")"),
         "config": {
             "arms": {arm: ARMS[arm] for task_jobs in plan.values() for arm in task_jobs["arms"]},
-            "seeds": seeds,
-            "max_steps": max_steps,
-            "window": window,
-            "overrides": budget["set"],
-            "eval_limit": budget["eval_limit"],
-            "problems_probed": budget["problems"],
-            "tasks": {t: TASKS[t] for t in task_names},
+            "tasks": {
+                t: {**TASKS[t], "budget": {**b, "window": tasks[t]["window"], "problems_probed": b["problems"]}}
+                for t, b in budgets.items()
+            },
         },
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "git": commit.stdout.strip() or None,
         "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
-        "tasks": build_report(tasks, window),
+        "tasks": build_report(tasks, window=1),
         "runs": {t: body["runs"] for t, body in tasks.items()},
     }
     out_dir = Path(args.out_dir)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,3 +170,101 @@ def test_arith_warm_start_is_shipped_small_and_shaped_like_the_others(headroom):
     for name in ("config.json", "tokenizer.json", "chat_template.jinja", "generation_config.json"):
         assert (model_dir / name).read_bytes() == (reference / name).read_bytes(), name
     assert (model_dir / "model.safetensors").read_bytes() != (reference / "model.safetensors").read_bytes()
+
+
+# --- the long calculator task (calc_long) ----------------------------------------------------------------------------
+
+CALC_PROMPT = (
+    'user\n{"name": "add", "description": "Add two integers."}\nCompute 84 + 17 - 39 + 52 - 20 with the tools.'
+)
+
+
+def calc_rollout(calls, answer):
+    """Tokens and mask of a calculator rollout: per call its JSON (one token per digit), the tool result (not the
+    model's), then the boxed answer."""
+    tokens, mask = [], []
+    for call in calls:
+        a, b = (str(call["arguments"][k]) for k in ("a", "b"))
+        call_tokens = ["<tool_call>\n", f'{{"name": "{call["name"]}", "arguments": {{"a": ', *a, ', "b": ', *b,
+                       "}}", "\n</tool_call>"]  # fmt: skip
+        tokens += [*call_tokens, "<tool_response>", '{"result": 0}', "</tool_response>"]
+        mask += [True] * len(call_tokens) + [False] * 3
+    tokens += ["The answer is ", "\\boxed{", *str(answer), "}."]
+    mask += [True] * (4 + len(str(answer)) - 1)
+    return tokens, mask
+
+
+def test_calc_reference_and_the_oracle_on_a_long_chain(headroom):
+    # 84 + 17 - 39 + 52 - 20: four calls, each on the last result; the oracle reads the reference from the prompt
+    # (the trainer's batch has no ground truth) and marks the last call's miscopied operand on.
+    import json
+
+    from credit_sites import calc_error_site, calc_reference
+
+    reference = json.loads(calc_reference(CALC_PROMPT))
+    assert reference == [
+        {"name": "add", "arguments": {"a": 84, "b": 17}},
+        {"name": "subtract", "arguments": {"a": 101, "b": 39}},
+        {"name": "add", "arguments": {"a": 62, "b": 52}},
+        {"name": "subtract", "arguments": {"a": 114, "b": 20}},
+    ]
+    assert calc_reference("no expression here") is None
+    right_tokens, right_mask = calc_rollout(reference, 94)
+    wrong = json.loads(json.dumps(reference))
+    wrong[3]["arguments"]["b"] = 21  # "21" for "20": the units digit is the first wrong token
+    wrong_tokens, wrong_mask = calc_rollout(wrong, 93)
+    first_three = len(calc_rollout(wrong[:3], 0)[0]) - 4  # without their 4 answer tokens
+    site = first_three + 2 + 3 + 1 + 1  # the 4th call's tag and head, "1" "1" "4", ', "b": ', "2", then "1"
+    assert wrong_tokens[site - 1 : site + 1] == ["2", "1"]
+    length = len(wrong_tokens) + 1  # one padding position
+    rows = [
+        {"tokens": wrong_tokens, "mask": [*wrong_mask, False], "prompt": CALC_PROMPT, "failed": True},
+        {"tokens": right_tokens, "mask": [*right_mask, False], "prompt": CALC_PROMPT, "failed": True},
+    ]
+    assert calc_error_site(wrong_tokens, rows[0]) == site
+    assert calc_error_site(wrong_tokens, {**rows[0], "ground_truth": json.dumps(reference)}) == site
+    signal, located = headroom.oracle_signal(rows, length, "from_error", headroom.error_site_for("tools"))
+    assert located == 1  # the reference rollout has nothing to locate
+    expected = [0.0] * site + [1.0 if m else 0.0 for m in wrong_mask[site:]] + [0.0]
+    assert signal[0] == expected and signal[1] == [0.0] * length
+    assert 0.0 in expected[site:] and expected[site] == 1.0  # the tool results after the error are not blamed
+
+
+def test_task_budgets_give_each_task_its_arms(headroom):
+    full = headroom.task_budget("calc_long", quick=False)
+    assert full["arms"] == ["none", "gear", "gear-signed", "rlsd", "gigpo", "gear+gigpo", "oracle-gear"]
+    assert full["seeds"] == headroom.BUDGETS["full"]["seeds"] and len(full["seeds"]) >= 8
+    quick = headroom.task_budget("calc_long", quick=True)
+    assert set(quick["arms"]) < set(full["arms"]) and quick["max_steps"] < full["max_steps"]
+    assert headroom.task_budget("arith", quick=True)["arms"] == headroom.BUDGETS["quick"]["arms"]  # no own list
+    assert "gigpo" not in headroom.task_budget("arith", quick=False)["arms"]  # no environment, no anchor states
+    for task in headroom.TASKS:
+        for arm in headroom.task_budget(task, quick=False)["arms"]:
+            assert arm in headroom.ARMS
+    recipe = yaml.safe_load((REPO_ROOT / headroom.TASKS["calc_long"]["recipe"]).read_text())
+    spec = headroom.TASKS["calc_long"]["eval"]
+    assert spec["dataset"] == recipe["dataset_name"] and spec["environment"] == recipe["environment"]
+    assert spec["max_new_tokens"] == recipe["max_completion_length"]
+    assert spec["max_tool_calling_iterations"] == recipe["max_tool_calling_iterations"]
+    assert headroom.TASKS["calc_long"]["model"] == recipe["model_name_or_path"]
+
+
+def test_main_plans_per_task_arms_and_skips_probes_without_a_teacher(headroom, monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_run_jobs(jobs, workers, fresh, log, cached_only=False, dispatch=None, cached=None):
+        seen["jobs"] = jobs
+        return {}
+
+    monkeypatch.setattr(headroom.teacher_sweep, "run_jobs", fake_run_jobs)
+    monkeypatch.setattr(headroom.teacher_sweep, "write_results", lambda *a, **k: None)
+    monkeypatch.setattr(headroom.teacher_sweep, "sha_of", lambda model: "sha")
+    report = headroom.main(["--tasks", "calc_long", "--work-dir", str(tmp_path)], log=lambda *a: None)
+    jobs = seen["jobs"]
+    trains = [j for j in jobs if j["kind"] == "train"]
+    assert {j["label"] for j in trains} == set(headroom.TASKS["calc_long"]["arms"])
+    assert len(trains) == 7 * 8 and {j["max_steps"] for j in trains} == {40}
+    probes = {j["key"] for j in jobs if j["kind"] == "probe"}
+    assert "probe__gigpo__seed0" not in probes and "probe__gear_plus_gigpo__seed0" in probes
+    assert all(j["train_eval"] is None for j in jobs)  # the recipe trains on the whole train split
+    assert report["config"]["tasks"]["calc_long"]["budget"]["window"] == 10

@@ -36,6 +36,14 @@ not change it):
   so it gives the train and test splits only.
 
     python data/scripts/make_calc_tools_data.py
+
+`--task calc_long` writes the long-horizon variant under `data/calc_long/` instead: chains of four to six
+operations (one tool call each, on the last result, then `\boxed{}`), category and ids `calc_long`, and 70% of SFT
+rows teacher-style, so that the warm start learns to follow the reference calls (with 30% the calculator's teacher
+did worse than the student, `data/README.md`). As for `calc_tools`, `sft.jsonl` (15 MB) is not committed: the
+command writes it in seconds, with the committed train and test files.
+
+    python data/scripts/make_calc_tools_data.py --task calc_long
 """
 
 from __future__ import annotations
@@ -72,6 +80,14 @@ LOW, HIGH = 10, 99
 MAX_RESULT = 999
 """Every intermediate result lies in [0, MAX_RESULT]."""
 OPERATIONS = {"+": "add", "-": "subtract"}
+TASKS = {
+    "calc_tools": {"out_dir": REPO_ROOT / "data" / "calc_tools", "n_sft": 6000, "teacher_frac": 0.3,
+                   "n_ops_weights": "0.2,0.5,0.3"},
+    "calc_long": {"out_dir": REPO_ROOT / "data" / "calc_long", "n_sft": 6000, "teacher_frac": 0.7,
+                  "n_ops_weights": "0,0,0,1,1,1"},
+}  # fmt: skip
+"""Per task (`--task`, also the rows' `category` and id prefix), the defaults of `--out-dir`, `--n-sft`,
+`--teacher-frac` and `--n-ops-weights` (relative frequency of 1, 2, 3, ... operations)."""
 
 Problem = tuple[tuple[int, ...], tuple[str, ...]]
 """(operands, operators): ((84, 17, 39), ("+", "-")) is 84 + 17 - 39."""
@@ -116,13 +132,15 @@ def draw_problems(rng: random.Random, n: int, exclude: set[Problem], n_ops_weigh
     return problems
 
 
-def task_row(problem: Problem, rng: random.Random, split: str, index: int, tools_json: str) -> dict:
+def task_row(
+    problem: Problem, rng: random.Random, split: str, index: int, tools_json: str, category: str = "calc_tools"
+) -> dict:
     """A tool-use-schema row (see the module docstring)."""
     operands, operators = problem
     question = rng.choice(QUESTION_TEMPLATES).format(expr=expression(operands, operators)) + INSTRUCTION
     return {
-        "id": f"calc_tools_{split}_{index}",
-        "category": "calc_tools",
+        "id": f"{category}_{split}_{index}",
+        "category": category,
         "prompt": [{"role": "user", "content": question}],
         "tools": tools_json,
         "ground_truth": json.dumps(reference_calls(operands, operators)),
@@ -173,18 +191,25 @@ def parse_weights(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "data" / "calc_tools")
+    parser.add_argument("--task", choices=sorted(TASKS), default="calc_tools",
+                        help="Task whose defaults apply: calc_tools (1-3 operations) or calc_long (4-6).")  # fmt: skip
+    parser.add_argument("--out-dir", type=Path, help="Output folder (default: data/<task>).")
     parser.add_argument("--sft-out", type=Path, help="SFT file (default: <out-dir>/sft.jsonl).")
     parser.add_argument("--tokenizer-dir", type=Path, default=REPO_ROOT / "data" / "tiny-qwen3",
                         help="Tokenizer whose chat template writes the teacher's reference calls.")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--n-train", type=int, default=1500)
     parser.add_argument("--n-test", type=int, default=200)
-    parser.add_argument("--n-sft", type=int, default=6000, help="SFT rows: the train problems, then fresh ones.")
-    parser.add_argument("--teacher-frac", type=float, default=0.3, help="Fraction of teacher-style SFT rows.")
-    parser.add_argument("--n-ops-weights", type=parse_weights, default=parse_weights("0.2,0.5,0.3"),
-                        help="Relative frequency of 1, 2, 3, ... operations per problem.")  # fmt: skip
+    parser.add_argument("--n-sft", type=int, help="SFT rows: the train problems, then fresh ones (default 6000).")
+    parser.add_argument("--teacher-frac", type=float,
+                        help="Fraction of teacher-style SFT rows (default: calc_tools 0.3, calc_long 0.7).")  # fmt: skip
+    parser.add_argument("--n-ops-weights", type=parse_weights,
+                        help="Relative frequency of 1, 2, 3, ... operations per problem (default: calc_tools "
+                        "0.2,0.5,0.3, calc_long 0,0,0,1,1,1).")  # fmt: skip
     args = parser.parse_args(argv)
+    for key, value in TASKS[args.task].items():
+        if getattr(args, key) is None:
+            setattr(args, key, parse_weights(value) if key == "n_ops_weights" else value)
     sft_out = args.sft_out or args.out_dir / "sft.jsonl"
 
     from transformers import AutoTokenizer
@@ -199,11 +224,11 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(args.seed)
     seen: set[Problem] = set()
     test = draw_problems(rng, args.n_test, seen, args.n_ops_weights)
-    test_rows = [task_row(problem, rng, "test", i, tools_json) for i, problem in enumerate(test)]
+    test_rows = [task_row(problem, rng, "test", i, tools_json, args.task) for i, problem in enumerate(test)]
     train = draw_problems(rng, args.n_train, seen, args.n_ops_weights)
-    train_rows = [task_row(problem, rng, "train", i, tools_json) for i, problem in enumerate(train)]
+    train_rows = [task_row(problem, rng, "train", i, tools_json, args.task) for i, problem in enumerate(train)]
     extra = draw_problems(rng, max(0, args.n_sft - args.n_train), seen, args.n_ops_weights)
-    extra_rows = [task_row(problem, rng, "sft", i, tools_json) for i, problem in enumerate(extra)]
+    extra_rows = [task_row(problem, rng, "sft", i, tools_json, args.task) for i, problem in enumerate(extra)]
 
     sft_task_rows = (train_rows + extra_rows)[: args.n_sft]
     n_teacher = round(args.teacher_frac * len(sft_task_rows))

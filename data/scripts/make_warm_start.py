@@ -32,12 +32,18 @@ say) the same way.
 
     python data/scripts/make_calc_tools_data.py
     python data/scripts/make_warm_start.py --task calc_tools [--max-steps N]
+
+`--task calc_long` is the long-horizon variant (`data/calc_long/`: chains of 4 to 6 calls): 1,024-token sequences,
+rollouts of at most 512 tokens and 8 tool rounds, saved to `data/tiny-qwen3-calc-long/`. `--init-from` starts SFT
+from a saved model instead of fresh weights (the long variant starts from `data/tiny-qwen3-calc/`, which already
+writes the calls).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import random
@@ -76,6 +82,7 @@ TASKS = {
         "output_dir": DEFAULT_OUTPUT_DIR,
         "max_length": 256,
         "max_new_tokens": 48,
+        "max_tool_calling_iterations": 4,
     },
     "calc_tools": {
         "sft_file": REPO_ROOT / "data" / "calc_tools" / "sft.jsonl",
@@ -83,9 +90,20 @@ TASKS = {
         "output_dir": REPO_ROOT / "data" / "tiny-qwen3-calc",
         "max_length": 768,
         "max_new_tokens": 256,  # the whole multi-turn completion, tool results included (max_completion_length)
+        "max_tool_calling_iterations": 4,
+    },
+    "calc_long": {
+        "sft_file": REPO_ROOT / "data" / "calc_long" / "sft.jsonl",
+        "task_dir": REPO_ROOT / "data" / "calc_long",
+        "output_dir": REPO_ROOT / "data" / "tiny-qwen3-calc-long",
+        "max_length": 1024,  # SFT rows are 568-925 tokens, teacher-style ones included
+        "max_new_tokens": 512,  # reference completions of 6 calls, results and answer: under 400 tokens
+        "max_tool_calling_iterations": 8,  # 4-6 calls, room for a failed call or two
     },
 }
-"""Per task, the defaults of `--sft-file`, `--task-dir`, `--output-dir`, `--max-length` and `--max-new-tokens`."""
+"""Per task, the defaults of `--sft-file`, `--task-dir`, `--output-dir`, `--max-length`, `--max-new-tokens` and
+`--max-tool-calling-iterations` (rounds of the calculator tasks' evaluation, as their recipes set them)."""
+CALC_TASKS = ("calc_tools", "calc_long")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -202,9 +220,6 @@ def summary(results: dict[str, dict[str, Any]]) -> str:
 # Evaluation of the calculator task: multi-turn tool rollouts, scored with the calculator reward
 # ---------------------------------------------------------------------------------------------------------------------
 
-MAX_TOOL_CALLING_ITERATIONS = 4
-"""Tool rounds per rollout, as `recipes/tiny/config_calc_tools.yaml` sets `max_tool_calling_iterations`."""
-
 
 def calc_teacher_template() -> str:
     """`TEACHER_TEMPLATE` of `data/scripts/make_calc_tools_data.py` (a script, loaded from its file)."""
@@ -234,7 +249,15 @@ def calc_rows(rows: list[dict[str, Any]], tokenizer, teacher: bool = False) -> l
 
 
 def evaluate_calc(
-    model, tokenizer, rows, *, do_sample: bool, teacher: bool = False, max_new_tokens: int = 256, seed: int = 0
+    model,
+    tokenizer,
+    rows,
+    *,
+    do_sample: bool,
+    teacher: bool = False,
+    max_new_tokens: int = 256,
+    seed: int = 0,
+    max_tool_calling_iterations: int = 4,
 ) -> dict[str, Any]:
     """Accuracy (mean `calculator_answer_reward`) of multi-turn rollouts on `rows` (TRL's tool loop, through
     `gear_trl.evaluate.evaluate_multi_turn`), the fraction of rollouts whose last message has a `\\boxed{}`, and
@@ -250,7 +273,7 @@ def evaluate_calc(
         "calculator",
         batch_size=32,
         max_new_tokens=max_new_tokens,
-        max_tool_calling_iterations=MAX_TOOL_CALLING_ITERATIONS,
+        max_tool_calling_iterations=max_tool_calling_iterations,
         temperature=1.0 if do_sample else 0.0,
         seed=seed,
         progress=False,
@@ -264,9 +287,15 @@ def evaluate_calc(
     }
 
 
-def evaluate_all_calc(model, tokenizer, rows, max_new_tokens: int = 256, seed: int = 0) -> dict[str, dict[str, Any]]:
+def evaluate_all_calc(
+    model, tokenizer, rows, max_new_tokens: int = 256, seed: int = 0, max_tool_calling_iterations: int = 4
+) -> dict[str, dict[str, Any]]:
     """The three accuracies of the calculator task: greedy, sampled (T = 1) and sampled with the teacher prompt."""
-    kwargs = {"max_new_tokens": max_new_tokens, "seed": seed}
+    kwargs = {
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "max_tool_calling_iterations": max_tool_calling_iterations,
+    }
     return {
         "greedy": evaluate_calc(model, tokenizer, rows, do_sample=False, **kwargs),
         "sampled": evaluate_calc(model, tokenizer, rows, do_sample=True, **kwargs),
@@ -360,10 +389,14 @@ def save_model(model, tokenizer_dir: Path, output_dir: Path) -> None:
 
 
 def report_evaluation(model, tokenizer, test_rows: list[dict], args: argparse.Namespace) -> None:
-    """Print the task's accuracies on the first `args.n_eval` test rows, with an example completion of each."""
-    is_calc = args.task == "calc_tools"
+    """Print the task's accuracies on the first `args.n_eval` test rows (on the calculator tasks also the tool calls
+    per rollout), with an example completion of each."""
     start = time.time()
-    evaluate_all_fn = evaluate_all_calc if is_calc else evaluate_all
+    is_calc = args.task in CALC_TASKS
+    evaluate_all_fn = evaluate_all
+    if is_calc:
+        evaluate_all_fn = functools.partial(evaluate_all_calc,
+                                            max_tool_calling_iterations=args.max_tool_calling_iterations)  # fmt: skip
     results = evaluate_all_fn(model, tokenizer, test_rows[: args.n_eval], max_new_tokens=args.max_new_tokens)
     print(
         f"evaluation on {min(args.n_eval, len(test_rows))} test rows ({time.time() - start:.0f}s): {summary(results)}"
@@ -377,7 +410,11 @@ def report_evaluation(model, tokenizer, test_rows: list[dict], args: argparse.Na
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="arith",
-                        help="Task whose defaults apply: arith (data/arith) or calc_tools (data/calc_tools).")  # fmt: skip
+                        help="Task whose defaults apply: arith (data/arith), calc_tools (data/calc_tools) or "
+                        "calc_long (data/calc_long).")  # fmt: skip
+    parser.add_argument("--init-from", type=Path,
+                        help="Start SFT from this saved model (the tokenizer must be --tokenizer-dir's) instead of "
+                        "fresh weights; the model-shape options are then ignored.")  # fmt: skip
     parser.add_argument("--tokenizer-dir", type=Path, default=DEFAULT_TOKENIZER_DIR)
     parser.add_argument("--sft-file", type=Path, help="SFT conversations (default: the task's sft.jsonl).")
     parser.add_argument("--task-dir", type=Path, help="Task folder with the test split (default: the task's).")
@@ -405,44 +442,63 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup-steps", type=int, default=50)
     parser.add_argument("--lr-scheduler", default="cosine")
     parser.add_argument("--weight-decay", type=float, default=0.0)
-    parser.add_argument("--max-length", type=int, help="SFT sequence length (default: arith 256, calc_tools 768).")
+    parser.add_argument("--max-length", type=int,
+                        help="SFT sequence length (default: arith 256, calc_tools 768, calc_long 1024).")  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int,
-                        help="Evaluation completion length (default: arith 48, calc_tools 256).")  # fmt: skip
+                        help="Evaluation completion length (default: arith 48, calc_tools 256, calc_long 512).")  # fmt: skip
+    parser.add_argument("--max-tool-calling-iterations", type=int,
+                        help="Tool rounds per evaluation rollout (default: calc_tools 4, calc_long 8).")  # fmt: skip
     parser.add_argument("--n-eval", type=int, default=200, help="Test rows for the final evaluation.")
     parser.add_argument("--eval-every", type=int, default=0, help="Progress evaluation on 32 test rows every N steps.")
     parser.add_argument("--threads", type=int, default=1, help="torch threads; more than 1 crawls on shared cores")
     parser.add_argument("--no-save", action="store_true", help="Train and evaluate only.")
     parser.add_argument("--no-eval", action="store_true", help="Skip the final evaluation.")
     parser.add_argument("--evaluate-only", type=Path, metavar="DIR",
-                        help="Train nothing: score the model saved in DIR and exit.")  # fmt: skip
+                        help="Train nothing: score the model or SFT snapshot saved in DIR on --n-eval test rows.")  # fmt: skip
     args = parser.parse_args(argv)
     for key, value in TASKS[args.task].items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    is_calc = args.task == "calc_tools"
+    is_calc = args.task in CALC_TASKS
 
     torch.set_num_threads(args.threads)
+    set_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
     if args.evaluate_only is not None:
         from transformers import AutoModelForCausalLM
 
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
-        model = AutoModelForCausalLM.from_pretrained(args.evaluate_only, dtype=torch.float32)
+        with tempfile.TemporaryDirectory() as scratch:  # a snapshot has no generation config: save it as a model
+            save_model(AutoModelForCausalLM.from_pretrained(args.evaluate_only, dtype=torch.float32),
+                       args.tokenizer_dir, Path(scratch))  # fmt: skip
+            model = AutoModelForCausalLM.from_pretrained(scratch, dtype=torch.float32)
         report_evaluation(model, tokenizer, list(load_dataset(str(args.task_dir), split="test")), args)
         return
-    set_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
     heads = args.num_attention_heads
-    model = build_tiny_qwen3(
-        tokenizer,
-        seed=args.seed,
-        hidden_size=args.hidden_size,
-        intermediate_size=args.intermediate_mult * args.hidden_size,
-        num_hidden_layers=args.num_hidden_layers,
-        num_attention_heads=heads,
-        num_key_value_heads=args.num_key_value_heads,
-        head_dim=args.hidden_size // heads,
-        initializer_range=args.initializer_range,
-    )
+    if args.init_from is not None:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
+        config = model.config
+        heads, args.hidden_size, args.num_hidden_layers = (
+            config.num_attention_heads,
+            config.hidden_size,
+            config.num_hidden_layers,
+        )
+        args.num_key_value_heads = config.num_key_value_heads
+        args.intermediate_mult = config.intermediate_size // config.hidden_size
+        print(f"starting from {args.init_from}", flush=True)
+    else:
+        model = build_tiny_qwen3(
+            tokenizer,
+            seed=args.seed,
+            hidden_size=args.hidden_size,
+            intermediate_size=args.intermediate_mult * args.hidden_size,
+            num_hidden_layers=args.num_hidden_layers,
+            num_attention_heads=heads,
+            num_key_value_heads=args.num_key_value_heads,
+            head_dim=args.hidden_size // heads,
+            initializer_range=args.initializer_range,
+        )
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: hidden {args.hidden_size}, layers {args.num_hidden_layers}, heads {heads}/"
           f"{args.num_key_value_heads}, intermediate {args.intermediate_mult * args.hidden_size}, "
@@ -478,7 +534,10 @@ def main(argv: list[str] | None = None) -> None:
             snapshot_dir = args.output_dir.with_name(args.output_dir.name + "-snapshots")
             callbacks.append(StopAndSnapshotCallback(args.stop_at_step, args.snapshot_every, snapshot_dir))
         if args.eval_every:
-            evaluate_fn = evaluate_calc if is_calc else None
+            evaluate_fn = None
+            if is_calc:
+                evaluate_fn = functools.partial(evaluate_calc,
+                                                max_tool_calling_iterations=args.max_tool_calling_iterations)  # fmt: skip
             callbacks.append(
                 EvalCallback(tokenizer, test_rows[:32], args.eval_every, args.max_new_tokens, evaluate_fn)
             )
