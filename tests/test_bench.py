@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.utils import load_file
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "overhead.py"
 
@@ -15,11 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("gear_bench_overhead", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
+    return load_file(BENCH, "gear_bench_overhead")
 
 
 def test_overhead_benchmark_reports_every_configuration(tmp_path):

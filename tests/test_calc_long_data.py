@@ -4,7 +4,6 @@ conversations, lengths against the recipe's budget, and the recipe itself. Fast 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import itertools
 import json
 import re
@@ -20,6 +19,7 @@ from gear_trl.data import prepare_dataset
 from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat_template
 from gear_trl.envs import Calculator
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer
+from tests.utils import load_file
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "data" / "calc_long"
@@ -30,12 +30,7 @@ N_SFT = 400
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location(
-        "make_calc_tools_data_long", REPO / "data" / "scripts" / "make_calc_tools_data.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "data" / "scripts" / "make_calc_tools_data.py", "make_calc_tools_data_long")
 
 
 script = _load_script()

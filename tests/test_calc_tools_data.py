@@ -5,7 +5,6 @@ Fast checks (no model is trained); the last test drives the recipe's trainer wit
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -21,6 +20,7 @@ from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat
 from gear_trl.envs import Calculator, get_environment_factory
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer
+from tests.utils import load_file
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "data" / "calc_tools"
@@ -29,12 +29,7 @@ EXPRESSION = re.compile(r"\d+(?: [+-] \d+)+")
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location(
-        "make_calc_tools_data", REPO / "data" / "scripts" / "make_calc_tools_data.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO / "data" / "scripts" / "make_calc_tools_data.py", "make_calc_tools_data")
 
 
 script = _load_script()
@@ -255,9 +250,7 @@ def test_the_recipe_uses_the_task_environment_reward_and_teacher_template():
 
 
 def test_the_learning_benchmark_scores_the_tools_task_with_multi_turn_rollouts(monkeypatch):
-    spec = importlib.util.spec_from_file_location("gear_bench_learning_tools", REPO / "bench" / "learning.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_file(REPO / "bench" / "learning.py", "gear_bench_learning_tools")
     tools = bench.TASKS["tools"]
     assert tools["recipe"] == str(RECIPE.relative_to(REPO))
     assert tools["modes"] == ["none", "gear", "gigpo", "gear+gigpo"]

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.utils import load_file
+
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("gear_bench_credit_sites", REPO / "bench" / "credit_sites.py")
-sites = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sites)
+sites = load_file(REPO / "bench" / "credit_sites.py", "gear_bench_credit_sites")
 
 TRUTH = json.dumps([{"name": "add", "arguments": {"a": 33, "b": 24}}])
 CALL = ["<tool_call>\n", '{"name": "add", "arguments": {"a": ', "3", "3", ', "b": ', "2", "4", "}}", "\n</tool_call>"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -10,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.utils import load_file
+
 REPO = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("gear_demo_summary", REPO / "recipes" / "tiny" / "demo_summary.py")
-demo_summary = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(demo_summary)
+demo_summary = load_file(REPO / "recipes" / "tiny" / "demo_summary.py", "gear_demo_summary")
 
 
 def report(accuracy, **config):

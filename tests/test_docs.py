@@ -8,15 +8,14 @@ committed JSON, and that the README's headline figures are the ones those pages 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from trl import GRPOConfig
 
 from gear_trl import GEARConfig
+from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCS = REPO_ROOT / "docs"
@@ -25,11 +24,7 @@ README = REPO_ROOT / "README.md"
 
 @pytest.fixture(scope="module")
 def hooks():
-    spec = importlib.util.spec_from_file_location("gear_docs_hooks", DOCS / "hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(DOCS / "hooks.py", "gear_docs_hooks")
 
 
 def pages() -> dict[str, str]:

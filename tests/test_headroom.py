@@ -3,13 +3,14 @@ runs (no training)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,11 +20,7 @@ def headroom():
     for path in (REPO_ROOT, REPO_ROOT / "bench"):
         if str(path) not in sys.path:
             sys.path.insert(0, str(path))
-    spec = importlib.util.spec_from_file_location("gear_bench_headroom", REPO_ROOT / "bench" / "headroom.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(REPO_ROOT / "bench" / "headroom.py", "gear_bench_headroom")
 
 
 # "Compute 12 + 5 - 3." has the reference "12 + 5 = 17\n17 - 3 = 14\n...": this rollout writes 18, so its first

@@ -3,7 +3,6 @@ committed full results are the tables of the docs' learning page (docs/results/l
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -12,24 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.utils import load_file
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH = REPO_ROOT / "bench" / "learning.py"
 RESULTS = REPO_ROOT / "bench" / "results"
 
 
 def learning_page() -> str:
-    spec = importlib.util.spec_from_file_location("gear_docs_hooks", REPO_ROOT / "docs" / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
+    hooks = load_file(REPO_ROOT / "docs" / "hooks.py", "gear_docs_hooks")
     return hooks.render((REPO_ROOT / "docs" / "results" / "learning.md").read_text(), "results/learning.md")
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("gear_bench_learning", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(BENCH, "gear_bench_learning")
 
 
 def run_bench(argv: list[str]) -> subprocess.CompletedProcess:

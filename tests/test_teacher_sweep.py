@@ -3,13 +3,13 @@ page (docs/results/teacher-sweep.md, filled by docs/hooks.py) is its section gen
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH = REPO_ROOT / "bench" / "teacher_sweep.py"
@@ -18,11 +18,7 @@ RESULTS = REPO_ROOT / "bench" / "results" / "teacher_sweep.json"
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("gear_bench_teacher_sweep", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(BENCH, "gear_bench_teacher_sweep")
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)])
@@ -83,9 +79,7 @@ def test_verdicts(sweep):
 
 def test_the_docs_page_is_the_section_generated_from_the_committed_results(sweep):
     report = json.loads(RESULTS.read_text())
-    spec = importlib.util.spec_from_file_location("gear_docs_hooks", REPO_ROOT / "docs" / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
+    hooks = load_file(REPO_ROOT / "docs" / "hooks.py", "gear_docs_hooks")
     page = hooks.render((REPO_ROOT / "docs" / "results" / "teacher-sweep.md").read_text(), "results/teacher-sweep.md")
     section = sweep.readme_section(report)
     assert sweep.tables(report) in page

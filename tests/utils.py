@@ -113,3 +113,16 @@ def run_ranks(command: list[str], env: dict, timeout: float, what: str) -> str:
         pytest.fail(f"{what}: the run did not finish within {timeout} s (a hang):\n{output[-3000:]}")
     assert process.returncode == 0, f"{what} failed:\n{output[-6000:]}"
     return output
+
+
+def load_file(path, name: str):
+    """Import a script that is not in a package (a bench study, a data script, the docs hooks) from its `path` as
+    module `name`, registered in `sys.modules` (dataclasses look their module up while the file executes)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
