@@ -474,7 +474,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", help="Default: outputs/headroom[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
-    parser.add_argument("--cached-only", action="store_true", help="Train nothing: report the runs already cached.")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="Train nothing: report the runs already cached (as headroom[_quick]_partial.* while any is missing).",
+    )
     return parser
 
 
@@ -540,6 +544,10 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     def got(job):
         return results.get((job["work_dir"], job["key"]))
 
+    missing = sum(got(job) is None for job in jobs)
+    if missing:  # --cached-only on an unfinished study: never written under the finished study's name
+        name += "_partial"
+
     tasks = {
         task_name: {
             "arms": task_jobs["arms"],
@@ -555,7 +563,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     report = {
         "title": "Headroom: each arm against GRPO, paired by seed ("
         + "; ".join(f"{t}: {b['max_steps']} steps, seeds {b['seeds']}" for t, b in budgets.items())
-        + (", quick)" if args.quick else ")"),
+        + (", quick" if args.quick else "")
+        + (f"; partial: {len(jobs) - missing} of {len(jobs)} jobs done)" if missing else ")"),
         "config": {
             "arms": {arm: ARMS[arm] for task_jobs in plan.values() for arm in task_jobs["arms"]},
             "tasks": {
@@ -566,6 +575,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "git": commit.stdout.strip() or None,
         "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
+        "jobs": {"planned": len(jobs), "missing": missing},
         "tasks": build_report(tasks, window=1),
         "runs": {t: body["runs"] for t, body in tasks.items()},
     }

@@ -86,8 +86,8 @@ def performance() -> str:
 
 def headroom() -> str:
     """The headroom study's committed table (bench/headroom.py writes it from its JSON): the full run's if there is
-    one, else the quick check's."""
-    for name in ("headroom.md", "headroom_quick.md"):
+    one, else an unfinished full run's (`--cached-only`), else the quick check's."""
+    for name in ("headroom.md", "headroom_partial.md", "headroom_quick.md"):
         if (RESULTS / name).exists():
             text = (RESULTS / name).read_text(encoding="utf-8")
             return f"From `bench/results/{name}`:\n\n" + _demote(text)

@@ -265,3 +265,26 @@ def test_main_plans_per_task_arms_and_skips_probes_without_a_teacher(headroom, m
     assert "probe__gigpo__seed0" not in probes and "probe__gear_plus_gigpo__seed0" in probes
     assert all(j["train_eval"] is None for j in jobs)  # the recipe trains on the whole train split
     assert report["config"]["tasks"]["calc_long"]["budget"]["window"] == 10
+
+
+def test_an_unfinished_study_is_written_as_partial_never_as_the_full_one(headroom, monkeypatch, tmp_path):
+    written = []
+
+    def fake_run_jobs(jobs, workers, fresh, log, cached_only=False, dispatch=None, cached=None):
+        return {(job["work_dir"], job["key"]): {} for job in jobs[: len(jobs) // 2]}  # half of them cached
+
+    monkeypatch.setattr(headroom.teacher_sweep, "run_jobs", fake_run_jobs)
+    monkeypatch.setattr(headroom, "build_report", lambda tasks, window: {})
+    monkeypatch.setattr(headroom.teacher_sweep, "write_results", lambda report, out, name, *a: written.append(name))
+    monkeypatch.setattr(headroom.teacher_sweep, "sha_of", lambda model: "sha")
+    argv = ["--tasks", "arith", "--cached-only", "--work-dir", str(tmp_path), "--out-dir", str(tmp_path)]
+    report = headroom.main(argv, log=lambda *a: None)
+    assert written == ["headroom_partial"]
+    assert report["jobs"]["missing"] == report["jobs"]["planned"] - report["jobs"]["planned"] // 2 > 0
+    assert "partial" in report["title"]
+
+    monkeypatch.setattr(
+        headroom.teacher_sweep, "run_jobs", lambda jobs, *a, **k: {(j["work_dir"], j["key"]): {} for j in jobs}
+    )
+    headroom.main(argv, log=lambda *a: None)
+    assert written[-1] == "headroom"
