@@ -19,7 +19,7 @@ from gear_trl.data import prepare_dataset
 from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat_template
 from gear_trl.envs import Calculator
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer
-from tests.utils import load_file
+from tests.utils import assistant_loss_text, load_file
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "data" / "calc_long"
@@ -135,28 +135,9 @@ def test_sft_rows_are_mostly_teacher_style_and_match_the_rl_prompts(sft, task, t
 
 
 def test_sft_loss_covers_the_assistant_turns_only(sft, tokenizer):
-    from trl.chat_template_utils import get_training_chat_template
-
     row = next(r for r in sft if len(r["messages"]) == 14 and "Reference tool calls" in r["messages"][0]["content"])
-    rendered = tokenizer.apply_chat_template(
-        row["messages"],
-        tools=json.loads(row["tools"]),
-        chat_template=get_training_chat_template(tokenizer),
-        tokenize=True,
-        return_dict=True,
-        return_assistant_tokens_mask=True,
-    )
-    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
-    masked = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
-    turns = []
-    for message in row["messages"][1::2]:
-        if message.get("tool_calls"):
-            (call,) = message["tool_calls"]
-            body = json.dumps({"name": call["function"]["name"], "arguments": call["function"]["arguments"]})
-            turns.append(f"<think>\n\n</think>\n\n<tool_call>\n{body}\n</tool_call><|im_end|>\n")
-        else:
-            turns.append(f"<think>\n\n</think>\n\n{message['content']}<|im_end|>\n")
-    assert masked == "".join(turns)  # six calls and the answer; neither the prompt, the reference nor the results
+    ids, mask, masked, expected = assistant_loss_text(tokenizer, row)
+    assert masked == expected  # six calls and the answer; neither the prompt, the reference nor the results
     tool_call, tool_response = tokenizer.convert_tokens_to_ids(["<tool_call>", "<tool_response>"])
     assert sum(m for t, m in zip(ids, mask, strict=True) if t == tool_call) == 6
     assert ids.count(tool_response) == 6 and not any(m for t, m in zip(ids, mask, strict=True) if t == tool_response)

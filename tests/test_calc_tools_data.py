@@ -20,7 +20,7 @@ from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat
 from gear_trl.envs import Calculator, get_environment_factory
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer
-from tests.utils import load_file
+from tests.utils import assistant_loss_text, load_file
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "data" / "calc_tools"
@@ -276,28 +276,9 @@ def test_the_learning_benchmark_scores_the_tools_task_with_multi_turn_rollouts(m
 
 
 def test_sft_row_renders_tool_calls_and_masks_only_assistant_turns(sft, tokenizer):
-    from trl.chat_template_utils import get_training_chat_template  # what SFTTrainer uses for assistant-only loss
-
     row = next(r for r in sft if len(r["messages"]) == 6)
-    rendered = tokenizer.apply_chat_template(
-        row["messages"],
-        tools=json.loads(row["tools"]),
-        chat_template=get_training_chat_template(tokenizer),
-        tokenize=True,
-        return_dict=True,
-        return_assistant_tokens_mask=True,
-    )
-    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
-    masked = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
-    turns = []
-    for message in row["messages"][1::2]:
-        if message.get("tool_calls"):
-            (call,) = message["tool_calls"]
-            body = json.dumps({"name": call["function"]["name"], "arguments": call["function"]["arguments"]})
-            turns.append(f"<think>\n\n</think>\n\n<tool_call>\n{body}\n</tool_call><|im_end|>\n")
-        else:
-            turns.append(f"<think>\n\n</think>\n\n{message['content']}<|im_end|>\n")
-    assert masked == "".join(turns)  # the loss covers the assistant turns, tool calls included, and nothing else
+    ids, mask, masked, expected = assistant_loss_text(tokenizer, row)
+    assert masked == expected  # the loss covers the assistant turns, tool calls included, and nothing else
     tool_call, tool_response = tokenizer.convert_tokens_to_ids(["<tool_call>", "<tool_response>"])
     assert sum(m for t, m in zip(ids, mask, strict=True) if t == tool_call) == 2
     assert ids.count(tool_response) == 2 and not any(m for t, m in zip(ids, mask, strict=True) if t == tool_response)

@@ -126,3 +126,32 @@ def load_file(path, name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def assistant_loss_text(tokenizer, row: dict) -> tuple[list[int], list[int], str, str]:
+    """Render a tool-use SFT row as SFTTrainer does for assistant-only loss (TRL's training chat template) and return
+    (input ids, assistant mask, the text under the mask, the text the assistant turns should give: each call or answer
+    after an empty think block, closed by `<|im_end|>`)."""
+    import json
+
+    from trl.chat_template_utils import get_training_chat_template
+
+    rendered = tokenizer.apply_chat_template(
+        row["messages"],
+        tools=json.loads(row["tools"]),
+        chat_template=get_training_chat_template(tokenizer),
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
+    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
+    masked = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    turns = []
+    for message in row["messages"][1::2]:
+        if message.get("tool_calls"):
+            (call,) = message["tool_calls"]
+            body = json.dumps({"name": call["function"]["name"], "arguments": call["function"]["arguments"]})
+            turns.append(f"<think>\n\n</think>\n\n<tool_call>\n{body}\n</tool_call><|im_end|>\n")
+        else:
+            turns.append(f"<think>\n\n</think>\n\n{message['content']}<|im_end|>\n")
+    return ids, mask, masked, "".join(turns)
