@@ -11,7 +11,7 @@ every arm from the same warm start, recipe, steps, batch and seeds, and reports,
   blame ratio, the share of advantage mass moved (bench/teacher_sweep.py's `localization`), with their chance levels;
 - the label-free diagnostics the trainer logs, during training: `gear/kl_failed_over_passed`, `gear/kl_floor`,
   `gear/onsets_teacher_supported_frac` (the share of onsets in passed rollouts on tokens the teacher supports). In the
-  oracle arms the "KL" these read is the oracle's signal.
+  oracle arms the "KL" is the label signal, 0 in every passed rollout, so these are undefined there.
 
 What the teacher sees. A teacher shown only the final answer (the paper's arithmetic setting, and every earlier study
 here) cannot know which intermediate line of a failed solution went wrong; one shown the worked solution can. On arith
@@ -31,8 +31,8 @@ runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); ea
 `--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
 
     python bench/headroom.py --quick     # arith: 5 arms x 2 seeds, 3 steps; calc_long: none, oracle-gear x 1 seed, 2 steps
-    python bench/headroom.py --tasks arith       # 8 arms x 8 seeds: about 1.7 CPU-hours (see BUDGETS)
-    python bench/headroom.py --tasks calc_long   # 7 arms x 8 seeds: about 10 CPU-hours (see BUDGETS)
+    python bench/headroom.py --tasks arith       # 8 arms x 8 seeds: about 1.5 CPU-hours (see BUDGETS)
+    python bench/headroom.py --tasks calc_long   # 7 arms x 8 seeds, 20 steps: about 6 CPU-hours (see BUDGETS)
 
 `calc_long` (chains of 4-6 tool calls, data/README.md "Long chains") is the paper's regime: long rollouts that fail
 on one call; it lists its own arms (GiGPO's among them: its anchor states come from the calculator) and budgets.
@@ -100,7 +100,8 @@ TASKS = {
         },
         "error_site": "tools",
         "arms": ["none", "gear", "gear-signed", "rlsd", "gigpo", "gear+gigpo", "oracle-gear"],
-        "full": {"max_steps": 40, "eval_limit": 100, "problems": 24},
+        # 20 steps, not arith's 40: a run costs 4x an arith one at half the steps (see BUDGETS)
+        "full": {"max_steps": 20, "eval_limit": 100, "problems": 24},
         "quick": {"arms": ["none", "oracle-gear"], "seeds": [0], "max_steps": 2, "eval_limit": 4, "problems": 2},
     },
 }
@@ -157,20 +158,21 @@ BUDGETS = {
 arith with `tiny-qwen3-arith-sol35` (each job's `cpu_s`: its worker process's CPU seconds, one torch thread; one
 seed of none, gear-answer, gear-solution, gear-signed, rlsd and oracle-gear on 2 cores shared with other jobs): a
 run costs 86 (`none`) to 97 (`rlsd`) CPU-seconds, training and scoring; a probe of 48 problems 14-15, the start 12.
-The full arith study, 8 arms x 8 seeds = 64 runs plus 7 probes, is about 1.7 CPU-hours: about 50 minutes on 2
-workers with a free core each (that invocation's wall time was 2.7x its CPU time, the cores being shared). `--quick`
+The full arith study, 8 arms x 8 seeds = 64 runs plus 7 probes, used about 1.5 CPU-hours (each arm's mean 81-87
+CPU-seconds a run, `cpu_s_per_run` in the report); its last 23 runs took 31 minutes on 2 workers. `--quick`
 (5 arms x 2 seeds, 3 steps of 2 problems, 16 held-out problems, 5 probes of 4 problems; `rlsd` left out, its teacher
 pass is `gear-solution`'s) used 150 CPU-seconds, mostly starting 15 worker processes, and took 4.7 minutes on the
 shared cores.
 
-calc_long's full budget (`TASKS["calc_long"]["full"]`: 40 steps of 4 problems x 8 samples, 100 held-out problems,
-probes of 24) costs more a run: one `gear` run took 689 CPU-seconds (11.5 CPU-minutes: 40 steps, rollouts of
-about 160 tokens and 5 calls, then greedy and 2 samples on 100 problems; 3.2 GB peak RSS), measured on one thread
-beside other jobs, from the SFT step-80 snapshot of the warm start (its rollouts have the committed one's length).
-7 arms x 8 seeds is 56 runs, about 10 CPU-hours (`none` and `gigpo` skip the teacher pass, so somewhat less): about
-5 hours on 2 idle workers, plus 6 probes. With arith's 1.7 that is over the issue's 8 CPU-hours; `--max-steps 20`
-halves the training. Its quick budget (none and oracle-gear, one seed, 2 steps of 2 problems, 4 held-out problems)
-adds 4 jobs, about 1.5 CPU-minutes, to arith's."""
+calc_long's full budget (`TASKS["calc_long"]["full"]`: 20 steps of 4 problems x 8 samples, 100 held-out problems,
+probes of 24) costs more a run, so it trains half as many steps as arith. A 20-step run of `none` or `oracle-gear`
+from `tiny-qwen3-calc-long` took 348-380 CPU-seconds (280-310 training on rollouts of about 180 tokens and 5 calls,
+70-80 scoring greedy and 2 samples on 100 problems), one torch thread per worker on 2 busy cores (about 10 minutes
+of wall time for a pair of runs); the start 94, a probe 73. 7 arms x 8 seeds is 56 runs, about 6 CPU-hours (the
+teacher-free `none` and `gigpo` somewhat less); a 40-step budget would double the training. Its quick budget (none
+and oracle-gear, one seed, 2 steps of 2 problems, 4 held-out problems) adds 4 jobs, about 1.5 CPU-minutes, to
+arith's."""
+
 
 METRICS = teacher_sweep.METRICS
 

@@ -260,11 +260,11 @@ def test_main_plans_per_task_arms_and_skips_probes_without_a_teacher(headroom, m
     jobs = seen["jobs"]
     trains = [j for j in jobs if j["kind"] == "train"]
     assert {j["label"] for j in trains} == set(headroom.TASKS["calc_long"]["arms"])
-    assert len(trains) == 7 * 8 and {j["max_steps"] for j in trains} == {40}
+    assert len(trains) == 7 * 8 and {j["max_steps"] for j in trains} == {20}  # calc_long's own, not arith's 40
     probes = {j["key"] for j in jobs if j["kind"] == "probe"}
     assert "probe__gigpo__seed0" not in probes and "probe__gear_plus_gigpo__seed0" in probes
     assert all(j["train_eval"] is None for j in jobs)  # the recipe trains on the whole train split
-    assert report["config"]["tasks"]["calc_long"]["budget"]["window"] == 10
+    assert report["config"]["tasks"]["calc_long"]["budget"]["window"] == 5  # the last quarter of the steps
 
 
 def test_an_unfinished_study_is_written_as_partial_never_as_the_full_one(headroom, monkeypatch, tmp_path):
