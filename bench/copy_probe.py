@@ -1,13 +1,13 @@
 """Where does a calculator teacher use its reference? Teacher-forced accuracy of the reference rollout, per field.
 
 For each held-out row of a calculator task, the reference conversation (its calls, the calculator's results and the
-final answer, as the tool loop builds them) is scored token by token under two prompts: the student's and the
-teacher's (the task's teacher template with the reference calls, as GEARTrainer writes them). Each model token of
-the reference is put in a field of the call it belongs to (`name`: the tool name; `a`, `b`: the operands; `answer`:
-the digits in `\\boxed{}`; `other`: the JSON and chat syntax; the calculator's results are not the model's and not
-scored), rendered with the chat template GRPOTrainer trains tool conversations with, and the report gives, per field and prompt, the share of
-tokens that are the model's argmax and their mean log-probability. A teacher that copies its reference is near 1 on
-every field; one that copies operands but not names is the hypothesis of data/README.md, "Long chains".
+final answer, as the tool loop builds them) is rendered with the chat template GRPOTrainer trains tool conversations
+with and scored token by token under two prompts: the student's and the teacher's (the task's teacher template with
+the reference calls, as GEARTrainer writes them). Only the model's turns are scored (the template's assistant mask,
+what SFTTrainer's assistant-only loss covers), each token in a field (`name`: the tool name; `a`, `b`: the operands;
+`answer`: the digits in `\\boxed{}`; `other`: the JSON and chat syntax). The report gives, per field and prompt, the
+share of tokens that are the model's argmax and their mean log-probability. A teacher that copies its reference is
+near 1 on every field; one that copies operands but not names is the hypothesis of data/README.md, "Long chains".
 
     python bench/copy_probe.py --model data/tiny-qwen3-calc-long --task-dir data/calc_long --rows 64
 
@@ -46,37 +46,15 @@ def field_of_chars(text: str) -> list[str]:
     return fields
 
 
-def assistant_chars(
-    text: str, turn_start: str = "<|im_start|>assistant\n", turn_end: str = "<|im_end|>"
-) -> list[bool]:
-    """Which characters of a completion the model writes: from the start (the generation prompt opened an assistant
-    turn) to each `turn_end` inclusive, and again after each `turn_start`. Tool results are not the model's."""
-    mask = [False] * len(text)
-    position, writing = 0, True
-    while position < len(text):
-        if writing:
-            end = text.find(turn_end, position)
-            end = len(text) if end < 0 else end + len(turn_end)
-            mask[position:end] = [True] * (end - position)
-            position, writing = end, False
-        else:
-            start = text.find(turn_start, position)
-            if start < 0:
-                break
-            position, writing = start + len(turn_start), True
-    return mask
-
-
-def token_fields(offsets: list[tuple[int, int]], char_fields: list[str], written: list[bool]) -> list[str | None]:
-    """A token's field: the field of its first character that is not "other" (a token spanning `"add` is `name`);
-    None for a token the model does not write (tool results, the turn markers between them)."""
-    out = []
-    for start, end in offsets:
-        if not any(written[start:end]):
-            out.append(None)
-            continue
-        named = [char_fields[i] for i in range(start, end) if char_fields[i] != "other"]
+def token_fields(pieces: list[str]) -> list[str]:
+    """The field of each token, given each token's text: the field of its first character that is not "other" in the
+    joined text (a token spanning `"add` is `name`)."""
+    char_fields = field_of_chars("".join(pieces))
+    out, start = [], 0
+    for piece in pieces:
+        named = [field for field in char_fields[start : start + len(piece)] if field != "other"]
         out.append(named[0] if named else "other")
+        start += len(piece)
     return out
 
 
@@ -110,23 +88,23 @@ def main(argv: list[str] | None = None) -> dict:
         student = [dict(message) for message in row["prompt"]]
         teacher = teacher_prompt(student, tool_calls_text(tokenizer, calls, chat_template), TEACHER_TEMPLATE)
         for label, prompt in (("student", student), ("teacher", teacher)):
-            render = {"tools": tools, "tokenize": False, "chat_template": chat_template}
-            prompt_text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, **render)
-            full_text = tokenizer.apply_chat_template([*prompt, *reply], **render)
-            if not full_text.startswith(prompt_text):
-                raise ValueError(f"row {row['id']}: the rendered conversation does not extend its prompt")
-            completion = full_text[len(prompt_text) :]
-            encoded = tokenizer(completion, add_special_tokens=False, return_offsets_mapping=True)
-            prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-            ids = torch.tensor([prompt_ids + encoded["input_ids"]])
+            rendered = tokenizer.apply_chat_template(
+                [*prompt, *reply],
+                tools=tools,
+                chat_template=chat_template,
+                tokenize=True,
+                return_dict=True,
+                return_assistant_tokens_mask=True,  # the model's turns: what SFTTrainer's assistant-only loss covers
+            )
+            ids, written = rendered["input_ids"], rendered["assistant_masks"]
             with torch.no_grad():
-                logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
-            targets = torch.tensor(encoded["input_ids"])
+                logits = model(torch.tensor([ids])).logits[0, :-1].float()  # position t predicts token t + 1
+            targets = torch.tensor(ids[1:])
             logprobs = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])[:, 0]
             hits = (logits.argmax(dim=-1) == targets).tolist()
-            fields = token_fields(encoded["offset_mapping"], field_of_chars(completion), assistant_chars(completion))
-            for field, hit, logprob in zip(fields, hits, logprobs.tolist(), strict=True):
-                if field is None:
+            fields = token_fields(tokenizer.batch_decode([[token] for token in ids]))
+            for field, hit, logprob, scored in zip(fields[1:], hits, logprobs.tolist(), written[1:], strict=True):
+                if not scored:
                     continue
                 cell = totals[label][field]
                 cell[0] += 1

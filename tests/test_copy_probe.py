@@ -15,40 +15,22 @@ def probe():
     return load_file(REPO_ROOT / "bench" / "copy_probe.py", "gear_bench_copy_probe")
 
 
-CALL = '<tool_call>\n{"name": "subtract", "arguments": {"a": 100, "b": 21}}\n</tool_call><|im_end|>'
-RESULT = '\n<|im_start|>user\n<tool_response>\n{"result": 79}\n</tool_response><|im_end|>\n<|im_start|>assistant\n'
-ANSWER = "The answer is \\boxed{79}.<|im_end|>"
-
-
 def test_fields_cover_each_value_and_nothing_else(probe):
-    text = CALL
-    fields = probe.field_of_chars(text)
+    text = '<tool_call>\n{"name": "subtract", "arguments": {"a": 100, "b": 21}}\n</tool_call><|im_end|>'
     spans = {}
-    for index, field in enumerate(fields):
+    for character, field in zip(text, probe.field_of_chars(text), strict=True):
         if field != "other":
-            spans.setdefault(field, "")
-            spans[field] += text[index]
+            spans[field] = spans.get(field, "") + character
     assert spans == {"name": "subtract", "a": "100", "b": "21"}
-    assert probe.field_of_chars(ANSWER).count("answer") == 2  # "79" of \boxed{79}
+    assert probe.field_of_chars("The answer is \\boxed{79}.").count("answer") == 2  # "79" of \boxed{79}
 
 
-def test_only_the_models_turns_are_written(probe):
-    text = CALL + RESULT + ANSWER
-    written = probe.assistant_chars(text)
-    kept = "".join(c for c, w in zip(text, written, strict=True) if w)
-    assert kept == CALL + ANSWER  # the tool result and the turn markers around it are the environment's
-    assert probe.assistant_chars("") == []
-    unfinished = '<tool_call>\n{"name": "add"'
-    assert all(probe.assistant_chars(unfinished))  # a turn without its end marker is still the model's
-
-
-def test_a_token_takes_its_first_named_field_and_unwritten_tokens_none(probe):
-    text = '{"name": "add", "arguments": {"a": 7, "b": 42}}' + "\n<|im_start|>user\n5"
-    char_fields = probe.field_of_chars(text)
-    written = [True] * text.index("\n<|im_start|>") + [False] * len("\n<|im_start|>user\n5")
-    start = text.index('"add')
-    offsets = [(0, 1), (start, start + 4), (text.index("42"), text.index("42") + 2), (len(text) - 1, len(text))]
-    assert probe.token_fields(offsets, char_fields, written) == ["other", "name", "b", None]
+def test_a_token_takes_the_first_named_field_it_covers(probe):
+    pieces = ['{"', "name", '":', ' "', "sub", "tract", '",', ' {"', "a", '":', " 1", "00", ",", ' "b": 4', "2", "}}"]
+    assert probe.token_fields(pieces) == [
+        "other", "other", "other", "other", "name", "name", "other", "other", "other", "other", "a", "a", "other",
+        "b", "b", "other",
+    ]  # fmt: skip
 
 
 def test_teacher_forced_report_on_the_tiny_calculator(probe, tmp_path):
