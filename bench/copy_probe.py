@@ -6,8 +6,11 @@ with and scored token by token under two prompts: the student's and the teacher'
 the reference calls, as GEARTrainer writes them). Only the model's turns are scored (the template's assistant mask,
 what SFTTrainer's assistant-only loss covers), each token in a field (`name`: the tool name; `a`, `b`: the operands;
 `answer`: the digits in `\\boxed{}`; `other`: the JSON and chat syntax). The report gives, per field and prompt, the
-share of tokens that are the model's argmax and their mean log-probability. A teacher that copies its reference is
-near 1 on every field; one that copies operands but not names is the hypothesis of data/README.md, "Long chains".
+share of tokens that are the model's argmax and their mean log-probability, and the same share over each value's
+*first* token, where the choice is made (`"add"` and `"subtract"` part at their first token; the rest of a name is
+then sure). A teacher that copies its reference is near 1 on every field; data/README.md, "Long chains", reads it.
+The teacher prompt is the one the teacher-style SFT rows show (`teacher_messages` of make_calc_tools_data.py): the
+rows' `reference_solution` where the task was written with `--teacher-reference steps`, else the reference calls.
 
     python bench/copy_probe.py --model data/tiny-qwen3-calc-long --task-dir data/calc_long --rows 64
 
@@ -58,6 +61,11 @@ def token_fields(pieces: list[str]) -> list[str]:
     return out
 
 
+def first_tokens(fields: list[str]) -> list[bool]:
+    """Whether each token starts a value: a named field whose previous token is not of the same field."""
+    return [field != "other" and (index == 0 or fields[index - 1] != field) for index, field in enumerate(fields)]
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="data/tiny-qwen3-calc-long")
@@ -70,8 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from data.scripts.make_calc_tools_data import TEACHER_TEMPLATE, conversation
-    from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat_template
+    from data.scripts.make_calc_tools_data import conversation, teacher_messages
+    from gear_trl.data.teacher import tool_calls_text, training_chat_template
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
@@ -80,13 +88,13 @@ def main(argv: list[str] | None = None) -> dict:
     rows = [json.loads(line) for line in (REPO_ROOT / args.task_dir / "test.jsonl").read_text().splitlines()]
     rows = rows[: args.rows]
 
-    totals = {prompt: {field: [0, 0, 0.0] for field in FIELDS} for prompt in ("student", "teacher")}
+    totals = {prompt: {field: [0, 0, 0.0, 0, 0] for field in FIELDS} for prompt in ("student", "teacher")}
     for row in rows:
         tools = json.loads(row["tools"])
         calls = json.loads(row["ground_truth"])
         reply = conversation(calls)
         student = [dict(message) for message in row["prompt"]]
-        teacher = teacher_prompt(student, tool_calls_text(tokenizer, calls, chat_template), TEACHER_TEMPLATE)
+        teacher = teacher_messages(row, lambda reference: tool_calls_text(tokenizer, reference, chat_template))
         for label, prompt in (("student", student), ("teacher", teacher)):
             rendered = tokenizer.apply_chat_template(
                 [*prompt, *reply],
@@ -103,29 +111,44 @@ def main(argv: list[str] | None = None) -> dict:
             logprobs = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])[:, 0]
             hits = (logits.argmax(dim=-1) == targets).tolist()
             fields = token_fields(tokenizer.batch_decode([[token] for token in ids]))
-            for field, hit, logprob, scored in zip(fields[1:], hits, logprobs.tolist(), written[1:], strict=True):
-                if not scored:
+            starts = first_tokens(fields)
+            scored = zip(fields[1:], starts[1:], hits, logprobs.tolist(), written[1:], strict=True)
+            for field, start, hit, logprob, is_written in scored:
+                if not is_written:
                     continue
                 cell = totals[label][field]
                 cell[0] += 1
                 cell[1] += int(hit)
                 cell[2] += logprob
+                cell[3] += int(start)
+                cell[4] += int(start and hit)
 
     table = {
         label: {
-            field: {"tokens": n, "argmax_acc": hits / n if n else None, "mean_logprob": total / n if n else None}
-            for field, (n, hits, total) in fields.items()
+            field: {
+                "tokens": n,
+                "argmax_acc": hits / n if n else None,
+                "mean_logprob": total / n if n else None,
+                "values": values,
+                "first_token_acc": first_hits / values if values else None,
+            }
+            for field, (n, hits, total, values, first_hits) in fields.items()
         }
         for label, fields in totals.items()
     }
     print(f"{args.model} on {len(rows)} rows of {args.task_dir}/test.jsonl, teacher-forced on the reference rollout")
-    print("field    tokens  student acc  teacher acc  student logp  teacher logp")
+    print("field    tokens  student acc  teacher acc  student logp  teacher logp  values  student 1st  teacher 1st")
     for field in FIELDS:
         s, t = table["student"][field], table["teacher"][field]
         if s["tokens"]:
+            first = (
+                f"  {s['values']:>6}  {s['first_token_acc']:>11.3f}  {t['first_token_acc']:>11.3f}"
+                if s["values"]
+                else ""
+            )
             print(
                 f"{field:<8} {s['tokens']:>6}  {s['argmax_acc']:>11.3f}  {t['argmax_acc']:>11.3f}"
-                f"  {s['mean_logprob']:>12.3f}  {t['mean_logprob']:>12.3f}"
+                f"  {s['mean_logprob']:>12.3f}  {t['mean_logprob']:>12.3f}{first}"
             )
     result = {"model": args.model, "task_dir": args.task_dir, "rows": len(rows), "fields": table}
     if args.output:

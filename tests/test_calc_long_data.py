@@ -166,6 +166,37 @@ def test_the_longest_rollouts_fit_the_recipes_budget(sft, tokenizer, recipe):
     assert recipe["max_tool_calling_iterations"] >= 6 + 1  # six calls, one failed call to spare
 
 
+def test_teacher_reference_steps_writes_one_line_per_call_keyed_on_the_last_result(tmp_path, tokenizer):
+    """`--teacher-reference steps`: the same problems, each row with a `reference_solution` of `a name b = result`
+    lines (the first starting from the first operand, each next one from the line before's result, the last result
+    the answer); teacher-style SFT rows show those lines in STEPS_TEMPLATE, never the calls."""
+    script.main(["--task", "calc_long", "--out-dir", str(tmp_path), "--n-sft", "40", "--teacher-reference", "steps"])
+    rows = [json.loads(line) for line in (tmp_path / "test.jsonl").read_text().splitlines()]
+    committed = [json.loads(line) for line in (TASK_DIR / "test.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in row.items() if k != "reference_solution"} for row in rows] == committed
+    line = re.compile(r"(\d+) (add|subtract) (\d+) = (\d+)")
+    for row in rows:
+        steps = [line.fullmatch(text).groups() for text in row["reference_solution"].split("\n")]
+        calls = calls_of(row)
+        assert [(name, {"a": int(a), "b": int(b)}) for a, name, b, _ in steps] == [
+            (call["name"], call["arguments"]) for call in calls
+        ]
+        assert [int(a) for a, *_ in steps[1:]] == [int(result) for *_, result in steps[:-1]]
+        assert steps[-1][3] == row["answer"]
+    sft = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    shown = [row["messages"][0]["content"] for row in sft if "Reference" in row["messages"][0]["content"]]
+    assert 0.6 <= len(shown) / len(sft) <= 0.8 and not any("<tool_call>" in text for text in shown)
+    row = rows[0]
+    render = lambda calls: tool_calls_text(tokenizer, calls, training_chat_template(tokenizer))
+    assert script.teacher_messages(row, render) == teacher_prompt(
+        row["prompt"], render(calls_of(row)), script.STEPS_TEMPLATE, row["reference_solution"]
+    )
+    without = {k: v for k, v in row.items() if k != "reference_solution"}
+    assert script.teacher_messages(without, render) == teacher_prompt(
+        row["prompt"], render(calls_of(row)), script.TEACHER_TEMPLATE
+    )
+
+
 def test_the_recipe_runs_the_long_task_with_the_teacher_template(recipe):
     assert recipe["teacher_template"] == script.TEACHER_TEMPLATE
     assert recipe["dataset_name"] == "data/calc_long" and recipe["dataset_format"] == "tool_use"
@@ -219,3 +250,45 @@ def test_make_warm_start_init_from_starts_from_the_saved_model(tmp_path):
     after = load_file(out / "model.safetensors")
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert (out / "generation_config.json").exists() and (out / "tokenizer.json").exists()
+
+
+@pytest.mark.slow
+def test_the_trainer_shows_a_tool_rows_reference_solution_to_the_teacher(tmp_path):
+    """`teacher_reference: solution` on tool rows: the `tool_use` adapter keeps `reference_solution`, the teacher
+    prompt shows it in the template, and a row without one shows its reference calls instead, counted in
+    `gear/teacher_answer_only_frac`."""
+    from tests.scripted import call_text, scripted_trainer
+
+    data = tmp_path / "data"
+    script.main(["--task", "calc_long", "--out-dir", str(data), "--n-sft", "1", "--teacher-reference", "steps"])
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()][:16]
+    for row in rows[1::2]:
+        del row["reference_solution"]
+    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (data / "sft.jsonl").unlink()
+
+    def script_(row, round_index, rollout_index, rank):
+        calls = calls_of(row)
+        return call_text(calls[0]["name"], calls[0]["arguments"]) if round_index == 0 else "Done."
+
+    overrides = ["--model_name_or_path", "data/tiny-qwen3", "--output_dir", str(tmp_path / "out"), "--max_steps", "1"]
+    overrides += ["--dataset_name", str(data), "--dataset_test_split", "none", "--shuffle_dataset", "false"]
+    overrides += ["--per_device_train_batch_size", "8", "--num_generations", "2", "--save_strategy", "no"]
+    overrides += ["--teacher_reference", "solution", "--teacher_template", script.STEPS_TEMPLATE]
+    trainer = scripted_trainer(script_, ["--config", str(RECIPE), *overrides])
+    trainer.model.train()
+    seen = []
+    build = trainer._teacher_prompts.__call__
+    trainer._teacher_prompts = lambda *a, **k: seen.append(build(*a, **k)) or seen[-1]
+    batch_rows = next(iter(trainer.get_train_dataloader()))
+    trainer._generate_and_score_completions(batch_rows)
+    texts = [trainer._tokenizer.decode(ids) for ids in seen[-1].input_ids]
+    for row, text in zip(batch_rows, texts, strict=True):
+        assert "Reference steps for this request" in text
+        if row["reference_solution"]:
+            assert row["reference_solution"] in text and "<tool_call>" not in text.split("<|im_start|>user")[-1]
+        else:
+            assert f'"name": "{calls_of(row)[0]["name"]}"' in text.split("<|im_start|>user")[-1]
+    expected = sum(not row["reference_solution"] for row in batch_rows) / len(batch_rows)
+    assert 0 < expected < 1
+    assert trainer._metrics["train"]["gear/teacher_answer_only_frac"][-1] == pytest.approx(expected)

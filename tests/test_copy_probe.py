@@ -33,6 +33,11 @@ def test_a_token_takes_the_first_named_field_it_covers(probe):
     ]  # fmt: skip
 
 
+def test_a_value_starts_at_its_first_token(probe):
+    fields = ["other", "name", "name", "other", "a", "a", "other", "b", "other", "answer"]
+    assert probe.first_tokens(fields) == [False, True, False, False, True, False, False, True, False, True]
+
+
 def test_teacher_forced_report_on_the_tiny_calculator(probe, tmp_path):
     """End to end on two held-out chains: every field scored under both prompts, shares in [0, 1], the JSON written."""
     out = tmp_path / "probe.json"
@@ -46,3 +51,10 @@ def test_teacher_forced_report_on_the_tiny_calculator(probe, tmp_path):
         assert all(table[field]["tokens"] > 0 for field in ("name", "a", "b", "answer", "other"))
         assert all(0.0 <= table[field]["argmax_acc"] <= 1.0 for field in table)
     assert result["fields"]["student"]["name"]["tokens"] == result["fields"]["teacher"]["name"]["tokens"]
+    rows = [json.loads(line) for line in (REPO_ROOT / "data" / "calc_long" / "test.jsonl").read_text().splitlines()]
+    calls = sum(len(json.loads(row["ground_truth"])) for row in rows[:2])
+    for prompt in ("student", "teacher"):  # one value per call and field, one answer per chain
+        table = result["fields"][prompt]
+        assert [table[field]["values"] for field in ("name", "a", "b", "answer")] == [calls, calls, calls, 2]
+        assert table["other"]["values"] == 0 and table["other"]["first_token_acc"] is None
+        assert all(0.0 <= table[field]["first_token_acc"] <= 1.0 for field in ("name", "a", "b", "answer"))

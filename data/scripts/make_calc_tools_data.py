@@ -44,6 +44,11 @@ did worse than the student, `data/README.md`). As for `calc_tools`, `sft.jsonl` 
 command writes it in seconds, with the committed train and test files.
 
     python data/scripts/make_calc_tools_data.py --task calc_long
+
+`--teacher-reference steps` adds a column `reference_solution` to every row: the reference calls as lines
+`48 add 44 = 92` (`reference_steps`), each keyed on the result it starts from, and the teacher-style SFT rows show
+those lines in `STEPS_TEMPLATE` instead of the calls (for GEAR's `teacher_reference: solution`, which the `tool_use`
+adapter supports). Tried on `calc_long` (data/README.md, "Long chains"); the committed files use the calls.
 """
 
 from __future__ import annotations
@@ -74,6 +79,13 @@ TEACHER_TEMPLATE = (
     "calls yourself."
 )
 """GEAR's `teacher_template` for this task; `recipes/tiny/config_calc_tools.yaml` sets the same string."""
+STEPS_TEMPLATE = (
+    "\n\nReference steps for this request, one tool call each (last result, tool, number = result):\n"
+    "{reference_solution}\nUse them only to check your own choices; make the calls yourself."
+)
+"""The teacher template for rows written with `--teacher-reference steps` (GEAR's `teacher_reference: solution`):
+the row's `reference_solution`, one line per call keyed on the result it starts from, in place of the calls."""
+TEACHER_REFERENCES = ("calls", "steps")
 FINAL_ANSWER = "The answer is \\boxed{{{answer}}}."
 LOW, HIGH = 10, 99
 """Operands are two-digit numbers."""
@@ -121,6 +133,22 @@ def reference_calls(operands: tuple[int, ...], operators: tuple[str, ...]) -> li
     return calls
 
 
+def reference_steps(calls: list[dict]) -> str:
+    """The reference calls as lines `a name b = result`, each starting from the last result: `48 add 44 = 92`,
+    `92 subtract 40 = 52`, ... (`--teacher-reference steps`: the name follows the number the model has just read back
+    from the calculator, where in the tool-call rendering it precedes it)."""
+    env = Calculator()
+    env.reset()
+    lines = []
+    for call in calls:
+        result = env.execute(call)
+        if result.startswith("Error"):
+            raise RuntimeError(f"Reference call {call} failed: {result}")
+        arguments = call["arguments"]
+        lines.append(f"{arguments['a']} {call['name']} {arguments['b']} = {env.last_result()}")
+    return "\n".join(lines)
+
+
 def draw_problems(rng: random.Random, n: int, exclude: set[Problem], n_ops_weights: list[float]) -> list[Problem]:
     """`n` distinct problems, none in `exclude` (which is extended with them)."""
     problems = []
@@ -133,12 +161,19 @@ def draw_problems(rng: random.Random, n: int, exclude: set[Problem], n_ops_weigh
 
 
 def task_row(
-    problem: Problem, rng: random.Random, split: str, index: int, tools_json: str, category: str = "calc_tools"
+    problem: Problem,
+    rng: random.Random,
+    split: str,
+    index: int,
+    tools_json: str,
+    category: str = "calc_tools",
+    reference: str = "calls",
 ) -> dict:
-    """A tool-use-schema row (see the module docstring)."""
+    """A tool-use-schema row (see the module docstring); with `reference="steps"` also `reference_solution`, the
+    calls as `reference_steps` writes them."""
     operands, operators = problem
     question = rng.choice(QUESTION_TEMPLATES).format(expr=expression(operands, operators)) + INSTRUCTION
-    return {
+    row = {
         "id": f"{category}_{split}_{index}",
         "category": category,
         "prompt": [{"role": "user", "content": question}],
@@ -148,6 +183,9 @@ def task_row(
         "initial_config": "",
         "involved_classes": json.dumps([Calculator.class_name]),
     }
+    if reference == "steps":
+        row["reference_solution"] = reference_steps(reference_calls(operands, operators))
+    return row
 
 
 def conversation(calls: list[dict]) -> list[dict]:
@@ -165,14 +203,23 @@ def conversation(calls: list[dict]) -> list[dict]:
     return messages
 
 
+def teacher_messages(row: dict, render_calls) -> list[dict]:
+    """The teacher prompt GEARTrainer builds for a task row: with a `reference_solution` (`--teacher-reference
+    steps`, trained with `teacher_reference: solution` and `teacher_template: STEPS_TEMPLATE`), that text in
+    `STEPS_TEMPLATE`; otherwise the reference calls as `render_calls` writes them (the chat template's tool calls) in
+    `TEACHER_TEMPLATE`."""
+    messages = [dict(message) for message in row["prompt"]]
+    calls = render_calls(json.loads(row["ground_truth"]))
+    if row.get("reference_solution"):
+        return teacher_prompt(messages, calls, STEPS_TEMPLATE, row["reference_solution"])
+    return teacher_prompt(messages, calls, TEACHER_TEMPLATE)
+
+
 def sft_row(row: dict, teacher_style: bool, render_calls) -> dict:
     """The user message exactly as the RL trainer builds it (the teacher prompt for teacher-style rows), then the
     reference conversation; `tools` as in the task row."""
-    messages = [dict(message) for message in row["prompt"]]
-    calls = json.loads(row["ground_truth"])
-    if teacher_style:
-        messages = teacher_prompt(messages, render_calls(calls), TEACHER_TEMPLATE)
-    return {"messages": [*messages, *conversation(calls)], "tools": row["tools"]}
+    messages = teacher_messages(row, render_calls) if teacher_style else [dict(message) for message in row["prompt"]]
+    return {"messages": [*messages, *conversation(json.loads(row["ground_truth"]))], "tools": row["tools"]}
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -206,6 +253,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-ops-weights", type=parse_weights,
                         help="Relative frequency of 1, 2, 3, ... operations per problem (default: calc_tools "
                         "0.2,0.5,0.3, calc_long 0,0,0,1,1,1).")  # fmt: skip
+    parser.add_argument("--teacher-reference", choices=TEACHER_REFERENCES, default="calls",
+                        help="What the teacher sees: the reference calls as the chat template writes them (calls), "
+                        "or rows with a `reference_solution` of `reference_steps` lines (steps).")  # fmt: skip
     args = parser.parse_args(argv)
     for key, value in TASKS[args.task].items():
         if getattr(args, key) is None:
@@ -224,11 +274,20 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(args.seed)
     seen: set[Problem] = set()
     test = draw_problems(rng, args.n_test, seen, args.n_ops_weights)
-    test_rows = [task_row(problem, rng, "test", i, tools_json, args.task) for i, problem in enumerate(test)]
+    test_rows = [
+        task_row(problem, rng, "test", i, tools_json, args.task, args.teacher_reference)
+        for i, problem in enumerate(test)
+    ]
     train = draw_problems(rng, args.n_train, seen, args.n_ops_weights)
-    train_rows = [task_row(problem, rng, "train", i, tools_json, args.task) for i, problem in enumerate(train)]
+    train_rows = [
+        task_row(problem, rng, "train", i, tools_json, args.task, args.teacher_reference)
+        for i, problem in enumerate(train)
+    ]
     extra = draw_problems(rng, max(0, args.n_sft - args.n_train), seen, args.n_ops_weights)
-    extra_rows = [task_row(problem, rng, "sft", i, tools_json, args.task) for i, problem in enumerate(extra)]
+    extra_rows = [
+        task_row(problem, rng, "sft", i, tools_json, args.task, args.teacher_reference)
+        for i, problem in enumerate(extra)
+    ]
 
     sft_task_rows = (train_rows + extra_rows)[: args.n_sft]
     n_teacher = round(args.teacher_frac * len(sft_task_rows))

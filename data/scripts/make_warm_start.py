@@ -221,30 +221,32 @@ def summary(results: dict[str, dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def calc_teacher_template() -> str:
-    """`TEACHER_TEMPLATE` of `data/scripts/make_calc_tools_data.py` (a script, loaded from its file)."""
+def calc_script():
+    """`data/scripts/make_calc_tools_data.py` (a script, loaded from its file), whose `teacher_messages` builds the
+    calculator tasks' teacher prompts."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_calc_tools_data", Path(__file__).with_name(
         "make_calc_tools_data.py"))  # fmt: skip
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.TEACHER_TEMPLATE
+    return module
 
 
 def calc_rows(rows: list[dict[str, Any]], tokenizer, teacher: bool = False) -> list[dict[str, Any]]:
     """Calculator rows as the RL trainer prepares them (the `tool_use` adapter); with `teacher`, each prompt is the
-    teacher prompt: the reference calls as the trainer's chat template writes them, appended with the task's
-    template (as in the teacher-style SFT rows)."""
+    teacher prompt, as in the teacher-style SFT rows: the row's `reference_solution` when it has one
+    (`--teacher-reference steps`), else the reference calls as the trainer's chat template writes them, appended
+    with the task's template."""
     from gear_trl.data.teacher import tool_calls_text, training_chat_template
     from gear_trl.data.tool_use import TOOL_USE
 
     prepared = [TOOL_USE(row) for row in rows]
     if teacher:
         template = training_chat_template(tokenizer)
+        script = calc_script()
         for row in prepared:
-            calls = tool_calls_text(tokenizer, json.loads(row["ground_truth"]), template)
-            row["prompt"] = teacher_prompt(row["prompt"], calls, calc_teacher_template())
+            row["prompt"] = script.teacher_messages(row, lambda calls: tool_calls_text(tokenizer, calls, template))
     return prepared
 
 

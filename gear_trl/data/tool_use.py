@@ -2,8 +2,9 @@
 
 Schema: `prompt` (messages), `tools` (JSON list of tool schemas), `ground_truth` (JSON list of reference calls
 `{"name", "arguments"}`), and optionally `possible_answer` (single-turn answer sets), `initial_config` and
-`involved_classes` (multi-turn environment state). The adapter checks the JSON fields and keeps every column the
-rewards and environments read.
+`involved_classes` (multi-turn environment state), and `reference_solution` (text shown to the teacher in place of the
+rendered reference calls with `teacher_reference: solution`). The adapter checks the JSON fields and keeps every
+column the rewards, environments and teacher read.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .math import with_system_prompt
+from .math import REFERENCE_SOLUTION_COLUMN, with_system_prompt
 
 
 def json_text(value: Any) -> str | None:
@@ -32,7 +33,16 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-OPTIONAL_COLUMNS = {"id": "", "category": "", "possible_answer": "", "initial_config": "", "involved_classes": "[]"}
+OPTIONAL_COLUMNS = {
+    "id": "",
+    "category": "",
+    "possible_answer": "",
+    "initial_config": "",
+    "involved_classes": "[]",
+    REFERENCE_SOLUTION_COLUMN: "",
+}
+"""Columns kept with these defaults when a row lacks them (an empty `reference_solution`: the teacher is shown the
+reference calls, counted in `gear/teacher_answer_only_frac` under `teacher_reference: solution`)."""
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,8 @@ class GEARConfig(GRPOConfig):
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
             must contain `{ground_truth}` (the final answer) or `{reference_solution}`.
         teacher_reference (`str`, defaults to `"answer"`): what `{reference_solution}` receives: `answer` (the final
-            answer) or `solution` (the dataset's worked solution, the answer for rows without one).
+            answer) or `solution` (the dataset's worked solution, or a tool-use row's `reference_solution` text; the
+            answer, or the rendered reference calls, for rows without one).
         ground_truth_column (`str`, defaults to `"ground_truth"`): dataset column holding the ground truth.
         max_teacher_prompt_length (`int` or `None`, defaults to `None`): longest teacher prompt in tokens; longer ones
             lose tokens from the question side, never from the ground truth.
@@ -225,7 +226,8 @@ class GEARConfig(GRPOConfig):
         metadata={
             "help": "What the teacher's `{reference_solution}` receives: `answer`, the final answer (as "
             "`{ground_truth}`), or `solution`, the row's worked solution (column `reference_solution`, kept by the "
-            "dataset adapters: GSM8K's answer text, MATH's solution), falling back to the final answer in a row "
+            "dataset adapters: GSM8K's answer text, MATH's solution, a tool-use row's own text for its reference "
+            "calls), falling back to the final answer (a tool row's rendered calls) in a row "
             "without one, counted in `gear/teacher_answer_only_frac`. With `solution` the default template becomes "
             "one that shows the solution; a custom template must contain `{reference_solution}`. Rewards always read "
             "the final answer (our default: answer, today's behaviour, until a study shows which teaches better)."
