@@ -133,20 +133,16 @@ def reference_calls(operands: tuple[int, ...], operators: tuple[str, ...]) -> li
     return calls
 
 
-def reference_steps(calls: list[dict]) -> str:
+def reference_steps(operands: tuple[int, ...], operators: tuple[str, ...]) -> str:
     """The reference calls as lines `a name b = result`, each starting from the last result: `48 add 44 = 92`,
     `92 subtract 40 = 52`, ... (`--teacher-reference steps`: the name follows the number the model has just read back
     from the calculator, where in the tool-call rendering it precedes it)."""
-    env = Calculator()
-    env.reset()
-    lines = []
-    for call in calls:
-        result = env.execute(call)
-        if result.startswith("Error"):
-            raise RuntimeError(f"Reference call {call} failed: {result}")
-        arguments = call["arguments"]
-        lines.append(f"{arguments['a']} {call['name']} {arguments['b']} = {env.last_result()}")
-    return "\n".join(lines)
+    calls = reference_calls(operands, operators)
+    results = partial_results(operands, operators)
+    return "\n".join(
+        f"{call['arguments']['a']} {call['name']} {call['arguments']['b']} = {result}"
+        for call, result in zip(calls, results, strict=True)
+    )
 
 
 def draw_problems(rng: random.Random, n: int, exclude: set[Problem], n_ops_weights: list[float]) -> list[Problem]:
@@ -184,7 +180,7 @@ def task_row(
         "involved_classes": json.dumps([Calculator.class_name]),
     }
     if reference == "steps":
-        row["reference_solution"] = reference_steps(reference_calls(operands, operators))
+        row["reference_solution"] = reference_steps(operands, operators)
     return row
 
 
