@@ -11,7 +11,7 @@ import pytest
 from datasets import Dataset, IterableDataset
 
 from gear_trl import GEARConfig, GEARTrainer
-from gear_trl.data.teacher import DEFAULT_TOOL_TEACHER_TEMPLATE
+from gear_trl.data.teacher import DEFAULT_TOOL_SOLUTION_TEMPLATE, DEFAULT_TOOL_TEACHER_TEMPLATE
 from gear_trl.envs import Calculator
 from gear_trl.envs.rollout import ran_out_of_budget
 from gear_trl.plugins import UserInputError
@@ -88,6 +88,31 @@ def test_tool_rows_get_the_tool_call_hint_when_teacher_template_is_left_at_its_d
     own = make_trainer(tmp_path, dataset=rows, args=tiny_args(tmp_path, teacher_template="\nHint: {ground_truth}"))
     assert own._teacher_prompts.tool_template is None
     assert trainer._teacher_prompts.tool_template == DEFAULT_TOOL_TEACHER_TEMPLATE
+
+
+def test_tool_rows_get_the_tool_steps_hint_under_teacher_reference_solution(tmp_path):
+    schema = {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {}}}
+    steps = "3 add 4 = 7"
+    rows = Dataset.from_list(
+        [
+            {
+                "prompt": [{"role": "user", "content": "3 + 4"}],
+                "ground_truth": '[{"name": "add", "arguments": {"a": 3, "b": 4}}]',
+                "reference_solution": steps,
+                "tools": json.dumps([schema]),
+            }
+            for _ in range(4)
+        ]
+    )
+    args = tiny_args(tmp_path, credit="gear", teacher_reference="solution")
+    trainer = make_trainer(tmp_path, dataset=rows, args=args)
+    assert trainer._teacher_prompts.tool_template == DEFAULT_TOOL_SOLUTION_TEMPLATE
+    prompt = [{"role": "user", "content": "3 + 4"}]
+    with_tools = trainer._teacher_prompts([prompt], [steps], [[schema]])
+    text = trainer._tokenizer.decode(with_tools.input_ids[0])
+    assert "Reference steps for this request:\n3 add 4 = 7" in text and "boxed" not in text
+    without = trainer._teacher_prompts([prompt], ["3 + 4 = 7"], [None])
+    assert "A reference solution to this problem is" in trainer._tokenizer.decode(without.input_ids[0])
 
 
 # --- tool rollouts cut by max_completion_length ----------------------------------------------------------------------

@@ -22,6 +22,12 @@ DEFAULT_TOOL_TEACHER_TEMPLATE = (
 )
 """The teacher hint of rows that have tools when `teacher_template` is left at its (math) default: the reference
 calls are written as the chat template writes tool calls, so a hint about `\\boxed{}` answers would mislead."""
+DEFAULT_TOOL_SOLUTION_TEMPLATE = (
+    "\n\nReference steps for this request:\n{reference_solution}\nUse them only to check your own choices; make the "
+    "calls yourself."
+)
+"""The same for `teacher_reference: solution` with the template left at its (math solution) default: the row's
+`reference_solution` (the calls written as steps, say) under a tool-call hint instead of a math one."""
 
 
 def has_ground_truth(value: Any) -> bool:

@@ -48,6 +48,7 @@ from ..credit.diagnostics import failure_contrast, failure_contrast_sums
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import (
+    DEFAULT_TOOL_SOLUTION_TEMPLATE,
     DEFAULT_TOOL_TEACHER_TEMPLATE,
     TeacherPromptBuilder,
     has_ground_truth,
@@ -64,7 +65,13 @@ from ..plugins import UserInputError
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .fused_head import FusedDivergence, divergence_in_log_probs
-from .gear_config import DEFAULT_MATH_TEACHER_TEMPLATE, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
+from .gear_config import (
+    DEFAULT_MATH_SOLUTION_TEMPLATE,
+    DEFAULT_MATH_TEACHER_TEMPLATE,
+    GEARConfig,
+    check_peft_for_teacher,
+    check_vllm_server_tools,
+)
 from .hub import check_hub_access
 from .preflight import check_trackers, looks_like_local_path
 from .teacher_weights import (
@@ -209,10 +216,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
-        # Left at its math default, the teacher hint of a prompt with tools is the tool-call one.
-        tool_template = (
-            DEFAULT_TOOL_TEACHER_TEMPLATE if args.teacher_template == DEFAULT_MATH_TEACHER_TEMPLATE else None
-        )
+        # Left at its math default (answer or solution), the teacher hint of a prompt with tools is the tool-call one.
+        tool_template = {
+            DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
+            DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
+        }.get(args.teacher_template)
         self._teacher_prompts = TeacherPromptBuilder(
             self._tokenize_prompt,
             self._tokenizer,
