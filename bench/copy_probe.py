@@ -5,12 +5,14 @@ final answer, as the tool loop builds them) is rendered with the chat template G
 with and scored token by token under two prompts: the student's and the teacher's (the task's teacher template with
 the reference calls, as GEARTrainer writes them). Only the model's turns are scored (the template's assistant mask,
 what SFTTrainer's assistant-only loss covers), each token in a field (`name`: the tool name; `a`, `b`: the operands;
-`answer`: the digits in `\\boxed{}`; `other`: the JSON and chat syntax). The report gives, per field and prompt, the
-share of tokens that are the model's argmax and their mean log-probability, and the same share over each value's
+`answer`: the digits in `\\boxed{}`; `stated`: the tool named in a step the model states before its call, in a
+task written with `--teacher-reference stated`; `other`: the JSON and chat syntax). The report gives, per field and
+prompt, the share of tokens that are the model's argmax and their mean log-probability, and the same share over each value's
 *first* token, where the choice is made (`"add"` and `"subtract"` part at their first token; the rest of a name is
 then sure). A teacher that copies its reference is near 1 on every field; data/README.md, "Long chains", reads it.
 The teacher prompt is the one the teacher-style SFT rows show (`teacher_messages` of make_calc_tools_data.py): the
-rows' `reference_solution` where the task was written with `--teacher-reference steps`, else the reference calls.
+rows' `reference_solution` where the task was written with `--teacher-reference steps` or `stated`, else the
+reference calls.
 
     python bench/copy_probe.py --model data/tiny-qwen3-calc-long --task-dir data/calc_long --rows 64
 
@@ -30,8 +32,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-FIELDS = ("name", "a", "b", "answer", "other")
+FIELDS = ("stated", "name", "a", "b", "answer", "other")
 SPANS = {
+    "stated": re.compile(r"(?m)^-?\d+ (\w+) -?\d+$"),  # a step stated before its call: `92 subtract 40`
     "name": re.compile(r'"name": "(\w+)"'),
     "a": re.compile(r'"a": (-?\d+)'),
     "b": re.compile(r'"b": (-?\d+)'),
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from data.scripts.make_calc_tools_data import conversation, teacher_messages
+    from data.scripts.make_calc_tools_data import conversation, reference_format, teacher_messages
     from gear_trl.data.teacher import tool_calls_text, training_chat_template
 
     torch.set_num_threads(1)
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     for row in rows:
         tools = json.loads(row["tools"])
         calls = json.loads(row["ground_truth"])
-        reply = conversation(calls)
+        reply = conversation(calls, stated=reference_format(row) == "stated")
         student = [dict(message) for message in row["prompt"]]
         teacher = teacher_messages(row, lambda reference: tool_calls_text(tokenizer, reference, chat_template))
         for label, prompt in (("student", student), ("teacher", teacher)):

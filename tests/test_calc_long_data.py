@@ -197,6 +197,38 @@ def test_teacher_reference_steps_writes_one_line_per_call_keyed_on_the_last_resu
     )
 
 
+def test_teacher_reference_stated_states_each_step_in_the_completions_and_the_reference(tmp_path, tokenizer):
+    """`--teacher-reference stated`: the same problems; every SFT completion states each call before making it
+    (`92 subtract 40`, the message's text), teacher-style rows show the same lines in STATED_TEMPLATE, and the
+    reward is unchanged by the stated text."""
+    script.main(["--task", "calc_long", "--out-dir", str(tmp_path), "--n-sft", "40", "--teacher-reference", "stated"])
+    rows = [json.loads(line) for line in (tmp_path / "test.jsonl").read_text().splitlines()]
+    committed = [json.loads(line) for line in (TASK_DIR / "test.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in row.items() if k != "reference_solution"} for row in rows] == committed
+    for row in rows:
+        said = [f"{c['arguments']['a']} {c['name']} {c['arguments']['b']}" for c in calls_of(row)]
+        assert row["reference_solution"].split("\n") == said
+        assert script.reference_format(row) == "stated"
+        reply = script.conversation(calls_of(row), stated=True)
+        assert [m["content"] for m in reply if m.get("tool_calls")] == said
+        assert calculator_answer_reward([reply], [row["ground_truth"]]) == [1.0]
+    sft = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    for row in sft:  # student and teacher rows alike: the completion states its steps
+        turns = [m for m in row["messages"] if m.get("tool_calls")]
+        stated = [f"{m['tool_calls'][0]['function']['arguments']['a']} {m['tool_calls'][0]['function']['name']} "
+                  f"{m['tool_calls'][0]['function']['arguments']['b']}" for m in turns]  # fmt: skip
+        assert [m["content"] for m in turns] == stated
+    shown = [row["messages"][0]["content"] for row in sft if "Reference steps" in row["messages"][0]["content"]]
+    assert 0.6 <= len(shown) / len(sft) <= 0.8 and not any("<tool_call>" in text or " = " in text for text in shown)
+    row = rows[0]
+    render = lambda calls: tool_calls_text(tokenizer, calls, training_chat_template(tokenizer))
+    assert script.teacher_messages(row, render) == teacher_prompt(
+        row["prompt"], render(calls_of(row)), script.STATED_TEMPLATE, row["reference_solution"]
+    )
+    assert script.reference_format(committed[0]) == "calls"
+    assert script.reference_format({"reference_solution": "48 add 44 = 92"}) == "steps"
+
+
 def test_the_recipe_runs_the_long_task_with_the_teacher_template(recipe):
     assert recipe["teacher_template"] == script.TEACHER_TEMPLATE
     assert recipe["dataset_name"] == "data/calc_long" and recipe["dataset_format"] == "tool_use"

@@ -49,7 +49,7 @@ def test_teacher_forced_report_on_the_tiny_calculator(probe, tmp_path):
         table = result["fields"][prompt]
         assert set(table) == set(probe.FIELDS)
         assert all(table[field]["tokens"] > 0 for field in ("name", "a", "b", "answer", "other"))
-        assert all(0.0 <= table[field]["argmax_acc"] <= 1.0 for field in table)
+        assert all(0.0 <= table[field]["argmax_acc"] <= 1.0 for field in table if table[field]["tokens"])
     assert result["fields"]["student"]["name"]["tokens"] == result["fields"]["teacher"]["name"]["tokens"]
     rows = [json.loads(line) for line in (REPO_ROOT / "data" / "calc_long" / "test.jsonl").read_text().splitlines()]
     calls = sum(len(json.loads(row["ground_truth"])) for row in rows[:2])
@@ -57,4 +57,20 @@ def test_teacher_forced_report_on_the_tiny_calculator(probe, tmp_path):
         table = result["fields"][prompt]
         assert [table[field]["values"] for field in ("name", "a", "b", "answer")] == [calls, calls, calls, 2]
         assert table["other"]["values"] == 0 and table["other"]["first_token_acc"] is None
+        assert table["stated"]["tokens"] == 0  # the calls task states no steps
         assert all(0.0 <= table[field]["first_token_acc"] <= 1.0 for field in ("name", "a", "b", "answer"))
+
+
+def test_stated_steps_are_scored_as_their_own_field(probe, tmp_path):
+    """On a task written with `--teacher-reference stated`, the probe renders completions that state each step and
+    scores the tool named there: one value per call, under both prompts."""
+    script = load_file(REPO_ROOT / "data" / "scripts" / "make_calc_tools_data.py", "make_calc_tools_data_probe")
+    script.main(["--task", "calc_long", "--out-dir", str(tmp_path), "--n-sft", "1", "--teacher-reference", "stated"])
+    text = '<|im_start|>assistant\n100 subtract 21\n<tool_call>\n{"name": "subtract"}'
+    assert "".join(c for c, f in zip(text, probe.field_of_chars(text), strict=True) if f == "stated") == "subtract"
+    model = str(REPO_ROOT / "data" / "tiny-qwen3-calc-long")
+    result = probe.main(["--model", model, "--task-dir", str(tmp_path), "--rows", "2"])
+    rows = [json.loads(line) for line in (tmp_path / "test.jsonl").read_text().splitlines()]
+    calls = sum(len(json.loads(row["ground_truth"])) for row in rows[:2])
+    for prompt in ("student", "teacher"):
+        assert result["fields"][prompt]["stated"]["values"] == calls

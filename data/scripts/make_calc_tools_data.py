@@ -48,7 +48,10 @@ command writes it in seconds, with the committed train and test files.
 `--teacher-reference steps` adds a column `reference_solution` to every row: the reference calls as lines
 `48 add 44 = 92` (`reference_steps`), each keyed on the result it starts from, and the teacher-style SFT rows show
 those lines in `STEPS_TEMPLATE` instead of the calls (for GEAR's `teacher_reference: solution`, which the `tool_use`
-adapter supports). Tried on `calc_long` (data/README.md, "Long chains"); the committed files use the calls.
+adapter supports). `--teacher-reference stated` changes the completions too: the assistant states each step
+before its call, as a line `92 subtract 40` (`stated_step`), and `reference_solution` holds the same lines, so a
+teacher can copy its next step by matching the number it has just written (shown in `STATED_TEMPLATE`). Both were
+tried on `calc_long` (data/README.md, "Long chains"); the committed files use the calls.
 """
 
 from __future__ import annotations
@@ -85,7 +88,12 @@ STEPS_TEMPLATE = (
 )
 """The teacher template for rows written with `--teacher-reference steps` (GEAR's `teacher_reference: solution`):
 the row's `reference_solution`, one line per call keyed on the result it starts from, in place of the calls."""
-TEACHER_REFERENCES = ("calls", "steps")
+STATED_TEMPLATE = (
+    "\n\nReference steps for this request, one tool call each:\n{reference_solution}\nUse them only to check your own "
+    "choices; make the calls yourself."
+)
+"""The teacher template for rows written with `--teacher-reference stated`: the steps as the assistant states them."""
+TEACHER_REFERENCES = ("calls", "steps", "stated")
 FINAL_ANSWER = "The answer is \\boxed{{{answer}}}."
 LOW, HIGH = 10, 99
 """Operands are two-digit numbers."""
@@ -145,6 +153,20 @@ def reference_steps(operands: tuple[int, ...], operators: tuple[str, ...]) -> st
     )
 
 
+def stated_step(call: dict) -> str:
+    """How the assistant states a call before making it (`--teacher-reference stated`): `92 subtract 40`."""
+    return f"{call['arguments']['a']} {call['name']} {call['arguments']['b']}"
+
+
+def reference_format(row: dict) -> str:
+    """Which `--teacher-reference` wrote a task row: `calls` (no `reference_solution`), `steps` (lines with results,
+    `92 add 40 = 132`) or `stated` (lines as the assistant states them, `92 add 40`)."""
+    reference = row.get("reference_solution")
+    if not reference:
+        return "calls"
+    return "steps" if " = " in reference else "stated"
+
+
 def draw_problems(rng: random.Random, n: int, exclude: set[Problem], n_ops_weights: list[float]) -> list[Problem]:
     """`n` distinct problems, none in `exclude` (which is extended with them)."""
     problems = []
@@ -181,11 +203,14 @@ def task_row(
     }
     if reference == "steps":
         row["reference_solution"] = reference_steps(operands, operators)
+    elif reference == "stated":
+        row["reference_solution"] = "\n".join(stated_step(call) for call in reference_calls(operands, operators))
     return row
 
 
-def conversation(calls: list[dict]) -> list[dict]:
-    """The assistant/tool messages of the reference solution, with the tool results the calculator returns."""
+def conversation(calls: list[dict], stated: bool = False) -> list[dict]:
+    """The assistant/tool messages of the reference solution, with the tool results the calculator returns; with
+    `stated`, each call's message states it first (`stated_step`) as its text."""
     env = Calculator()
     env.reset()
     messages = []
@@ -193,7 +218,10 @@ def conversation(calls: list[dict]) -> list[dict]:
         result = env.execute(call)
         if result.startswith("Error"):
             raise RuntimeError(f"Reference call {call} failed: {result}")
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
+        content = stated_step(call) if stated else ""
+        messages.append(
+            {"role": "assistant", "content": content, "tool_calls": [{"type": "function", "function": call}]}
+        )
         messages.append({"role": "tool", "name": call["name"], "content": result})
     messages.append({"role": "assistant", "content": FINAL_ANSWER.format(answer=env.last_result())})
     return messages
@@ -201,21 +229,23 @@ def conversation(calls: list[dict]) -> list[dict]:
 
 def teacher_messages(row: dict, render_calls) -> list[dict]:
     """The teacher prompt GEARTrainer builds for a task row: with a `reference_solution` (`--teacher-reference
-    steps`, trained with `teacher_reference: solution` and `teacher_template: STEPS_TEMPLATE`), that text in
-    `STEPS_TEMPLATE`; otherwise the reference calls as `render_calls` writes them (the chat template's tool calls) in
-    `TEACHER_TEMPLATE`."""
+    steps` or `stated`, trained with `teacher_reference: solution` and `teacher_template: STEPS_TEMPLATE` or
+    `STATED_TEMPLATE`), that text in its template; otherwise the reference calls as `render_calls` writes them (the
+    chat template's tool calls) in `TEACHER_TEMPLATE`."""
     messages = [dict(message) for message in row["prompt"]]
     calls = render_calls(json.loads(row["ground_truth"]))
-    if row.get("reference_solution"):
-        return teacher_prompt(messages, calls, STEPS_TEMPLATE, row["reference_solution"])
+    template = {"steps": STEPS_TEMPLATE, "stated": STATED_TEMPLATE}.get(reference_format(row))
+    if template is not None:
+        return teacher_prompt(messages, calls, template, row["reference_solution"])
     return teacher_prompt(messages, calls, TEACHER_TEMPLATE)
 
 
 def sft_row(row: dict, teacher_style: bool, render_calls) -> dict:
     """The user message exactly as the RL trainer builds it (the teacher prompt for teacher-style rows), then the
-    reference conversation; `tools` as in the task row."""
+    reference conversation (its steps stated, in every row of a `stated` task); `tools` as in the task row."""
     messages = teacher_messages(row, render_calls) if teacher_style else [dict(message) for message in row["prompt"]]
-    return {"messages": [*messages, *conversation(json.loads(row["ground_truth"]))], "tools": row["tools"]}
+    reply = conversation(json.loads(row["ground_truth"]), stated=reference_format(row) == "stated")
+    return {"messages": [*messages, *reply], "tools": row["tools"]}
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -251,7 +281,9 @@ def main(argv: list[str] | None = None) -> None:
                         "0.2,0.5,0.3, calc_long 0,0,0,1,1,1).")  # fmt: skip
     parser.add_argument("--teacher-reference", choices=TEACHER_REFERENCES, default="calls",
                         help="What the teacher sees: the reference calls as the chat template writes them (calls), "
-                        "or rows with a `reference_solution` of `reference_steps` lines (steps).")  # fmt: skip
+                        "rows with a `reference_solution` of `reference_steps` lines (steps), or completions that "
+                        "state each step before its call, with the same lines as `reference_solution` "
+                        "(stated).")  # fmt: skip
     args = parser.parse_args(argv)
     for key, value in TASKS[args.task].items():
         if getattr(args, key) is None:
