@@ -7,9 +7,9 @@ the reference calls, as GEARTrainer writes them). Only the model's turns are sco
 what SFTTrainer's assistant-only loss covers), each token in a field (`name`: the tool name; `a`, `b`: the operands;
 `answer`: the digits in `\\boxed{}`; `stated`: the tool named in a step the model states before its call, in a
 task written with `--teacher-reference stated`; `other`: the JSON and chat syntax). The report gives, per field and
-prompt, the share of tokens that are the model's argmax and their mean log-probability, and the same share over each value's
-*first* token, where the choice is made (`"add"` and `"subtract"` part at their first token; the rest of a name is
-then sure). A teacher that copies its reference is near 1 on every field; data/README.md, "Long chains", reads it.
+prompt, the share of tokens that are the model's argmax and their mean log-probability, and the same share over each
+value's *first* token, where the choice is made (`"add"` and `"subtract"` part at their first token; the rest of a
+name is then sure). A teacher that copies its reference is near 1 on every field; data/README.md, "Long chains", reads it.
 The teacher prompt is the one the teacher-style SFT rows show (`teacher_messages` of make_calc_tools_data.py): the
 rows' `reference_solution` where the task was written with `--teacher-reference steps` or `stated`, else the
 reference calls.
