@@ -310,8 +310,8 @@ def test_the_trainer_shows_a_tool_rows_reference_solution_to_the_teacher(tmp_pat
     trainer = scripted_trainer(script_, ["--config", str(RECIPE), *overrides])
     trainer.model.train()
     seen = []
-    build = trainer._teacher_prompts.__call__
-    trainer._teacher_prompts = lambda *a, **k: seen.append(build(*a, **k)) or seen[-1]
+    build = trainer.teacher.prompts.__call__
+    trainer.teacher.prompts = lambda *a, **k: seen.append(build(*a, **k)) or seen[-1]
     batch_rows = next(iter(trainer.get_train_dataloader()))
     trainer._generate_and_score_completions(batch_rows)
     texts = [trainer._tokenizer.decode(ids) for ids in seen[-1].input_ids]

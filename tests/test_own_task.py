@@ -58,12 +58,12 @@ def test_ground_truth_as_python_objects_is_read_and_rendered_as_its_json_text(tm
     )
     trainer = make_trainer(tmp_path, dataset=rows, args=tiny_args(tmp_path, credit="gear"))
     assert [json.loads(v) for v in trainer.train_dataset["ground_truth"]] == [CALLS, other]
-    as_text = trainer._render_ground_truth(json.dumps(CALLS))
+    as_text = trainer.teacher.render_reference(json.dumps(CALLS))
     assert "<tool_call>" in as_text
-    assert trainer._render_ground_truth(CALLS) == as_text  # a native list
-    assert trainer._render_ground_truth(CALLS[0]) == as_text  # one call as a dict, native
-    assert trainer._render_ground_truth(json.dumps(CALLS[0])) == as_text  # ... or as JSON text
-    assert trainer._render_ground_truth({"alice": 95}) == '{"alice": 95}'  # not a call: JSON, never a Python repr
+    assert trainer.teacher.render_reference(CALLS) == as_text  # a native list
+    assert trainer.teacher.render_reference(CALLS[0]) == as_text  # one call as a dict, native
+    assert trainer.teacher.render_reference(json.dumps(CALLS[0])) == as_text  # ... or as JSON text
+    assert trainer.teacher.render_reference({"alice": 95}) == '{"alice": 95}'  # not a call: JSON, never a Python repr
 
 
 # --- teacher hint of tool rows ---------------------------------------------------------------------------------------
@@ -79,15 +79,15 @@ def test_tool_rows_get_the_tool_call_hint_when_teacher_template_is_left_at_its_d
     )
     trainer = make_trainer(tmp_path, dataset=rows, args=tiny_args(tmp_path, credit="gear"))
     prompt = [{"role": "user", "content": "3 + 4"}]
-    with_tools = trainer._teacher_prompts([prompt], ['[{"name": "add", "arguments": {}}]'], [[schema]])
+    with_tools = trainer.teacher.prompts([prompt], ['[{"name": "add", "arguments": {}}]'], [[schema]])
     text = trainer._tokenizer.decode(with_tools.input_ids[0])
     assert "Reference tool calls for this request" in text and "boxed" not in text
-    without = trainer._teacher_prompts([prompt], ["7"], [None])
+    without = trainer.teacher.prompts([prompt], ["7"], [None])
     assert "boxed" in trainer._tokenizer.decode(without.input_ids[0])  # math rows keep the math hint
     # an explicit template is used as written, tools or not
     own = make_trainer(tmp_path, dataset=rows, args=tiny_args(tmp_path, teacher_template="\nHint: {ground_truth}"))
-    assert own._teacher_prompts.tool_template is None
-    assert trainer._teacher_prompts.tool_template == DEFAULT_TOOL_TEACHER_TEMPLATE
+    assert own.teacher.prompts.tool_template is None
+    assert trainer.teacher.prompts.tool_template == DEFAULT_TOOL_TEACHER_TEMPLATE
 
 
 def test_tool_rows_get_the_tool_steps_hint_under_teacher_reference_solution(tmp_path):
@@ -106,12 +106,12 @@ def test_tool_rows_get_the_tool_steps_hint_under_teacher_reference_solution(tmp_
     )
     args = tiny_args(tmp_path, credit="gear", teacher_reference="solution")
     trainer = make_trainer(tmp_path, dataset=rows, args=args)
-    assert trainer._teacher_prompts.tool_template == DEFAULT_TOOL_SOLUTION_TEMPLATE
+    assert trainer.teacher.prompts.tool_template == DEFAULT_TOOL_SOLUTION_TEMPLATE
     prompt = [{"role": "user", "content": "3 + 4"}]
-    with_tools = trainer._teacher_prompts([prompt], [steps], [[schema]])
+    with_tools = trainer.teacher.prompts([prompt], [steps], [[schema]])
     text = trainer._tokenizer.decode(with_tools.input_ids[0])
     assert "Reference steps for this request:\n3 add 4 = 7" in text and "boxed" not in text
-    without = trainer._teacher_prompts([prompt], ["3 + 4 = 7"], [None])
+    without = trainer.teacher.prompts([prompt], ["3 + 4 = 7"], [None])
     assert "A reference solution to this problem is" in trainer._tokenizer.decode(without.input_ids[0])
 
 

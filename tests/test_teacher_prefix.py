@@ -61,12 +61,12 @@ def both_paths(trainer, batch, prompt_ids):
     trainer._backbone_states = counting
     try:
         trainer.args.teacher_prefix_sharing = False
-        full = trainer._teacher_hidden(batch, prompt_ids)
+        full = trainer.teacher.hidden(batch, prompt_ids)
         full_tokens, tokens[:] = sum(tokens), []
         trainer.args.teacher_prefix_sharing, ratio = True, trainer.args.teacher_prefix_sharing_max_ratio
         trainer.args.teacher_prefix_sharing_max_ratio = 1.0  # share whatever it saves
-        shared = trainer._teacher_hidden(batch, prompt_ids)
-        assert trainer._teacher_pass_shared
+        shared = trainer.teacher.hidden(batch, prompt_ids)
+        assert trainer.teacher.pass_shared
     finally:
         trainer.args.teacher_prefix_sharing_max_ratio = ratio
         del trainer._backbone_states
@@ -89,7 +89,7 @@ def generate(trainer, rows):
 def teacher_ids(trainer, rows, tools=None):
     prompts = trainer._rollout.prompts
     truths = [row.get(trainer.args.ground_truth_column) for row in rows]
-    return trainer._teacher_prompts(prompts, truths, tools, render=trainer._render_ground_truth).input_ids
+    return trainer.teacher.prompts(prompts, truths, tools, render=trainer.teacher.render_reference).input_ids
 
 
 @pytest.mark.slow
@@ -140,8 +140,8 @@ def test_single_turn_prompts_of_different_lengths_with_and_without_ground_truth(
     assert shared_tokens == 3 * (longest - 1) + len(rows) * length
     # short prompts save too little: by default (teacher_prefix_sharing_max_ratio 0.5) the batch takes the full pass
     assert shared_tokens > 0.5 * full_tokens
-    torch.testing.assert_close(trainer._teacher_hidden(batch, prompt_ids), full)
-    assert not trainer._teacher_pass_shared
+    torch.testing.assert_close(trainer.teacher.hidden(batch, prompt_ids), full)
+    assert not trainer.teacher.pass_shared
 
 
 @pytest.mark.slow
@@ -164,8 +164,8 @@ def test_multi_turn_completions_with_tool_results(tmp_path):
     full, shared, full_tokens, shared_tokens = both_paths(trainer, batch, prompt_ids)
     assert_same_states(full, shared, batch)
     assert shared_tokens < full_tokens / 2
-    trainer._teacher_hidden(batch, prompt_ids)
-    assert trainer._teacher_pass_shared  # agent prompts: shared under the default ratio
+    trainer.teacher.hidden(batch, prompt_ids)
+    assert trainer.teacher.pass_shared  # agent prompts: shared under the default ratio
 
 
 @pytest.mark.slow
@@ -181,8 +181,8 @@ def test_base_teacher_under_peft_shares_the_prefix_with_adapters_off(tmp_path):
     full, shared, _, _ = both_paths(trainer, batch, prompt_ids)
     assert_same_states(full, shared, batch)
     trainer.args.teacher = "live"
-    live = trainer._teacher_hidden(batch, prompt_ids)
+    live = trainer.teacher.hidden(batch, prompt_ids)
     assert not torch.allclose(live, shared, atol=1e-3), "the adapters must be off for the base teacher"
     with trainer.model.disable_adapter():
-        expected = trainer._teacher_hidden(batch, prompt_ids)
+        expected = trainer.teacher.hidden(batch, prompt_ids)
     assert_same_states(expected, shared, batch)

@@ -33,7 +33,7 @@ def test_base_teacher_under_full_finetuning_is_a_frozen_copy_of_the_initial_mode
     model = AutoModelForCausalLM.from_pretrained(TINY)
     initial = copy.deepcopy(model)
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="base", max_steps=1), model=model)
-    teacher = trainer._teacher_model
+    teacher = trainer.teacher.model
     assert teacher is not None and teacher is not trainer.model
     assert not any(p.requires_grad for p in teacher.parameters())
     trainer.train()
@@ -43,7 +43,7 @@ def test_base_teacher_under_full_finetuning_is_a_frozen_copy_of_the_initial_mode
     assert any(not torch.equal(student[n], p) for n, p in initial.named_parameters()), "the student trained"
     # The teacher pass reads the frozen copy's backbone: its states are the initial model's.
     ids = torch.tensor([[5, 6, 7, 8, 9]])
-    with trainer._teacher_backbone():
+    with trainer.teacher.weights():
         states = trainer._backbone_states(ids, torch.ones_like(ids))
     torch.testing.assert_close(states, initial.model(input_ids=ids).last_hidden_state)
     assert not torch.allclose(states, trainer._backbone_states(ids, torch.ones_like(ids)))
@@ -51,7 +51,7 @@ def test_base_teacher_under_full_finetuning_is_a_frozen_copy_of_the_initial_mode
 
 def test_base_teacher_shares_trls_reference_model_when_beta_is_positive(tmp_path):
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="base", beta=0.04))
-    assert trainer.ref_model is not None and trainer._teacher_model is trainer.ref_model
+    assert trainer.ref_model is not None and trainer.teacher.model is trainer.ref_model
 
 
 def test_ema_teacher_under_full_finetuning_averages_after_each_step_and_resumes(tmp_path):
@@ -61,7 +61,7 @@ def test_ema_teacher_under_full_finetuning_averages_after_each_step_and_resumes(
     trainer = make_trainer(tmp_path, args=args, model=model)
     trainer.train()
     theta1 = snapshot(trainer.model.named_parameters())
-    teacher = dict(trainer._teacher_model.named_parameters())
+    teacher = dict(trainer.teacher.model.named_parameters())
     changed = 0
     for name, before in theta0.items():
         torch.testing.assert_close(teacher[name], 0.75 * before + 0.25 * theta1[name])
@@ -73,12 +73,12 @@ def test_ema_teacher_under_full_finetuning_averages_after_each_step_and_resumes(
     saved = load_file(tmp_path / "out" / "checkpoint-1" / TEACHER_STATE_FILE)
     assert all(torch.equal(saved[name], teacher[name]) for name in theta0)
     fresh = make_trainer(tmp_path, args=args, model=AutoModelForCausalLM.from_pretrained(TINY))
-    assert all(torch.equal(dict(fresh._teacher_model.named_parameters())[n], p) for n, p in theta0.items())
+    assert all(torch.equal(dict(fresh.teacher.model.named_parameters())[n], p) for n, p in theta0.items())
     fresh.args.max_steps = 2
     fresh.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))  # runs step 2
     assert fresh.state.global_step == 2
     theta2 = dict(fresh.model.named_parameters())
-    restored = dict(fresh._teacher_model.named_parameters())
+    restored = dict(fresh.teacher.model.named_parameters())
     for name in theta0:  # the average went on from the saved teacher, not from the initial weights
         torch.testing.assert_close(restored[name], 0.75 * saved[name] + 0.25 * theta2[name])
 
@@ -88,7 +88,7 @@ def test_ema_teacher_under_peft_averages_the_adapter_only(tmp_path):
 
     args = tiny_args(tmp_path, teacher="ema", teacher_ema_decay=0.5, max_steps=1)
     trainer = make_trainer(tmp_path, args=args, peft_config=LoraConfig(**LORA, init_lora_weights=False))
-    assert trainer._teacher_model is None and EMA_ADAPTER in trainer.model.peft_config
+    assert trainer.teacher.model is None and EMA_ADAPTER in trainer.model.peft_config
     named = dict(trainer.model.named_parameters())
     ema = {n: p for n, p in named.items() if f".{EMA_ADAPTER}." in n}
     assert ema and not any(p.requires_grad for p in ema.values())

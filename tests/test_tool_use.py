@@ -79,8 +79,8 @@ def test_teacher_sees_reference_calls_and_the_same_completion_tokens(tmp_path):
     rows = next(iter(trainer.get_train_dataloader()))
     trainer._generate_and_score_completions(rows)
     tools = [trainer._prompt_tools(i) for i in range(len(rows))]
-    teacher = trainer._teacher_prompts(
-        trainer._rollout.prompts, [r["ground_truth"] for r in rows], tools, render=trainer._render_ground_truth
+    teacher = trainer.teacher.prompts(
+        trainer._rollout.prompts, [r["ground_truth"] for r in rows], tools, render=trainer.teacher.render_reference
     )
     text = trainer.processing_class.decode(teacher.input_ids[0])
     first_call = json.loads(rows[0]["ground_truth"])[0]["name"]

@@ -239,12 +239,12 @@ def test_base_teacher_disables_the_adapters(tmp_path):
     trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, teacher="live"), peft_config=peft)
     rows = first_batch(trainer)
     batch = generate(trainer, rows)
-    prompts = trainer._teacher_prompts([r["prompt"] for r in rows], [r["ground_truth"] for r in rows])
-    live = trainer._teacher_hidden(batch, prompts.input_ids)
+    prompts = trainer.teacher.prompts([r["prompt"] for r in rows], [r["ground_truth"] for r in rows])
+    live = trainer.teacher.hidden(batch, prompts.input_ids)
     trainer.args.teacher = "base"
-    base = trainer._teacher_hidden(batch, prompts.input_ids)
+    base = trainer.teacher.hidden(batch, prompts.input_ids)
     with trainer.model.disable_adapter():
-        expected = trainer._teacher_hidden(batch, prompts.input_ids)
+        expected = trainer.teacher.hidden(batch, prompts.input_ids)
     assert not torch.allclose(live, base)
     torch.testing.assert_close(base, expected)
 
@@ -308,8 +308,8 @@ def test_teacher_reference_solution_shows_the_worked_solution_and_counts_answer_
     args = tiny_args(tmp_path, teacher_reference="solution", shuffle_dataset=False, num_generations=2)
     trainer = make_trainer(tmp_path, args=args, dataset=Dataset.from_list(rows))
     seen = []
-    build = trainer._teacher_prompts.__call__
-    monkeypatch.setattr(trainer, "_teacher_prompts", lambda *a, **k: seen.append(build(*a, **k)) or seen[-1])
+    build = trainer.teacher.prompts.__call__
+    monkeypatch.setattr(trainer.teacher, "prompts", lambda *a, **k: seen.append(build(*a, **k)) or seen[-1])
     batch_rows = first_batch(trainer)
     generate(trainer, batch_rows)
     texts = [trainer._tokenizer.decode(ids) for ids in seen[-1].input_ids]

@@ -301,11 +301,11 @@ def test_base_teacher_of_a_trained_adapter_is_the_initial_policy(tmp_path):
     model = trainer.model
     assert not any(p.requires_grad for n, p in model.named_parameters() if ".ref." in n)
     batch, rows = generate(trainer)
-    prompts = trainer._teacher_prompts([r["prompt"] for r in rows], [r["ground_truth"] for r in rows])
+    prompts = trainer.teacher.prompts([r["prompt"] for r in rows], [r["ground_truth"] for r in rows])
 
     def teacher(kind):
         trainer.args.teacher = kind
-        return trainer._teacher_hidden(batch, prompts.input_ids)
+        return trainer.teacher.hidden(batch, prompts.input_ids)
 
     initial = teacher("live")
     torch.testing.assert_close(teacher("base"), initial)

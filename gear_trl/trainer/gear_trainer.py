@@ -15,8 +15,6 @@ gathers stay in lockstep: rows without a ground truth still go through the teach
 
 from __future__ import annotations
 
-import copy
-import json
 import logging
 import os
 import textwrap
@@ -29,10 +27,9 @@ from typing import ClassVar
 import torch
 from accelerate.utils import gather_object, is_peft_model
 from datasets import Dataset
-from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
-from trl.trainer.utils import maybe_gather_lm_head_ctx, pad, use_adapter
+from trl.trainer.utils import maybe_gather_lm_head_ctx
 
 from ..credit import (
     below_noise_floor,
@@ -47,17 +44,7 @@ from ..credit import (
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math import REFERENCE_SOLUTION_COLUMN
-from ..data.teacher import (
-    DEFAULT_TOOL_SOLUTION_TEMPLATE,
-    DEFAULT_TOOL_TEACHER_TEMPLATE,
-    TeacherPromptBuilder,
-    has_ground_truth,
-    prefix_sharing_forwards,
-    prefix_sharing_plan,
-    prefix_sharing_tokens,
-    suffix_attention_bias,
-    tool_calls_text,
-)
+from ..data.teacher import has_ground_truth, suffix_attention_bias
 from ..data.tool_use import json_text
 from ..envs.checks import check_environment
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
@@ -65,23 +52,10 @@ from ..plugins import UserInputError
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .fused_head import FusedDivergence, divergence_in_log_probs
-from .gear_config import (
-    DEFAULT_MATH_SOLUTION_TEMPLATE,
-    DEFAULT_MATH_TEACHER_TEMPLATE,
-    GEARConfig,
-    check_peft_for_teacher,
-    check_vllm_server_tools,
-)
+from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .hub import check_hub_access
 from .preflight import check_trackers, looks_like_local_path
-from .teacher_weights import (
-    EMA_ADAPTER,
-    TEACHER_STATE_FILE,
-    TeacherWeightsCallback,
-    ema_update_,
-    load_teacher_state,
-    teacher_state,
-)
+from .teacher import Teacher, copy_initial_adapter
 
 logger = logging.getLogger(__name__)
 
@@ -192,11 +166,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 check_environment(environment_factory, train_dataset if isinstance(train_dataset, Dataset) else None)
         _as_user_error(check_vllm_server_tools, args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
-            _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
+            copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
-        self._teacher_model = None  # a model of its own: `base` or `ema` under full fine-tuning
-        if args.uses_teacher and args.teacher != "live":
-            self._set_up_teacher_weights()
+        # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
+        self.teacher = Teacher(self) if args.uses_teacher else None
         if args.uses_teacher:
             # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
             # run in training mode: with dropout on they would see different random networks, and the KL between
@@ -216,18 +189,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
-        # Left at its math default (answer or solution), the teacher hint of a prompt with tools is the tool-call one.
-        tool_template = {
-            DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
-            DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
-        }.get(args.teacher_template)
-        self._teacher_prompts = TeacherPromptBuilder(
-            self._tokenize_prompt,
-            self._tokenizer,
-            args.teacher_template,
-            args.max_teacher_prompt_length,
-            tool_template=tool_template,
-        )
 
     # ----------------------------------------------------------------------------------------------------------------
     # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the
@@ -258,8 +219,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         solutions = None
         if self.args.teacher_reference == "solution":
             solutions = [row.get(REFERENCE_SOLUTION_COLUMN) for row in inputs]
-        teacher = self._teacher_prompts(
-            record.prompts, ground_truths, tools, render=self._render_ground_truth, solutions=solutions
+        teacher = self.teacher.prompts(
+            record.prompts, ground_truths, tools, render=self.teacher.render_reference, solutions=solutions
         )
         if mode == "train" and not self._checked_first_batch:
             self._checked_first_batch = True
@@ -268,11 +229,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             counts = torch.tensor([sum(teacher.answer_only), sum(teacher.has_ground_truth)], device=mask.device)
             answer_only, with_truth = self.accelerator.reduce(counts.float(), reduction="sum").tolist()
             self._metrics[mode]["gear/teacher_answer_only_frac"].append(answer_only / max(with_truth, 1.0))
-        output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
+        output["gear_teacher_hidden"] = self.teacher.hidden(output, teacher.input_ids)
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
-        output["gear_teacher_shared"] = torch.full((len(inputs),), self._teacher_pass_shared, device=mask.device)
+        output["gear_teacher_shared"] = torch.full((len(inputs),), self.teacher.pass_shared, device=mask.device)
         if self._student_hidden is not None:
             divergence = self._divergence(output, self._student_hidden)
             output["advantages"] = self._gear_advantages(output, divergence, mode)
@@ -280,77 +241,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             for key in GEAR_BATCH_KEYS:
                 del output[key]
         return output
-
-    # ----------------------------------------------------------------------------------------------------------------
-    # Teachers other than the live policy (gear_trl/trainer/teacher_weights.py).
-
-    def _set_up_teacher_weights(self) -> None:
-        """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
-        initial model, TRL's reference model when it has one (beta > 0). `ema`: a frozen copy of the initial adapter
-        (PEFT) or model, averaged after each optimizer step by `TeacherWeightsCallback`."""
-        if is_peft_model(self.model):
-            if self.args.teacher == "ema":
-                _copy_initial_adapter(self.model, EMA_ADAPTER)
-        elif self.args.teacher == "base" and self.ref_model is not None:
-            self._teacher_model = self.ref_model
-        else:
-            self._teacher_model = self._frozen_copy()
-        if self.args.teacher == "ema":
-            self.add_callback(TeacherWeightsCallback(self))
-
-    def _frozen_copy(self):
-        """A copy of the initial model that takes no gradient, prepared like TRL's reference model."""
-        from transformers.integrations import is_deepspeed_zero3_enabled
-        from trl.models import prepare_deepspeed
-        from trl.trainer.utils import create_model_from_path, get_config_model_id
-
-        if is_deepspeed_zero3_enabled():
-            # The student is already partitioned: a deep copy would copy empty shards. Load it again, as TRL loads
-            # its reference model (the student's own path, dtype and attention).
-            kwargs = {"dtype": self.model.dtype, "attn_implementation": self.model.config._attn_implementation}
-            teacher = create_model_from_path(get_config_model_id(self.model.config), **kwargs)
-        else:
-            teacher = copy.deepcopy(self.model)
-            teacher.__dict__.pop("forward", None)  # TRL's fused-head forward is bound to the student
-        teacher.requires_grad_(False)
-        teacher.eval()
-        if self.is_deepspeed_enabled:
-            return prepare_deepspeed(teacher, self.accelerator)
-        return self.accelerator.prepare_model(teacher, evaluation_mode=True)
-
-    def _teacher_causal_lm(self):
-        return self.accelerator.unwrap_model(self._teacher_model)
-
-    def ema_teacher_named(self) -> dict:
-        """{name: parameter} of the EMA teacher's weights: the "ema" adapter's under PEFT, else the copy's."""
-        if self._teacher_model is not None:
-            return dict(self._teacher_causal_lm().named_parameters())
-        marker = f".{EMA_ADAPTER}."
-        return {n: p for n, p in self.accelerator.unwrap_model(self.model).named_parameters() if marker in n}
-
-    def ema_teacher_pairs(self) -> list:
-        """(teacher, student) parameter pairs the EMA averages: every trained parameter and its teacher copy."""
-        student = self.accelerator.unwrap_model(self.model)
-        teacher = self.ema_teacher_named()
-        if self._teacher_model is not None:
-            return [(teacher[name], param) for name, param in student.named_parameters() if name in teacher]
-        active = f".{student.active_adapter}."
-        return [
-            (teacher[name.replace(active, f".{EMA_ADAPTER}.")], param)
-            for name, param in student.named_parameters()
-            if active in name and param.requires_grad
-        ]
-
-    def update_ema_teacher(self) -> None:
-        ema_update_(self.ema_teacher_pairs(), self.args.teacher_ema_decay)
-
-    def save_teacher(self, folder: str) -> None:
-        state = teacher_state(self.ema_teacher_named())  # collective under ZeRO-3
-        if self.accelerator.is_main_process:
-            from safetensors.torch import save_file
-
-            os.makedirs(folder, exist_ok=True)
-            save_file(state, os.path.join(folder, TEACHER_STATE_FILE))
 
     def _save_checkpoint(self, model, trial):
         # `teacher: ema` writes its average before the Trainer's files: a checkpoint whose trainer_state.json exists
@@ -362,25 +252,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         run_dir = self._get_output_dir(trial=trial)
         folder = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         try:
-            if self.args.uses_teacher and self.args.teacher == "ema":
-                self.save_teacher(folder)
+            if self.teacher is not None and self.teacher.saves_weights:
+                self.teacher.save(folder)
             return super()._save_checkpoint(model, trial)
         except Exception as err:
             cause = io_failure_cause(err)
             if cause is None:
                 raise
             raise CheckpointSaveError(save_failure_message(folder, cause, run_dir)) from err
-
-    def restore_teacher(self, checkpoint: str) -> None:
-        path = os.path.join(checkpoint, TEACHER_STATE_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"`teacher: ema` resumes its averaged weights from {path}, which is missing: the checkpoint was not "
-                "written by a `teacher: ema` run."
-            )
-        from safetensors.torch import load_file
-
-        load_teacher_state(self.ema_teacher_named(), load_file(path), self.accelerator.process_index)
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         if resume_from_checkpoint is True:
@@ -425,7 +304,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 chunk_size=self.args.divergence_chunk_size,
                 divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
-                teacher_has_own_head=self._teacher_model is not None,
+                teacher_has_own_head=self.teacher.model is not None,
                 with_log_ratio=self.args.wants_log_ratio,
             )
         handle = self._backbone().register_forward_hook(keep_hidden)
@@ -471,7 +350,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         lm_head = causal_lm.get_output_embeddings()
         logit_scale, softcap = lm_head_transform(causal_lm.config)
         # A teacher model of its own has its own head (trained too under full fine-tuning).
-        teacher_head = self._teacher_causal_lm().get_output_embeddings() if self._teacher_model is not None else None
+        teacher_lm = self.teacher.causal_lm()
+        teacher_head = teacher_lm.get_output_embeddings() if teacher_lm is not None else None
         mask = _model_token_mask(batch)
         log_ratio = mask.new_zeros(mask.shape, dtype=torch.float32) if self.args.wants_log_ratio else None
         with (
@@ -572,23 +452,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._credit_reported_step = step
         return True
 
-    def _render_ground_truth(self, ground_truth):
-        """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
-        shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
-        calls = ground_truth
-        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
-            try:
-                calls = json.loads(ground_truth)
-            except (json.JSONDecodeError, RecursionError):
-                return ground_truth
-        if isinstance(calls, dict) and "name" in calls:
-            calls = [calls]
-        if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
-            return tool_calls_text(self.processing_class, calls, self.chat_template)
-        if isinstance(ground_truth, (list, dict)):
-            return json.dumps(ground_truth, ensure_ascii=False)
-        return ground_truth
-
     def _warn_without_ground_truth(self, has_truth: list[bool]) -> None:
         """After the first training batch: GEAR with no ground truth in it is plain GRPO at GEAR's cost; say so loudly
         (a refusal when this was knowable from the dataset is made at construction)."""
@@ -679,125 +542,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             return self._tokenize_one(prompt, tools)
         return list(self.processing_class(text=[prompt])["input_ids"][0])
 
-    @torch.no_grad()
-    def _teacher_hidden(self, output, teacher_prompt_ids: list[list[int]]) -> torch.Tensor:
-        """The teacher's final hidden states [B, T, H] over the completion tokens, after its own prompts."""
-        batch_size = (
-            self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
-        )
-        context = nullcontext()
-        if self._teacher_model is not None:  # base / ema under full fine-tuning: a model of its own
-            context = self._teacher_backbone()
-        elif self.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
-            context = use_adapter(self.model, "ref" if "ref" in self.model.peft_config else None)
-        elif self.args.teacher == "ema":
-            context = use_adapter(self.model, EMA_ADAPTER)
-        self._teacher_pass_shared = False
-        with context:
-            # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
-            # forward counts below are matched.
-            if not self.args.teacher_prefix_sharing or not prefix_sharing_supported(self._causal_lm().config):
-                return self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
-            # Whether this batch shares depends on its prompts, so ranks may differ, and so may their numbers of
-            # forwards: every rank takes the largest count over ranks (one gather, called by all) and makes up the
-            # difference with one-token forwards, since ZeRO-3 gathers the parameters collectively in every forward.
-            units = prefix_sharing_plan(teacher_prompt_ids, batch_size)
-            full_tokens, shared_tokens = prefix_sharing_tokens(units, output["completion_ids"].size(1))
-            share = shared_tokens <= self.args.teacher_prefix_sharing_max_ratio * full_tokens
-            forwards = (
-                prefix_sharing_forwards(units, batch_size) if share else -(-len(teacher_prompt_ids) // batch_size)
-            )
-            forwards_everywhere = forwards
-            if self.accelerator.num_processes > 1:
-                device = output["completion_ids"].device
-                forwards_everywhere = int(self.accelerator.gather(torch.tensor([forwards], device=device)).max())
-            if share:
-                hidden = self._teacher_hidden_shared_prefix(output, teacher_prompt_ids, units, batch_size)
-            else:
-                hidden = self._teacher_hidden_full(output, teacher_prompt_ids, batch_size)
-            for _ in range(forwards_everywhere - forwards):
-                dummy = torch.full((1, 1), self._tokenizer.pad_token_id, dtype=torch.long, device=hidden.device)
-                self._backbone_states(dummy, torch.ones_like(dummy))
-            self._teacher_pass_shared = share
-            return hidden
-
-    def _teacher_hidden_full(self, output, teacher_prompt_ids: list[list[int]], batch_size: int) -> torch.Tensor:
-        """One forward over prompt + completion per rollout (`teacher_prefix_sharing: false`)."""
-        device = self.accelerator.device
-        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
-        teacher_ids = pad(
-            [torch.tensor(ids) for ids in teacher_prompt_ids],
-            padding_value=self._tokenizer.pad_token_id,
-            padding_side="left",
-        ).to(device)
-        teacher_mask = pad(
-            [torch.ones(len(ids), dtype=torch.long) for ids in teacher_prompt_ids],
-            padding_value=0,
-            padding_side="left",
-        ).to(device)
-        input_ids = torch.cat([teacher_ids, completion_ids], dim=1)
-        attention_mask = torch.cat([teacher_mask, completion_mask], dim=1)
-        hidden = []
-        for start in range(0, input_ids.size(0), batch_size):
-            rows = slice(start, start + batch_size)
-            hidden.append(self._final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
-        return torch.cat(hidden)
-
-    def _teacher_hidden_shared_prefix(
-        self, output, teacher_prompt_ids: list[list[int]], units, batch_size: int
-    ) -> torch.Tensor:
-        """The same states as `_teacher_hidden_full`, with each distinct teacher prompt computed once.
-
-        GRPO repeats every prompt `num_generations` times, and agent prompts (tool schemas, history) are often ten
-        times longer than the completions, so the full path spends most of its time recomputing the same prompt.
-        Here a prefix forward fills a key/value cache with every token of a prompt but the last; each rollout then
-        runs only `[last prompt token, completion[:-1]]` on a copy of its prompt's cache, whose outputs are the
-        states predicting the completion tokens. Positions count from each row's first real token, so left padding
-        in the prefix batch changes nothing (rotary attention depends on relative positions only).
-
-        Memory: the prefix caches of one unit of `prefix_sharing_plan` (at most `batch_size` prompts, every layer),
-        plus, in a rollout pass, one layer's keys and values of `batch_size` x (prompt + completion) tokens at a
-        time (`_SharedPrefixLayer` does not keep them). `units`: `prefix_sharing_plan(teacher_prompt_ids,
-        batch_size)`; the caller matches the number of forwards across ranks.
-        """
-        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
-        device = completion_ids.device
-        num_rows, length = completion_ids.shape
-        pad_id = self._tokenizer.pad_token_id
-        last_token = torch.tensor([ids[-1] for ids in teacher_prompt_ids], device=device)
-        prompt_length = torch.tensor([len(ids) for ids in teacher_prompt_ids], device=device)
-        # Row r's input after the cache: its prompt's last token, then its completion but the last token.
-        suffix_ids = torch.cat([last_token[:, None], completion_ids[:, :-1]], dim=1)[:, :length]
-        ones = torch.ones(num_rows, 1, dtype=completion_mask.dtype, device=device)
-        suffix_mask = torch.cat([ones, completion_mask[:, :-1]], dim=1)[:, :length]
-        hidden = None
-        for unit in units:
-            prefixes = [torch.tensor(ids[:-1], dtype=torch.long) for ids, _ in unit]
-            prefix_ids = pad(prefixes, padding_value=pad_id, padding_side="left").to(device)
-            prefix_mask = pad(
-                [torch.ones(len(ids), dtype=torch.long) for ids in prefixes], padding_value=0, padding_side="left"
-            ).to(device)
-            if prefix_ids.size(1) == 0:  # one-token prompts: an empty prefix is one masked pad token
-                prefix_ids = torch.full((len(unit), 1), pad_id, dtype=torch.long, device=device)
-                prefix_mask = torch.zeros_like(prefix_ids)
-            cache = DynamicCache()
-            self._backbone_states(prefix_ids, prefix_mask, (prefix_mask.cumsum(1) - 1).clamp(min=0), cache)
-            rows = torch.tensor([row for _, unit_rows in unit for row in unit_rows], device=device)
-            owner = torch.tensor([k for k, (_, unit_rows) in enumerate(unit) for _ in unit_rows], device=device)
-            for start in range(0, rows.numel(), batch_size):
-                part, which = rows[start : start + batch_size], owner[start : start + batch_size]
-                row_cache = DynamicCache()
-                row_cache.layers = [_SharedPrefixLayer(keys, values, which) for keys, values, _ in cache]
-                positions = (prompt_length[part] - 1)[:, None] + torch.arange(suffix_ids.size(1), device=device)
-                mask = torch.cat([prefix_mask[which], suffix_mask[part]], dim=1)
-                states = self._backbone_states(suffix_ids[part], mask, positions, row_cache, after_cache=True)
-                del row_cache
-                if hidden is None:
-                    hidden = states.new_empty(num_rows, length, states.size(-1))
-                hidden[part] = states[:, :length]
-            del cache
-        return hidden
-
     def _student_hidden_pass(self, output) -> torch.Tensor:
         """The student's final hidden states [B, T, H] by a forward of its own (tests and tools; training reuses a
         forward GRPO makes anyway)."""
@@ -810,19 +554,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         unwrapped = self.accelerator.unwrap_model(self.model)
         return unwrapped.get_base_model() if is_peft_model(unwrapped) else unwrapped
 
-    _backbone_of_teacher = False
-
-    @contextmanager
-    def _teacher_backbone(self):
-        """Backbone forwards inside run the teacher model's backbone (`_backbone`)."""
-        self._backbone_of_teacher = True
-        try:
-            yield
-        finally:
-            self._backbone_of_teacher = False
+    _backbone_of_teacher = False  # set by `Teacher.weights` while the teacher's own model runs
 
     def _backbone(self):
-        causal_lm = self._teacher_causal_lm() if self._backbone_of_teacher else self._causal_lm()
+        causal_lm = self.teacher.causal_lm() if self._backbone_of_teacher else self._causal_lm()
         return getattr(causal_lm, causal_lm.base_model_prefix)
 
     def _final_hidden(self, input_ids, attention_mask, keep: int) -> torch.Tensor:
@@ -1049,23 +784,6 @@ def _model_token_mask(batch) -> torch.Tensor:
     return mask
 
 
-class _SharedPrefixLayer(DynamicLayer):
-    """One layer's cached keys and values of a unit's prompts [P, heads, L, D], read by rows `which` [R]: its attention
-    gets prompt + new states, which are not kept. A rollout pass is a single forward, so keeping them (as
-    `DynamicLayer` does) would only hold every layer's [R, heads, L + T, D] until the pass ends."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, which: torch.Tensor):
-        super().__init__()
-        self.lazy_initialization(keys, values)
-        self.keys, self.values, self.which = keys, values, which
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        return (
-            torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
-            torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
-        )
-
-
 def completion_states(hidden: torch.Tensor, keep: int) -> torch.Tensor:
     """The states [B, keep, H] that predict the last `keep` tokens, out of a backbone's [B, L, H], as a copy.
 
@@ -1125,18 +843,6 @@ def no_new_input_grad_hooks(model: torch.nn.Module):
 
 def _hook_kind(hook) -> str:
     return f"{getattr(hook, '__module__', '')}.{getattr(hook, '__qualname__', type(hook).__name__)}"
-
-
-def prefix_sharing_supported(config) -> bool:
-    """Whether a shared key/value prefix is defined for the model: every layer caches full-attention keys and values.
-
-    Sliding-window and chunked attention keep only part of the prefix; Mamba, linear-attention and conv layers
-    (NemotronH, Jamba, Qwen3-Next, Falcon-H1, Granite 4, Bamba, Zamba2 hybrids) carry a recurrent state, not keys
-    and values, so a cache of keys and values cannot stand for their prompt. Such models take the full teacher pass.
-    Read from the configuration, as transformers reads it to build the model's cache.
-    """
-    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
-    return all(layer_type == "full_attention" for layer_type in layer_types)
 
 
 def _turn_starts(mask: torch.Tensor) -> torch.Tensor:
@@ -1218,21 +924,6 @@ def _switch_off_dropout(model) -> Counter:
             switched_off[f"attention_dropout p={rate}"] += 1
             module.attention_dropout = 0.0
     return switched_off
-
-
-def _copy_initial_adapter(model, copy_name: str = "ref") -> None:
-    """`teacher: base` means the run's initial policy. For a model that comes with a trained adapter that is the
-    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy).
-    `teacher: ema` starts its averaged adapter the same way, as a frozen copy named "ema"."""
-    if copy_name in model.peft_config:
-        return
-    active = model.active_adapter
-    model.add_adapter(copy_name, model.peft_config[active])
-    for name, param in model.named_parameters():
-        if f".{active}." in name:
-            twin = model.get_parameter(name.replace(f".{active}.", f".{copy_name}."))
-            twin.data.copy_(param.data)
-            twin.requires_grad_(False)
 
 
 def _is_loaded_peft_model(model) -> bool:

@@ -79,15 +79,15 @@ def load_teacher_state(named: dict[str, torch.Tensor], state: dict[str, torch.Te
 
 class TeacherWeightsCallback(TrainerCallback):
     """Drives an EMA teacher through training: restore on resume, average after each optimizer step (the trainer
-    saves it into each checkpoint folder before the Trainer's own files). `trainer` is the GEARTrainer."""
+    saves it into each checkpoint folder before the Trainer's own files). `teacher` is the trainer's `Teacher`."""
 
-    def __init__(self, trainer):
-        self.trainer = trainer
+    def __init__(self, teacher):
+        self.teacher = teacher
 
     def on_train_begin(self, args, state, control, **kwargs):
-        checkpoint = getattr(self.trainer, "_gear_resume_from", None)
+        checkpoint = getattr(self.teacher.trainer, "_gear_resume_from", None)
         if checkpoint:
-            self.trainer.restore_teacher(checkpoint)
+            self.teacher.restore(checkpoint)
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.trainer.update_ema_teacher()
+        self.teacher.update_ema()

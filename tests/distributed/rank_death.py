@@ -23,6 +23,7 @@ from trl import GRPOTrainer
 
 from gear_trl import train
 from gear_trl.trainer.gear_trainer import GEARTrainer
+from gear_trl.trainer.teacher import Teacher
 
 
 def die_here(trainer, phase: str) -> None:
@@ -34,7 +35,7 @@ def die_here(trainer, phase: str) -> None:
 
 def patch() -> None:
     generate = GRPOTrainer._generate_single_turn
-    teacher = GEARTrainer._teacher_hidden
+    teacher = Teacher.hidden
     compute_loss = GEARTrainer.compute_loss
 
     def generating(self, *args, **kwargs):
@@ -42,7 +43,7 @@ def patch() -> None:
         return generate(self, *args, **kwargs)
 
     def teaching(self, *args, **kwargs):
-        die_here(self, "teacher")
+        die_here(self.trainer, "teacher")
         return teacher(self, *args, **kwargs)
 
     def losing(self, *args, **kwargs):
@@ -52,7 +53,7 @@ def patch() -> None:
         return loss
 
     GRPOTrainer._generate_single_turn = generating
-    GEARTrainer._teacher_hidden = teaching
+    Teacher.hidden = teaching
     GEARTrainer.compute_loss = losing
 
 

@@ -20,6 +20,7 @@ from datasets import Dataset
 
 from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.rewards import get_reward_funcs
+from gear_trl.trainer.teacher import Teacher
 
 # With shuffling off, per-device batch 2, two steps per generation and two generations per prompt, rank 0 gets rows
 # 0, 0, 1, 1 (the same prompt twice: one distinct teacher prompt) and rank 1 rows 2, 2, 3, 3 (two).
@@ -27,28 +28,29 @@ PROMPTS = ["What is 3 + 4?", "What is 3 + 4?", "What is 10 + 5?", "Add 6 and 1, 
 TRUTHS = ["7", "7", "15", "14"]
 
 
-class Recording(GEARTrainer):
+class Recording(Teacher):
     report: list
 
-    def _teacher_hidden(self, output, teacher_prompt_ids):
+    def hidden(self, output, teacher_prompt_ids):
+        trainer = self.trainer
         calls = [0]
-        real = self._backbone_states
+        real = trainer._backbone_states
 
         def counting(*args, **kwargs):
             calls[0] += 1
             return real(*args, **kwargs)
 
-        self._backbone_states = counting
+        trainer._backbone_states = counting
         try:
-            shared = super()._teacher_hidden(output, teacher_prompt_ids)
-            did_share = self._teacher_pass_shared
+            shared = super().hidden(output, teacher_prompt_ids)
+            did_share = self.pass_shared
         finally:
-            del self._backbone_states
-        self.args.teacher_prefix_sharing = False
+            del trainer._backbone_states
+        trainer.args.teacher_prefix_sharing = False
         try:
-            full = super()._teacher_hidden(output, teacher_prompt_ids)
+            full = super().hidden(output, teacher_prompt_ids)
         finally:
-            self.args.teacher_prefix_sharing = True
+            trainer.args.teacher_prefix_sharing = True
         mask = output["completion_mask"].bool()
         self.report.append(
             {
@@ -58,7 +60,7 @@ class Recording(GEARTrainer):
                 "max_diff": float((shared - full)[mask].abs().max()),
             }
         )
-        self._teacher_pass_shared = did_share
+        self.pass_shared = did_share
         return shared
 
 
@@ -86,12 +88,13 @@ def main() -> None:
         seed=0,
     )
     Recording.report = []
-    trainer = Recording(
+    trainer = GEARTrainer(
         model="data/tiny-qwen3",
         reward_funcs=get_reward_funcs(["accuracy"]),
         args=args,
         train_dataset=Dataset.from_list(rows),
     )
+    trainer.teacher.__class__ = Recording  # the same teacher, its pass recorded
     # rank 0: share only if it removed every token (never); rank 1: share whatever it saves
     trainer.args.teacher_prefix_sharing_max_ratio = 1e-9 if dist.get_rank() == 0 else 1.0
     trainer.train()

@@ -1,0 +1,364 @@
+"""GEAR's teacher: which weights it reads, which reference its prompt shows, and the pass that runs it.
+
+`GEARTrainer` holds one `Teacher` (`trainer.teacher`, None when the credit mode runs no teacher) and calls it twice a
+generation batch: `prompts(...)` builds the teacher prompts, `hidden(...)` runs them with the batch's completion
+tokens up to the final hidden states. The divergence and the weights are the trainer's (`gear_trl.credit`).
+
+- Weights (`teacher`): `live` reads the policy itself; `base` and `ema` read weights of their own
+  (`gear_trl.trainer.teacher_weights` holds the averaging and the checkpoint file): under PEFT an adapter (or none),
+  under full fine-tuning a frozen model, `model`.
+- Reference (`teacher_reference`, `teacher_template`): rendered into the prompt by `gear_trl.data.teacher`.
+- Pass: one backbone forward per rollout, or with `teacher_prefix_sharing` each distinct prompt once; every rank makes
+  the same number of forwards (ZeRO-3 gathers parameters collectively in each).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from contextlib import contextmanager, nullcontext
+
+import torch
+from accelerate.utils import is_peft_model
+from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
+from trl.trainer.utils import pad, use_adapter
+
+from ..data.teacher import (
+    DEFAULT_TOOL_SOLUTION_TEMPLATE,
+    DEFAULT_TOOL_TEACHER_TEMPLATE,
+    TeacherPromptBuilder,
+    prefix_sharing_forwards,
+    prefix_sharing_plan,
+    prefix_sharing_tokens,
+    tool_calls_text,
+)
+from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
+from .teacher_weights import (
+    EMA_ADAPTER,
+    TEACHER_STATE_FILE,
+    TeacherWeightsCallback,
+    ema_update_,
+    load_teacher_state,
+    teacher_state,
+)
+
+
+class Teacher:
+    """The teacher of a `GEARTrainer` (`trainer`): its weights, its prompts and its pass.
+
+    `model` is the teacher's own model (`base` or `ema` under full fine-tuning), else None: the teacher then reads the
+    policy, with its adapter switched (`base`: the "ref" copy or none; `ema`: the "ema" adapter) during the pass.
+    """
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        args = trainer.args
+        self.model = None
+        self.pass_shared = False
+        """Whether the last `hidden` call shared the prompts' prefixes (gear/teacher_prefix_shared_frac)."""
+        if args.teacher != "live":
+            self._set_up_weights()
+        # Left at its math default (answer or solution), the teacher hint of a prompt with tools is the tool-call one.
+        tool_template = {
+            DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
+            DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
+        }.get(args.teacher_template)
+        self.prompts = TeacherPromptBuilder(
+            trainer._tokenize_prompt,
+            trainer._tokenizer,
+            args.teacher_template,
+            args.max_teacher_prompt_length,
+            tool_template=tool_template,
+        )
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Weights
+
+    def _set_up_weights(self) -> None:
+        """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
+        initial model, TRL's reference model when it has one (beta > 0). `ema`: a frozen copy of the initial adapter
+        (PEFT) or model, averaged after each optimizer step by `TeacherWeightsCallback`."""
+        trainer = self.trainer
+        if is_peft_model(trainer.model):
+            if trainer.args.teacher == "ema":
+                copy_initial_adapter(trainer.model, EMA_ADAPTER)
+        elif trainer.args.teacher == "base" and trainer.ref_model is not None:
+            self.model = trainer.ref_model
+        else:
+            self.model = self.frozen_copy()
+        if trainer.args.teacher == "ema":
+            trainer.add_callback(TeacherWeightsCallback(self))
+
+    def frozen_copy(self):
+        """A copy of the initial model that takes no gradient, prepared like TRL's reference model."""
+        from transformers.integrations import is_deepspeed_zero3_enabled
+        from trl.models import prepare_deepspeed
+        from trl.trainer.utils import create_model_from_path, get_config_model_id
+
+        trainer = self.trainer
+        if is_deepspeed_zero3_enabled():
+            # The student is already partitioned: a deep copy would copy empty shards. Load it again, as TRL loads
+            # its reference model (the student's own path, dtype and attention).
+            kwargs = {"dtype": trainer.model.dtype, "attn_implementation": trainer.model.config._attn_implementation}
+            teacher = create_model_from_path(get_config_model_id(trainer.model.config), **kwargs)
+        else:
+            teacher = copy.deepcopy(trainer.model)
+            teacher.__dict__.pop("forward", None)  # TRL's fused-head forward is bound to the student
+        teacher.requires_grad_(False)
+        teacher.eval()
+        if trainer.is_deepspeed_enabled:
+            return prepare_deepspeed(teacher, trainer.accelerator)
+        return trainer.accelerator.prepare_model(teacher, evaluation_mode=True)
+
+    def causal_lm(self):
+        """The teacher's own causal LM (unwrapped), or None when it reads the policy."""
+        return None if self.model is None else self.trainer.accelerator.unwrap_model(self.model)
+
+    @contextmanager
+    def weights(self):
+        """Backbone forwards inside run with the teacher's weights."""
+        trainer = self.trainer
+        if self.model is not None:  # base / ema under full fine-tuning: a model of its own
+            trainer._backbone_of_teacher = True
+            try:
+                yield
+            finally:
+                trainer._backbone_of_teacher = False
+            return
+        if trainer.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
+            context = use_adapter(trainer.model, "ref" if "ref" in trainer.model.peft_config else None)
+        elif trainer.args.teacher == "ema":
+            context = use_adapter(trainer.model, EMA_ADAPTER)
+        else:
+            context = nullcontext()
+        with context:
+            yield
+
+    def ema_named(self) -> dict:
+        """{name: parameter} of the EMA teacher's weights: the "ema" adapter's under PEFT, else the copy's."""
+        if self.model is not None:
+            return dict(self.causal_lm().named_parameters())
+        marker = f".{EMA_ADAPTER}."
+        student = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        return {n: p for n, p in student.named_parameters() if marker in n}
+
+    def ema_pairs(self) -> list:
+        """(teacher, student) parameter pairs the EMA averages: every trained parameter and its teacher copy."""
+        student = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        teacher = self.ema_named()
+        if self.model is not None:
+            return [(teacher[name], param) for name, param in student.named_parameters() if name in teacher]
+        active = f".{student.active_adapter}."
+        return [
+            (teacher[name.replace(active, f".{EMA_ADAPTER}.")], param)
+            for name, param in student.named_parameters()
+            if active in name and param.requires_grad
+        ]
+
+    def update_ema(self) -> None:
+        ema_update_(self.ema_pairs(), self.trainer.args.teacher_ema_decay)
+
+    def save(self, folder: str) -> None:
+        """Write the teacher's weights into checkpoint `folder`; under ZeRO-3 every rank must call."""
+        state = teacher_state(self.ema_named())  # collective under ZeRO-3
+        if self.trainer.accelerator.is_main_process:
+            from safetensors.torch import save_file
+
+            os.makedirs(folder, exist_ok=True)
+            save_file(state, os.path.join(folder, TEACHER_STATE_FILE))
+
+    def restore(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, TEACHER_STATE_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"`teacher: ema` resumes its averaged weights from {path}, which is missing: the checkpoint was not "
+                "written by a `teacher: ema` run."
+            )
+        from safetensors.torch import load_file
+
+        load_teacher_state(self.ema_named(), load_file(path), self.trainer.accelerator.process_index)
+
+    @property
+    def saves_weights(self) -> bool:
+        """Whether checkpoints carry the teacher's weights (those that change during training)."""
+        return self.trainer.args.teacher == "ema"
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Reference
+
+    def render_reference(self, ground_truth):
+        """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
+        shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
+        calls = ground_truth
+        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
+            try:
+                calls = json.loads(ground_truth)
+            except (json.JSONDecodeError, RecursionError):
+                return ground_truth
+        if isinstance(calls, dict) and "name" in calls:
+            calls = [calls]
+        if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
+            return tool_calls_text(self.trainer.processing_class, calls, self.trainer.chat_template)
+        if isinstance(ground_truth, (list, dict)):
+            return json.dumps(ground_truth, ensure_ascii=False)
+        return ground_truth
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Pass
+
+    @torch.no_grad()
+    def hidden(self, output, teacher_prompt_ids: list[list[int]]) -> torch.Tensor:
+        """The teacher's final hidden states [B, T, H] over the completion tokens, after its own prompts."""
+        trainer = self.trainer
+        args = trainer.args
+        batch_size = args.per_device_train_batch_size if trainer.model.training else args.per_device_eval_batch_size
+        self.pass_shared = False
+        with self.weights():
+            # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
+            # forward counts below are matched.
+            if not args.teacher_prefix_sharing or not prefix_sharing_supported(trainer._causal_lm().config):
+                return self._hidden_full(output, teacher_prompt_ids, batch_size)
+            # Whether this batch shares depends on its prompts, so ranks may differ, and so may their numbers of
+            # forwards: every rank takes the largest count over ranks (one gather, called by all) and makes up the
+            # difference with one-token forwards, since ZeRO-3 gathers the parameters collectively in every forward.
+            units = prefix_sharing_plan(teacher_prompt_ids, batch_size)
+            full_tokens, shared_tokens = prefix_sharing_tokens(units, output["completion_ids"].size(1))
+            share = shared_tokens <= args.teacher_prefix_sharing_max_ratio * full_tokens
+            forwards = (
+                prefix_sharing_forwards(units, batch_size) if share else -(-len(teacher_prompt_ids) // batch_size)
+            )
+            forwards_everywhere = forwards
+            if trainer.accelerator.num_processes > 1:
+                device = output["completion_ids"].device
+                forwards_everywhere = int(trainer.accelerator.gather(torch.tensor([forwards], device=device)).max())
+            if share:
+                hidden = self._hidden_shared_prefix(output, teacher_prompt_ids, units, batch_size)
+            else:
+                hidden = self._hidden_full(output, teacher_prompt_ids, batch_size)
+            for _ in range(forwards_everywhere - forwards):
+                dummy = torch.full((1, 1), trainer._tokenizer.pad_token_id, dtype=torch.long, device=hidden.device)
+                trainer._backbone_states(dummy, torch.ones_like(dummy))
+            self.pass_shared = share
+            return hidden
+
+    def _hidden_full(self, output, teacher_prompt_ids: list[list[int]], batch_size: int) -> torch.Tensor:
+        """One forward over prompt + completion per rollout (`teacher_prefix_sharing: false`)."""
+        trainer = self.trainer
+        device = trainer.accelerator.device
+        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
+        teacher_ids = pad(
+            [torch.tensor(ids) for ids in teacher_prompt_ids],
+            padding_value=trainer._tokenizer.pad_token_id,
+            padding_side="left",
+        ).to(device)
+        teacher_mask = pad(
+            [torch.ones(len(ids), dtype=torch.long) for ids in teacher_prompt_ids],
+            padding_value=0,
+            padding_side="left",
+        ).to(device)
+        input_ids = torch.cat([teacher_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([teacher_mask, completion_mask], dim=1)
+        hidden = []
+        for start in range(0, input_ids.size(0), batch_size):
+            rows = slice(start, start + batch_size)
+            hidden.append(trainer._final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
+        return torch.cat(hidden)
+
+    def _hidden_shared_prefix(self, output, teacher_prompt_ids: list[list[int]], units, batch_size: int):
+        """The same states as `_hidden_full`, [B, T, H], with each distinct teacher prompt computed once.
+
+        GRPO repeats every prompt `num_generations` times, and agent prompts (tool schemas, history) are often ten
+        times longer than the completions, so the full path spends most of its time recomputing the same prompt.
+        Here a prefix forward fills a key/value cache with every token of a prompt but the last; each rollout then
+        runs only `[last prompt token, completion[:-1]]` on a copy of its prompt's cache, whose outputs are the
+        states predicting the completion tokens. Positions count from each row's first real token, so left padding
+        in the prefix batch changes nothing (rotary attention depends on relative positions only).
+
+        Memory: the prefix caches of one unit of `prefix_sharing_plan` (at most `batch_size` prompts, every layer),
+        plus, in a rollout pass, one layer's keys and values of `batch_size` x (prompt + completion) tokens at a
+        time (`_SharedPrefixLayer` does not keep them). `units`: `prefix_sharing_plan(teacher_prompt_ids,
+        batch_size)`; the caller matches the number of forwards across ranks.
+        """
+        trainer = self.trainer
+        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
+        device = completion_ids.device
+        num_rows, length = completion_ids.shape
+        pad_id = trainer._tokenizer.pad_token_id
+        last_token = torch.tensor([ids[-1] for ids in teacher_prompt_ids], device=device)
+        prompt_length = torch.tensor([len(ids) for ids in teacher_prompt_ids], device=device)
+        # Row r's input after the cache: its prompt's last token, then its completion but the last token.
+        suffix_ids = torch.cat([last_token[:, None], completion_ids[:, :-1]], dim=1)[:, :length]
+        ones = torch.ones(num_rows, 1, dtype=completion_mask.dtype, device=device)
+        suffix_mask = torch.cat([ones, completion_mask[:, :-1]], dim=1)[:, :length]
+        hidden = None
+        for unit in units:
+            prefixes = [torch.tensor(ids[:-1], dtype=torch.long) for ids, _ in unit]
+            prefix_ids = pad(prefixes, padding_value=pad_id, padding_side="left").to(device)
+            prefix_mask = pad(
+                [torch.ones(len(ids), dtype=torch.long) for ids in prefixes], padding_value=0, padding_side="left"
+            ).to(device)
+            if prefix_ids.size(1) == 0:  # one-token prompts: an empty prefix is one masked pad token
+                prefix_ids = torch.full((len(unit), 1), pad_id, dtype=torch.long, device=device)
+                prefix_mask = torch.zeros_like(prefix_ids)
+            cache = DynamicCache()
+            trainer._backbone_states(prefix_ids, prefix_mask, (prefix_mask.cumsum(1) - 1).clamp(min=0), cache)
+            rows = torch.tensor([row for _, unit_rows in unit for row in unit_rows], device=device)
+            owner = torch.tensor([k for k, (_, unit_rows) in enumerate(unit) for _ in unit_rows], device=device)
+            for start in range(0, rows.numel(), batch_size):
+                part, which = rows[start : start + batch_size], owner[start : start + batch_size]
+                row_cache = DynamicCache()
+                row_cache.layers = [_SharedPrefixLayer(keys, values, which) for keys, values, _ in cache]
+                positions = (prompt_length[part] - 1)[:, None] + torch.arange(suffix_ids.size(1), device=device)
+                mask = torch.cat([prefix_mask[which], suffix_mask[part]], dim=1)
+                states = trainer._backbone_states(suffix_ids[part], mask, positions, row_cache, after_cache=True)
+                del row_cache
+                if hidden is None:
+                    hidden = states.new_empty(num_rows, length, states.size(-1))
+                hidden[part] = states[:, :length]
+            del cache
+        return hidden
+
+
+class _SharedPrefixLayer(DynamicLayer):
+    """One layer's cached keys and values of a unit's prompts [P, heads, L, D], read by rows `which` [R]: its attention
+    gets prompt + new states, which are not kept. A rollout pass is a single forward, so keeping them (as
+    `DynamicLayer` does) would only hold every layer's [R, heads, L + T, D] until the pass ends."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, which: torch.Tensor):
+        super().__init__()
+        self.lazy_initialization(keys, values)
+        self.keys, self.values, self.which = keys, values, which
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        return (
+            torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
+            torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
+        )
+
+
+def prefix_sharing_supported(config) -> bool:
+    """Whether a shared key/value prefix is defined for the model: every layer caches full-attention keys and values.
+
+    Sliding-window and chunked attention keep only part of the prefix; Mamba, linear-attention and conv layers
+    (NemotronH, Jamba, Qwen3-Next, Falcon-H1, Granite 4, Bamba, Zamba2 hybrids) carry a recurrent state, not keys
+    and values, so a cache of keys and values cannot stand for their prompt. Such models take the full teacher pass.
+    Read from the configuration, as transformers reads it to build the model's cache.
+    """
+    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    return all(layer_type == "full_attention" for layer_type in layer_types)
+
+
+def copy_initial_adapter(model, copy_name: str = "ref") -> None:
+    """`teacher: base` means the run's initial policy. For a model that comes with a trained adapter that is the
+    adapter as it is now, not the bare base model: keep a frozen copy named "ref" (TRL's name for the same copy).
+    `teacher: ema` starts its averaged adapter the same way, as a frozen copy named "ema"."""
+    if copy_name in model.peft_config:
+        return
+    active = model.active_adapter
+    model.add_adapter(copy_name, model.peft_config[active])
+    for name, param in model.named_parameters():
+        if f".{active}." in name:
+            twin = model.get_parameter(name.replace(f".{active}.", f".{copy_name}."))
+            twin.data.copy_(param.data)
+            twin.requires_grad_(False)
