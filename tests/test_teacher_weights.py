@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from gear_trl.trainer.teacher_weights import EMA_ADAPTER, TEACHER_STATE_FILE, ema_update_
+from gear_trl.trainer.teacher_weights import EMA_ADAPTER, TEACHER_STATE_FILE, ema_masters, ema_update_
 from tests.utils import TINY, make_trainer, tiny_args
 
 pytestmark = pytest.mark.slow
@@ -144,3 +144,123 @@ def test_a_checkpoint_with_a_cut_teacher_file_is_not_resumable(tmp_path):
     data = (cut / TEACHER_STATE_FILE).read_bytes()
     (cut / TEACHER_STATE_FILE).write_bytes(data[: len(data) // 2])
     assert TEACHER_STATE_FILE in checkpoint_problem(str(cut))
+
+
+def bf16_walk(steps: int, size: int = 4096):
+    """A student held in bfloat16 (as DeepSpeed or a bf16 model holds it) that an optimizer moves by small steps, and
+    the exact (float64) EMA at rate 0.05 of what it held after each step."""
+    gen = torch.Generator().manual_seed(0)
+    theta = 0.02 * torch.randn(size, generator=gen)
+    exact, trained = theta.double(), theta.double()
+    students = []
+    for _ in range(steps):
+        trained = trained + 2e-5 * torch.randn(size, generator=gen).double()
+        students.append(trained.bfloat16())
+        exact = exact.lerp(students[-1].double(), 0.05)
+    return theta.bfloat16(), students, exact
+
+
+def test_ema_of_bfloat16_weights_follows_the_float64_average():
+    start, students, exact = bf16_walk(300)
+    teacher = start.clone()
+    masters = ema_masters([teacher])
+    assert masters[0].dtype == torch.float32 and ema_masters([torch.zeros(2)]) == [None]
+    for student in students:
+        ema_update_([(teacher, student)], 0.05, masters)
+    assert teacher.dtype == torch.bfloat16
+    moved = (exact - start.double()).norm()
+    # Left: rounding the float32 average to bfloat16 once (~9% of the movement). Averaged in bfloat16 the teacher is
+    # 82% of the movement off and 70% of its entries never move (each step's change rounds away).
+    assert (teacher.double() - exact).norm() / moved < 0.12
+    assert (teacher == start).float().mean() < 0.15
+
+
+def test_bfloat16_ema_teacher_keeps_a_float32_average_through_save_and_resume(tmp_path):
+    model = AutoModelForCausalLM.from_pretrained(TINY, dtype=torch.bfloat16)
+    args = tiny_args(tmp_path, teacher="ema", teacher_ema_decay=0.05, max_steps=1)
+    trainer = make_trainer(tmp_path, args=args, model=model)
+    name = "model.layers.0.mlp.down_proj.weight"
+    student, teacher = (
+        dict(trainer.model.named_parameters())[name],
+        dict(trainer.teacher.model.named_parameters())[name],
+    )
+    start, students, exact = bf16_walk(300, student.numel())
+    with torch.no_grad():
+        teacher.copy_(start.view_as(teacher))
+        for value in students:
+            student.copy_(value.view_as(student))
+            trainer.teacher.update_ema()
+    moved = (exact - start.double()).norm()
+    assert (teacher.double().flatten() - exact).norm() / moved < 0.12
+    # The checkpoint holds the float32 average, and a resumed teacher goes on from it, not from its bfloat16 rounding.
+    trainer.teacher.save(str(tmp_path / "ckpt"))
+    from safetensors.torch import load_file
+
+    saved = load_file(tmp_path / "ckpt" / TEACHER_STATE_FILE)[name]
+    assert saved.dtype == torch.float32
+    torch.testing.assert_close(saved.double().flatten(), exact, atol=1e-6, rtol=1e-4)
+    fresh = make_trainer(tmp_path, args=args, model=AutoModelForCausalLM.from_pretrained(TINY, dtype=torch.bfloat16))
+    fresh.teacher.restore(str(tmp_path / "ckpt"))
+    assert torch.equal(fresh.teacher._ema_masters[name], saved)
+    assert torch.equal(dict(fresh.teacher.model.named_parameters())[name], saved.bfloat16())
+
+
+def test_frozen_copy_under_zero3_on_a_gpu_loads_the_recipes_model_without_a_device_map(tmp_path, monkeypatch):
+    """On a GPU, TRL's loader defaults `device_map` to "auto", which transformers refuses under ZeRO-3; the teacher
+    must also be the recipe's model (revision, cache, remote code), as TRL's reference model is."""
+    import transformers
+    import trl.models
+    import trl.trainer.utils as trl_utils
+
+    trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, max_steps=1))  # live: no copy made yet
+    loaded = copy.deepcopy(trainer.model)
+    trainer.args.model_init_kwargs = {"revision": "0123abc", "cache_dir": str(tmp_path / "cache")}
+    trainer.args.trust_remote_code = True
+    seen = {}
+
+    def from_pretrained(cls, path, **kwargs):
+        seen.update(kwargs, path=path)
+        if kwargs.get("device_map") is not None:  # transformers' own check under ZeRO-3
+            raise ValueError("DeepSpeed Zero-3 is not compatible with passing a `device_map`.")
+        return loaded
+
+    class OnGPU:
+        device = torch.device("cuda", 0)
+
+    monkeypatch.setattr(trl_utils, "PartialState", OnGPU)
+    monkeypatch.setattr(transformers.integrations, "is_deepspeed_zero3_enabled", lambda: True)
+    monkeypatch.setattr(transformers.Qwen3ForCausalLM, "from_pretrained", classmethod(from_pretrained))
+    monkeypatch.setattr(trl.models, "prepare_deepspeed", lambda model, accelerator: model)
+    monkeypatch.setattr(trainer, "is_deepspeed_enabled", True)
+    copied = trainer.teacher.frozen_copy()
+    assert seen["device_map"] is None
+    assert seen["revision"] == "0123abc" and seen["cache_dir"] == str(tmp_path / "cache")
+    assert seen["trust_remote_code"] is True
+    assert seen["dtype"] == trainer.model.dtype and seen["attn_implementation"] == "sdpa"
+    assert copied is loaded and not any(p.requires_grad for p in copied.parameters())
+
+
+def test_ema_teacher_file_is_written_on_each_node_with_save_on_each_node(tmp_path, monkeypatch):
+    """Rank 1 as the main process of the second node (no filesystem shared with rank 0): with `save_on_each_node` the
+    Trainer writes its checkpoint there, and so must the teacher, or resuming on that node finds no teacher file."""
+    from gear_trl import GEARConfig
+
+    args = tiny_args(tmp_path, teacher="ema", max_steps=1, save_on_each_node=True)
+    trainer = make_trainer(tmp_path, args=args)
+    monkeypatch.setattr(GEARConfig, "process_index", property(lambda self: 1))
+    monkeypatch.setattr(GEARConfig, "local_process_index", property(lambda self: 0))
+    monkeypatch.setattr(type(trainer.accelerator), "is_main_process", property(lambda self: False))
+    monkeypatch.setattr(type(trainer.accelerator), "process_index", property(lambda self: 1))
+    node = tmp_path / "node1" / "checkpoint-1"
+    trainer.teacher.save(str(node))
+    assert (node / TEACHER_STATE_FILE).is_file()
+    with torch.no_grad():
+        for param in trainer.teacher.model.parameters():
+            param.add_(1.0)
+    trainer.teacher.restore(str(node))  # resumes on rank 1 from its own node's copy
+    student = dict(trainer.model.named_parameters())
+    assert all(torch.equal(p, student[n]) for n, p in trainer.teacher.model.named_parameters())
+    # Without `save_on_each_node` only the global main process writes (the Trainer's own rule).
+    monkeypatch.setattr(trainer.args, "save_on_each_node", False)
+    trainer.teacher.save(str(tmp_path / "shared" / "checkpoint-1"))
+    assert not (tmp_path / "shared" / "checkpoint-1" / TEACHER_STATE_FILE).exists()

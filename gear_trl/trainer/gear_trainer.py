@@ -167,6 +167,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         _as_user_error(check_vllm_server_tools, args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
+        self._quantization_config = kwargs.get("quantization_config")  # the teacher's reload under ZeRO-3 reads it
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
         # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
         self.teacher = Teacher(self) if args.uses_teacher else None

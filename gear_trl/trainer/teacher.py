@@ -38,6 +38,7 @@ from .teacher_weights import (
     EMA_ADAPTER,
     TEACHER_STATE_FILE,
     TeacherWeightsCallback,
+    ema_masters,
     ema_update_,
     load_teacher_state,
     teacher_state,
@@ -99,8 +100,8 @@ class Teacher:
         trainer = self.trainer
         if is_deepspeed_zero3_enabled():
             # The student is already partitioned: a deep copy would copy empty shards. Load it again, as TRL loads
-            # its reference model (the student's own path, dtype and attention).
-            kwargs = {"dtype": trainer.model.dtype, "attn_implementation": trainer.model.config._attn_implementation}
+            # its reference model.
+            kwargs = frozen_copy_kwargs(trainer.model, trainer.args, getattr(trainer, "_quantization_config", None))
             teacher = create_model_from_path(get_config_model_id(trainer.model.config), **kwargs)
         else:
             teacher = copy.deepcopy(trainer.model)
@@ -135,6 +136,8 @@ class Teacher:
         with context:
             yield
 
+    _ema_masters: dict | None = None  # {name: float32 master or None}, made at the first average (`ema_masters`)
+
     def ema_named(self) -> dict:
         """{name: parameter} of the EMA teacher's weights: the "ema" adapter's under PEFT, else the copy's."""
         if self.model is not None:
@@ -144,25 +147,40 @@ class Teacher:
         return {n: p for n, p in student.named_parameters() if marker in n}
 
     def ema_pairs(self) -> list:
-        """(teacher, student) parameter pairs the EMA averages: every trained parameter and its teacher copy."""
+        """(name, teacher, student) of the parameters the EMA averages: every trained parameter, its teacher copy."""
         student = self.trainer.accelerator.unwrap_model(self.trainer.model)
         teacher = self.ema_named()
         if self.model is not None:
-            return [(teacher[name], param) for name, param in student.named_parameters() if name in teacher]
+            return [(name, teacher[name], param) for name, param in student.named_parameters() if name in teacher]
         active = f".{student.active_adapter}."
-        return [
-            (teacher[name.replace(active, f".{EMA_ADAPTER}.")], param)
-            for name, param in student.named_parameters()
-            if active in name and param.requires_grad
-        ]
+        pairs = []
+        for name, param in student.named_parameters():
+            if active in name and param.requires_grad:
+                twin = name.replace(active, f".{EMA_ADAPTER}.")
+                pairs.append((twin, teacher[twin], param))
+        return pairs
 
     def update_ema(self) -> None:
-        ema_update_(self.ema_pairs(), self.trainer.args.teacher_ema_decay)
+        pairs = self.ema_pairs()
+        if self._ema_masters is None:
+            named = self.ema_named()
+            self._ema_masters = dict(zip(named, ema_masters(list(named.values())), strict=True))
+        masters = [self._ema_masters[name] for name, _, _ in pairs]
+        ema_update_([(t, s) for _, t, s in pairs], self.trainer.args.teacher_ema_decay, masters)
 
     def save(self, folder: str) -> None:
-        """Write the teacher's weights into checkpoint `folder`; under ZeRO-3 every rank must call."""
-        state = teacher_state(self.ema_named())  # collective under ZeRO-3
-        if self.trainer.accelerator.is_main_process:
+        """Write the teacher's weights into checkpoint `folder`; under ZeRO-3 every rank must call.
+
+        Written by every process the Trainer writes checkpoints with (`args.should_save`): the global main process,
+        or with `save_on_each_node` each node's local main process, so that every node finds it on resume. The EMA's
+        float32 average is written where a process holds it whole (not under ZeRO-3, whose file holds the teacher's
+        own dtype: a resume restarts the average from those values, one rounding, not a drift)."""
+        named = self.ema_named()
+        state = teacher_state(named)  # collective under ZeRO-3
+        for name, master in (self._ema_masters or {}).items():
+            if master is not None and not hasattr(named[name], "ds_id"):
+                state[name] = master.detach().to("cpu", copy=True).contiguous()
+        if self.trainer.args.should_save:
             from safetensors.torch import save_file
 
             os.makedirs(folder, exist_ok=True)
@@ -177,7 +195,15 @@ class Teacher:
             )
         from safetensors.torch import load_file
 
-        load_teacher_state(self.ema_named(), load_file(path), self.trainer.accelerator.process_index)
+        named, state = self.ema_named(), load_file(path)
+        load_teacher_state(named, state, self.trainer.accelerator.process_index)
+        # The float32 average starts again from the restored weights, or from the file's float32 values where a
+        # process holds the parameter whole.
+        masters = dict(zip(named, ema_masters(list(named.values())), strict=True))
+        for name, master in masters.items():
+            if master is not None and state[name].dtype == torch.float32 and not hasattr(named[name], "ds_id"):
+                master.copy_(state[name])
+        self._ema_masters = masters
 
     @property
     def saves_weights(self) -> bool:
@@ -347,6 +373,22 @@ def prefix_sharing_supported(config) -> bool:
     """
     layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
     return all(layer_type == "full_attention" for layer_type in layer_types)
+
+
+def frozen_copy_kwargs(model, args, quantization_config=None) -> dict:
+    """`from_pretrained` arguments of a teacher loaded again from the student's path: the recipe's
+    `model_init_kwargs` (revision, trust_remote_code, cache_dir, quantization...), as TRL builds its reference model,
+    so that the teacher is the same model as the student, with the student's dtype and attention where the recipe
+    names none, and `device_map=None`: under ZeRO-3 DeepSpeed places the weights, and transformers refuses a
+    `device_map` (TRL's loader would otherwise default to "auto" on a GPU)."""
+    kwargs = dict(args.model_init_kwargs or {})
+    if quantization_config is not None:
+        kwargs["quantization_config"] = quantization_config
+    kwargs["device_map"] = None
+    kwargs.setdefault("trust_remote_code", args.trust_remote_code)
+    kwargs.setdefault("dtype", model.dtype)
+    kwargs.setdefault("attn_implementation", model.config._attn_implementation)
+    return kwargs
 
 
 def copy_initial_adapter(model, copy_name: str = "ref") -> None:
