@@ -199,3 +199,44 @@ def test_ema_teacher_under_zero3_averages_each_ranks_shards_and_saves_whole_weig
             expected = 0.5 * teacher[step - 1][name] + 0.5 * theta[step][name]
             torch.testing.assert_close(value, expected, atol=1e-6, rtol=1e-5)
     assert any(not torch.equal(theta[2][n], theta[0][n]) for n in theta[0]), "the student trained"
+
+
+def test_periodic_teacher_under_zero3_resyncs_each_ranks_shards_and_saves_whole_weights(tmp_path):
+    """`teacher: periodic` on two ZeRO-3 ranks: every `teacher_sync_steps` optimizer steps each rank copies the shards
+    it holds; each checkpoint's teacher file holds whole tensors: the initial weights until the first sync, then the
+    consolidated student weights of the last synced step."""
+    out = train(
+        "zero3_cpu.yaml",
+        tmp_path,
+        "--teacher",
+        "periodic",
+        "--teacher_sync_steps",
+        "2",
+        "--max_steps",
+        "3",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--model_name_or_path",
+        "data/tiny-qwen3-arith",
+        "--dataset_name",
+        "data/arith",
+        "--dataset_format",
+        "generic",
+    )
+    from safetensors.torch import load_file
+
+    from gear_trl.trainer.teacher_weights import TEACHER_STATE_FILE
+
+    theta = [load_file(Path("data/tiny-qwen3-arith/model.safetensors"))]
+    teacher = [None]
+    for step in (1, 2, 3):
+        theta.append(load_file(out / f"checkpoint-{step}" / "model.safetensors"))
+        teacher.append(load_file(out / f"checkpoint-{step}" / TEACHER_STATE_FILE))
+    assert set(teacher[1]) == set(theta[1]) and "model.embed_tokens.weight" in teacher[1]
+    for step, synced in ((1, 0), (2, 2), (3, 2)):
+        for name, value in teacher[step].items():
+            assert value.shape == theta[0][name].shape, name  # gathered, not a shard
+            torch.testing.assert_close(value, theta[synced][name], atol=0, rtol=0)
+    assert any(not torch.equal(theta[3][n], theta[2][n]) for n in theta[0]), "the student trained after the sync"

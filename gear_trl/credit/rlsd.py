@@ -60,8 +60,13 @@ def rlsd_token_weights(
     return ((1 - lam) + lam * clipped) * mask.to(device=delta.device, dtype=torch.float32)
 
 
-def rlsd_lambda(lam: float, step: int, decay_steps: int | None) -> float:
-    """``lam`` decayed linearly to 0 over ``decay_steps`` optimizer steps (None or 0: constant), at ``step``."""
+def rlsd_lambda(lam: float, step: int, decay_steps: int | None, warmup_steps: int | None = None) -> float:
+    """RLSD's blend at optimizer step ``step``: raised linearly from 0 to ``lam`` over ``warmup_steps`` (None or 0:
+    no warmup), then decayed linearly to 0 over ``decay_steps`` (None or 0: constant), as RLSD's trainer schedules
+    it (its published script: no warmup, decay over 60 steps)."""
+    warmup = warmup_steps or 0
+    if step < warmup:
+        return lam * step / warmup
     if not decay_steps:
         return lam
-    return lam * max(0.0, 1.0 - step / decay_steps)
+    return lam * max(0.0, 1.0 - (step - warmup) / decay_steps)

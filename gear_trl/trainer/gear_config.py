@@ -20,7 +20,7 @@ from ..credit.rlsd import RLSD_EPS, RLSD_LAMBDA
 from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
 from ..credit.weights import WEIGHT_NORMS
 
-TEACHERS = ("live", "base", "ema")
+TEACHERS = ("live", "base", "ema", "periodic")
 TEACHER_REFERENCES = ("answer", "solution")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
@@ -82,12 +82,16 @@ class GEARConfig(GRPOConfig):
             mean advantage; `none` leaves them as computed.
         rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
         rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
-            many optimizer steps.
+            many optimizer steps (after the warmup).
+        rlsd_lambda_warmup_steps (`int` or `None`, defaults to `None`): raise the blend linearly from 0 to
+            `rlsd_lambda` over this many optimizer steps first.
         rlsd_negative_only (`bool`, defaults to `False`): reweight only rollouts with negative advantage.
         teacher (`str`, defaults to `"live"`): `live` uses the current policy as teacher; `base` the run's initial
             policy (PEFT: adapters disabled, or a frozen copy of an adapter the model arrived with; full fine-tuning: a
             frozen copy of the initial model, TRL's reference model when `beta > 0`); `ema` an exponential moving
-            average of the trained weights (of the adapter only under PEFT).
+            average of the trained weights (of the adapter only under PEFT); `periodic` a frozen copy of the trained
+            weights re-synced from the policy every `teacher_sync_steps` optimizer steps (RLSD's published setup).
+        teacher_sync_steps (`int`, defaults to `20`): `teacher: periodic`'s sync interval (RLSD's script: 20).
         teacher_ema_decay (`float`, defaults to `0.05`): `teacher: ema`'s update rate r in
             `theta_T <- (1 - r) theta_T + r theta_S`, applied after each optimizer step (SDPO's 0.05).
         teacher_template (`str`): text appended to the last user message (or to a plain prompt) for the teacher;
@@ -192,6 +196,13 @@ class GEARConfig(GRPOConfig):
             "the run is GRPO; None = constant (RLSD offers both)."
         },
     )
+    rlsd_lambda_warmup_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "`credit: rlsd`: raise the blend linearly from 0 to `rlsd_lambda` over this many optimizer steps, "
+            "before `rlsd_lambda_decay_steps` starts; None = no warmup (RLSD's script: none, then a decay over 60)."
+        },
+    )
     rlsd_negative_only: bool = field(
         default=False,
         metadata={"help": "`credit: rlsd`: reweight only rollouts with negative advantage; others keep weight 1."},
@@ -203,7 +214,16 @@ class GEARConfig(GRPOConfig):
             "disabled, or a frozen copy of an adapter the model arrived with; full fine-tuning: a frozen copy of the "
             "initial model, one more copy of the weights in memory unless `beta > 0` lets it share TRL's reference "
             "model); `ema`: an exponential moving average of the trained weights, updated after each optimizer step, "
-            "saved in checkpoints (of the adapter only under PEFT; of a copy of the model otherwise)."
+            "saved in checkpoints (of the adapter only under PEFT; of a copy of the model otherwise); `periodic`: a "
+            "frozen copy of the trained weights re-synced from the policy every `teacher_sync_steps` optimizer steps, "
+            "saved in checkpoints likewise (RLSD's published script)."
+        },
+    )
+    teacher_sync_steps: int = field(
+        default=20,
+        metadata={
+            "help": "`teacher: periodic`: copy the policy's trained weights into the teacher after every this many "
+            "optimizer steps; the teacher of steps 1..N is the initial policy (RLSD's published script: 20)."
         },
     )
     teacher_ema_decay: float = field(
@@ -322,7 +342,14 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
-        for name in ("max_segment_len", "max_teacher_prompt_length", "rlsd_lambda_decay_steps"):
+        if not isinstance(self.teacher_sync_steps, int) or self.teacher_sync_steps < 1:
+            raise ValueError(f"`teacher_sync_steps` must be a positive integer, got {self.teacher_sync_steps!r}.")
+        for name in (
+            "max_segment_len",
+            "max_teacher_prompt_length",
+            "rlsd_lambda_decay_steps",
+            "rlsd_lambda_warmup_steps",
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"`{name}` must be a positive integer or None, got {value!r}.")

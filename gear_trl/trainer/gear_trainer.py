@@ -386,7 +386,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if self.args.credit == "rlsd":
             # kl holds log pS(y_t) - log pT(y_t), signed (divergence_signal); RLSD's delta is its negative.
             signal, segment_ids = -kl, torch.full_like(mask, -1, dtype=torch.long)
-            lam = rlsd_lambda(self.args.rlsd_lambda, self.state.global_step, self.args.rlsd_lambda_decay_steps)
+            args = self.args
+            lam = rlsd_lambda(
+                args.rlsd_lambda, self.state.global_step, args.rlsd_lambda_decay_steps, args.rlsd_lambda_warmup_steps
+            )
             self._rlsd_lambda_now = lam
             weights = rlsd_token_weights(
                 signal, mask, base, lam=lam, eps=self.args.rlsd_eps, negative_only=self.args.rlsd_negative_only

@@ -4,7 +4,7 @@
 generation batch: `prompts(...)` builds the teacher prompts, `hidden(...)` runs them with the batch's completion
 tokens up to the final hidden states. The divergence and the weights are the trainer's (`gear_trl.credit`).
 
-- Weights (`teacher`): `live` reads the policy itself; `base` and `ema` read weights of their own
+- Weights (`teacher`): `live` reads the policy itself; `base`, `ema` and `periodic` read weights of their own
   (`gear_trl.trainer.teacher_weights` holds the averaging and the checkpoint file): under PEFT an adapter (or none),
   under full fine-tuning a frozen model, `model`.
 - Reference (`teacher_reference`, `teacher_template`): rendered into the prompt by `gear_trl.data.teacher`.
@@ -36,20 +36,26 @@ from ..data.teacher import (
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from .teacher_weights import (
     EMA_ADAPTER,
+    PERIODIC_ADAPTER,
     TEACHER_STATE_FILE,
     TeacherWeightsCallback,
     ema_masters,
     ema_update_,
     load_teacher_state,
+    sync_,
     teacher_state,
 )
+
+ADAPTERS = {"ema": EMA_ADAPTER, "periodic": PERIODIC_ADAPTER}
+"""The frozen adapter each changing teacher reads under PEFT."""
 
 
 class Teacher:
     """The teacher of a `GEARTrainer` (`trainer`): its weights, its prompts and its pass.
 
-    `model` is the teacher's own model (`base` or `ema` under full fine-tuning), else None: the teacher then reads the
-    policy, with its adapter switched (`base`: the "ref" copy or none; `ema`: the "ema" adapter) during the pass.
+    `model` is the teacher's own model (`base`, `ema` or `periodic` under full fine-tuning), else None: the teacher
+    then reads the policy, with its adapter switched during the pass (`base`: the "ref" copy or none; `ema`,
+    `periodic`: the adapter of that name).
     """
 
     def __init__(self, trainer):
@@ -78,17 +84,17 @@ class Teacher:
 
     def _set_up_weights(self) -> None:
         """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
-        initial model, TRL's reference model when it has one (beta > 0). `ema`: a frozen copy of the initial adapter
-        (PEFT) or model, averaged after each optimizer step by `TeacherWeightsCallback`."""
+        initial model, TRL's reference model when it has one (beta > 0). `ema`, `periodic`: a frozen copy of the
+        initial adapter (PEFT) or model, averaged or re-synced after optimizer steps by `TeacherWeightsCallback`."""
         trainer = self.trainer
         if is_peft_model(trainer.model):
-            if trainer.args.teacher == "ema":
-                copy_initial_adapter(trainer.model, EMA_ADAPTER)
+            if self.saves_weights:
+                copy_initial_adapter(trainer.model, ADAPTERS[trainer.args.teacher])
         elif trainer.args.teacher == "base" and trainer.ref_model is not None:
             self.model = trainer.ref_model
         else:
             self.model = self.frozen_copy()
-        if trainer.args.teacher == "ema":
+        if self.saves_weights:
             trainer.add_callback(TeacherWeightsCallback(self))
 
     def frozen_copy(self):
@@ -129,8 +135,8 @@ class Teacher:
             return
         if trainer.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
             context = use_adapter(trainer.model, "ref" if "ref" in trainer.model.peft_config else None)
-        elif trainer.args.teacher == "ema":
-            context = use_adapter(trainer.model, EMA_ADAPTER)
+        elif self.saves_weights:
+            context = use_adapter(trainer.model, ADAPTERS[trainer.args.teacher])
         else:
             context = nullcontext()
         with context:
@@ -138,32 +144,45 @@ class Teacher:
 
     _ema_masters: dict | None = None  # {name: float32 master or None}, made at the first average (`ema_masters`)
 
-    def ema_named(self) -> dict:
-        """{name: parameter} of the EMA teacher's weights: the "ema" adapter's under PEFT, else the copy's."""
+    def own_named(self) -> dict:
+        """{name: parameter} of the weights an `ema` or `periodic` teacher changes: its adapter's under PEFT, else its
+        copy's."""
         if self.model is not None:
             return dict(self.causal_lm().named_parameters())
-        marker = f".{EMA_ADAPTER}."
+        marker = f".{ADAPTERS[self.trainer.args.teacher]}."
         student = self.trainer.accelerator.unwrap_model(self.trainer.model)
         return {n: p for n, p in student.named_parameters() if marker in n}
 
-    def ema_pairs(self) -> list:
-        """(name, teacher, student) of the parameters the EMA averages: every trained parameter, its teacher copy."""
+    def own_pairs(self) -> list:
+        """(name, teacher, student) of the parameters the teacher follows: every trained parameter, its teacher copy."""
         student = self.trainer.accelerator.unwrap_model(self.trainer.model)
-        teacher = self.ema_named()
+        teacher = self.own_named()
         if self.model is not None:
             return [(name, teacher[name], param) for name, param in student.named_parameters() if name in teacher]
         active = f".{student.active_adapter}."
         pairs = []
         for name, param in student.named_parameters():
             if active in name and param.requires_grad:
-                twin = name.replace(active, f".{EMA_ADAPTER}.")
+                twin = name.replace(active, f".{ADAPTERS[self.trainer.args.teacher]}.")
                 pairs.append((twin, teacher[twin], param))
         return pairs
 
+    def after_optimizer_step(self, step: int) -> None:
+        """`ema`: average; `periodic`: copy the policy's weights after every `teacher_sync_steps`-th step, so that
+        steps 1..N read the initial policy, steps N+1..2N the policy after step N, and so on."""
+        if self.trainer.args.teacher == "ema":
+            self.update_ema()
+        elif step % self.trainer.args.teacher_sync_steps == 0:
+            sync_([(t, s) for _, t, s in self.own_pairs()])
+            self.synced_at = step
+
+    synced_at = 0
+    """The optimizer step whose policy the `periodic` teacher holds (0: the initial one)."""
+
     def update_ema(self) -> None:
-        pairs = self.ema_pairs()
+        pairs = self.own_pairs()
         if self._ema_masters is None:
-            named = self.ema_named()
+            named = self.own_named()
             self._ema_masters = dict(zip(named, ema_masters(list(named.values())), strict=True))
         masters = [self._ema_masters[name] for name, _, _ in pairs]
         ema_update_([(t, s) for _, t, s in pairs], self.trainer.args.teacher_ema_decay, masters)
@@ -175,7 +194,7 @@ class Teacher:
         or with `save_on_each_node` each node's local main process, so that every node finds it on resume. The EMA's
         float32 average is written where a process holds it whole (not under ZeRO-3, whose file holds the teacher's
         own dtype: a resume restarts the average from those values, one rounding, not a drift)."""
-        named = self.ema_named()
+        named = self.own_named()
         state = teacher_state(named)  # collective under ZeRO-3
         for name, master in (self._ema_masters or {}).items():
             if master is not None and not hasattr(named[name], "ds_id"):
@@ -189,13 +208,14 @@ class Teacher:
     def restore(self, checkpoint: str) -> None:
         path = os.path.join(checkpoint, TEACHER_STATE_FILE)
         if not os.path.isfile(path):
+            teacher = self.trainer.args.teacher
             raise FileNotFoundError(
-                f"`teacher: ema` resumes its averaged weights from {path}, which is missing: the checkpoint was not "
-                "written by a `teacher: ema` run."
+                f"`teacher: {teacher}` resumes its weights from {path}, which is missing: the checkpoint was not "
+                f"written by a `teacher: {teacher}` run."
             )
         from safetensors.torch import load_file
 
-        named, state = self.ema_named(), load_file(path)
+        named, state = self.own_named(), load_file(path)
         load_teacher_state(named, state, self.trainer.accelerator.process_index)
         # The float32 average starts again from the restored weights, or from the file's float32 values where a
         # process holds the parameter whole.
@@ -208,7 +228,7 @@ class Teacher:
     @property
     def saves_weights(self) -> bool:
         """Whether checkpoints carry the teacher's weights (those that change during training)."""
-        return self.trainer.args.teacher == "ema"
+        return self.trainer.args.teacher in ADAPTERS
 
     # ----------------------------------------------------------------------------------------------------------------
     # Reference

@@ -1,4 +1,4 @@
-"""The weights the teacher pass reads when it is not the live policy: `teacher: base` and `teacher: ema`.
+"""The weights the teacher pass reads when it is not the live policy: `teacher: base`, `ema` and `periodic`.
 
 - `base`: the run's initial policy, frozen. Under PEFT the adapters are disabled (or a frozen copy of an adapter the
   model arrived with is used); under full fine-tuning a frozen copy of the initial model, shared with TRL's reference
@@ -9,6 +9,9 @@
   The average is kept in float32: teacher weights held in bfloat16 or float16 get a float32 master copy (`ema_masters`;
   4 bytes per averaged value, e.g. 32 GB for a fully fine-tuned 8B model on one GPU, that divided by the number of
   ranks under ZeRO-3, a few MB for a LoRA adapter), and the teacher pass reads the average rounded to their dtype.
+- `periodic`: a frozen copy of the trained weights (the adapter under PEFT, a frozen adapter named `periodic`),
+  overwritten with the policy's after every `teacher_sync_steps` optimizer steps (RLSD's published setup); saved and
+  restored like `ema`'s.
 
 Under DeepSpeed ZeRO-3 the averaged and the trained parameters are partitioned alike (same shapes, same ranks), so
 each rank averages its own shards: no gather. Saving and restoring gather one parameter at a time.
@@ -22,6 +25,7 @@ import torch
 from transformers import TrainerCallback
 
 EMA_ADAPTER = "ema"
+PERIODIC_ADAPTER = "periodic"
 TEACHER_STATE_FILE = "gear_teacher.safetensors"
 
 
@@ -59,6 +63,19 @@ def ema_update_(
         else:
             master.lerp_(local_s.float(), rate)
             local_t.copy_(master)
+
+
+@torch.no_grad()
+def sync_(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """``teacher <- student`` for every (teacher, student) parameter pair, in place, shard by shard under ZeRO-3."""
+    for teacher, student in pairs:
+        local_t, local_s = _shard(teacher), _shard(student)
+        if local_t.shape != local_s.shape:
+            raise RuntimeError(
+                f"The periodic teacher's parameter is partitioned unlike the student's ({tuple(local_t.shape)} vs "
+                f"{tuple(local_s.shape)}); both must live in models of the same shape on the same ranks."
+            )
+        local_t.copy_(local_s)
 
 
 def ema_masters(teachers: list[torch.Tensor]) -> list[torch.Tensor | None]:
@@ -107,8 +124,9 @@ def load_teacher_state(named: dict[str, torch.Tensor], state: dict[str, torch.Te
 
 
 class TeacherWeightsCallback(TrainerCallback):
-    """Drives an EMA teacher through training: restore on resume, average after each optimizer step (the trainer
-    saves it into each checkpoint folder before the Trainer's own files). `teacher` is the trainer's `Teacher`."""
+    """Drives an EMA or periodic teacher through training: restore on resume, average or sync after optimizer steps
+    (the trainer saves it into each checkpoint folder before the Trainer's own files). `teacher` is the trainer's
+    `Teacher`."""
 
     def __init__(self, teacher):
         self.teacher = teacher
@@ -119,4 +137,4 @@ class TeacherWeightsCallback(TrainerCallback):
             self.teacher.restore(checkpoint)
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.teacher.update_ema()
+        self.teacher.after_optimizer_step(state.global_step)
