@@ -64,6 +64,7 @@ from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchor
 from ..plugins import UserInputError
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
+from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .gear_config import (
     DEFAULT_MATH_SOLUTION_TEMPLATE,
@@ -194,6 +195,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             _copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        if args.uses_teacher:  # a model TRL spread over several GPUs (gear_trl/trainer/devices.py)
+            check_single_device(self.model, args.credit)
         self._teacher_model = None  # a model of its own: `base` or `ema` under full fine-tuning
         if args.uses_teacher and args.teacher != "live":
             self._set_up_teacher_weights()
