@@ -8,8 +8,8 @@
   calling tools leave the loop early. Under ZeRO-3 every generation gathers parameters collectively, so unequal
   round counts hang or crash the run. Here every rank polls, before each round, whether any rank still has a round to
   run; a rank that is done joins with a throwaway generation until no rank is left, so all ranks make the same number
-  of generate calls. Not under colocated vLLM at tensor-parallel size 1, whose rounds make no collective call
-  (`tool_rounds_need_lockstep`).
+  of generate calls. Only where a round's generation calls collectively, and only across the ranks it calls with
+  (`tool_rounds_need_lockstep`): colocated vLLM's tensor-parallel group, all ranks where parameters are sharded.
 - `_generate` / `_calculate_rewards`: record what GiGPO and the tool metrics need (the environment's state key after
   every tool call, the prompts as generated, the completions as messages, the gathered rewards).
 """
@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from accelerate.utils import is_peft_model
 
 TOOL_ERROR_PREFIXES = ("Error", "error")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -50,24 +51,34 @@ def row_tools(row: dict) -> list[dict] | None:
     return list(tools) or None
 
 
-def tool_rounds_need_lockstep(args, use_vllm: bool, world_size: int) -> bool:
-    """Whether a tool round's generation makes a collective call, so that every rank must run as many rounds.
+LOCKSTEP_WORLD = "world"
+LOCKSTEP_TENSOR_PARALLEL = "tensor_parallel"
 
-    Decided from the configuration only. Transformers generation under ZeRO-3 gathers parameters in every forward;
-    vLLM's server mode gathers the prompts; colocated vLLM with tensor parallelism gathers them within its group, and
-    with sleep mode re-syncs (gathers) the weights at every generation. Colocated vLLM at tensor-parallel size 1
-    without sleep mode generates from its own copy of the weights, synced once a step before the first round (which
-    every rank runs): its rounds make no collective call, so finished ranks need not match them.
+
+def tool_rounds_need_lockstep(
+    args, use_vllm: bool, world_size: int, *, sharded: bool = True, peft: bool = False
+) -> str | None:
+    """Across which ranks a tool round's generation makes a collective call, so that they must run as many rounds:
+    `LOCKSTEP_WORLD` (every rank), `LOCKSTEP_TENSOR_PARALLEL` (the ranks of each vLLM tensor-parallel group), or None.
+
+    Decided from the configuration only. `sharded`: the training engine shards the parameters (DeepSpeed ZeRO-3,
+    FSDP), so gathering them is collective; under DDP and ZeRO-2 every rank holds them whole. `peft`: the policy is a
+    PEFT model. Transformers generation gathers the parameters in every forward when sharded (kept for every world
+    size > 1: its forwards run as ranks wait at the gradient reduction anyway). vLLM's server mode gathers the prompts
+    on every rank. Colocated vLLM generates from its own copy of the weights, synced once a step before the first
+    round (which every rank runs); a later round calls collectively only (a) with sleep mode, which re-syncs the
+    weights at every generation, a gather when sharded, (b) with tensor parallelism, which gathers the prompts within
+    the tensor-parallel group, and with PEFT also puts a barrier on every rank before generating.
     """
     if world_size <= 1:
-        return False
-    colocated_alone = (
-        use_vllm
-        and args.vllm_mode == "colocate"
-        and args.vllm_tensor_parallel_size == 1
-        and not args.vllm_enable_sleep_mode
-    )
-    return not colocated_alone
+        return None
+    if not use_vllm or args.vllm_mode != "colocate":
+        return LOCKSTEP_WORLD
+    if args.vllm_enable_sleep_mode and sharded:
+        return LOCKSTEP_WORLD
+    if args.vllm_tensor_parallel_size > 1:
+        return LOCKSTEP_WORLD if peft else LOCKSTEP_TENSOR_PARALLEL
+    return None
 
 
 class ToolRolloutMixin:
@@ -75,6 +86,7 @@ class ToolRolloutMixin:
 
     _batch_row_tools: list | None = None
     _tool_rounds_in_lockstep = False
+    _lockstep_group = None  # the process group the tool rounds poll in; None: every rank
     _rollout: RolloutRecord | None = None
     _tool_truncated: list[bool] | None = None  # per rollout of the last tool loop: ended by the completion budget
 
@@ -115,12 +127,16 @@ class ToolRolloutMixin:
 
     def _any_rank_generating(self, generating: bool) -> bool:
         flag = torch.tensor([1 if generating else 0], device=self.accelerator.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._lockstep_group)
         return bool(flag.item())
 
     def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
         world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-        self._tool_rounds_in_lockstep = tool_rounds_need_lockstep(self.args, self.use_vllm, world_size)
+        sharded = self._dist.is_zero3 or self._dist.is_fsdp
+        peft = is_peft_model(self.model)
+        scope = tool_rounds_need_lockstep(self.args, self.use_vllm, world_size, sharded=sharded, peft=peft)
+        self._tool_rounds_in_lockstep = scope is not None
+        self._lockstep_group = self.vllm_generation.tp_group if scope == LOCKSTEP_TENSOR_PARALLEL else None
         try:
             result = super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
@@ -137,6 +153,7 @@ class ToolRolloutMixin:
                     super()._generate_single_turn([prompt_ids[0]], None, {}, num_generations=1)
         finally:
             self._tool_rounds_in_lockstep = False
+            self._lockstep_group = None
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):

@@ -51,6 +51,7 @@ from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchor
 from ..plugins import UserInputError
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
+from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .hub import check_hub_access
@@ -169,6 +170,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         self._quantization_config = kwargs.get("quantization_config")  # the teacher's reload under ZeRO-3 reads it
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        if args.uses_teacher:  # a model TRL spread over several GPUs (gear_trl/trainer/devices.py)
+            check_single_device(self.model, args.credit)
         # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
         self.teacher = Teacher(self) if args.uses_teacher else None
         if args.uses_teacher:
