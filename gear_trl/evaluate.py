@@ -627,20 +627,30 @@ def _bool(value: str) -> bool:
 
 
 def make_parser() -> argparse.ArgumentParser:
+    from .benchmarks import presets_help
+
     parser = argparse.ArgumentParser(
         prog="python -m gear_trl.evaluate",
         description="Evaluate a model or LoRA adapter on a dataset split with the task's own reward.",
+        epilog="benchmark presets (--benchmark NAME; docs/evaluation.md has the full table):\n" + presets_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     add = parser.add_argument
     add("--model", required=True, help="Model directory, Hub id, or LoRA adapter directory.")
-    add("--dataset", required=True, help="Dataset: a local folder (data/math/generic) or a Hub id.")
-    add("--split", default="test", help="Split to evaluate (default: test).")
+    add(
+        "--benchmark",
+        default=None,
+        help="A benchmark preset (listed below): its dataset, split, prompt format, sampling and scoring become the "
+        "defaults; any option given explicitly overrides the preset's.",
+    )
+    add("--dataset", default=None, help="Dataset: a local folder (data/math/generic) or a Hub id.")
+    add("--split", default=None, help="Split to evaluate (default: test).")
     add("--dataset_config", "--dataset-config", default=None, help="Dataset configuration name.")
     add(
         "--dataset_format",
         "--dataset-format",
-        default="auto",
+        default=None,
         help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, columns, or an import "
         "path (my_pkg.data:to_example).",
     )
@@ -676,15 +686,15 @@ def make_parser() -> argparse.ArgumentParser:
         help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited).",
     )
     add("--batch-size", "--batch_size", type=int, default=16, help="Prompts per generate call.")
-    add("--max-new-tokens", "--max_new_tokens", type=int, default=256)
-    add("--temperature", type=float, default=0.0, help="0: greedy decoding (default); > 0: sampling.")
-    add("--top-p", "--top_p", type=float, default=1.0, help="Nucleus sampling (with temperature > 0).")
+    add("--max-new-tokens", "--max_new_tokens", type=int, default=None, help="Default: 256.")
+    add("--temperature", type=float, default=None, help="0: greedy decoding (default); > 0: sampling.")
+    add("--top-p", "--top_p", type=float, default=None, help="Nucleus sampling (with temperature > 0; default 1).")
     add("--top-k", "--top_k", type=int, default=0, help="Top-k sampling, 0 = off (with temperature > 0).")
     add(
         "--num-samples",
         "--num_samples",
         type=int,
-        default=1,
+        default=None,
         help="Completions per prompt when sampling; reports pass_at_k as well.",
     )
     add(
@@ -732,8 +742,40 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/\\")).strip("_") or "model"
 
 
+DEFAULTS = {
+    "split": "test",
+    "dataset_config": None,
+    "dataset_format": "auto",
+    "reward": None,
+    "environment": None,
+    "num_samples": 1,
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "max_new_tokens": 256,
+    "max_tool_calling_iterations": None,
+}
+"""The defaults of the options a `--benchmark` preset may set (the parser's own defaults are None, so that an option
+given on the command line is told apart from one left out)."""
+
+
+def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill every option left out with the `--benchmark` preset's value, else `DEFAULTS`; `--dataset` is required
+    without a preset."""
+    preset = {}
+    if args.benchmark is not None:
+        from .benchmarks import get_preset
+
+        preset = get_preset(args.benchmark).defaults()
+    elif args.dataset is None:
+        raise UserInputError("Give --dataset (a local folder or a Hub id) or --benchmark NAME (see --help).")
+    for key, default in {**DEFAULTS, "dataset": None}.items():
+        if getattr(args, key) is None:
+            setattr(args, key, preset.get(key, default))
+    return args
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = make_parser().parse_args(argv)
+    args = apply_defaults(make_parser().parse_args(argv))
     import torch
 
     from .rewards import get_reward_funcs
