@@ -4,7 +4,7 @@
     python -m gear_trl.evaluate --model Qwen/Qwen3-4B --dataset openai/gsm8k --dataset_config main \
         --dataset_format gsm8k --split test --enable-thinking false --max-new-tokens 1024
     python -m gear_trl.evaluate --model outputs/run --dataset data/bfcl --dataset_config single_turn --split simple \
-        --temperature 0.6 --num-samples 4
+        --temperature 0.6 --num-samples 4 --max-samples 100
 
 `--model` is a model directory (or Hub id) or a LoRA adapter directory (it has `adapter_config.json`; its base model,
 named in that file, is loaded and the adapter merged). Rows are mapped through `gear_trl.data.prepare_dataset`, so
@@ -18,6 +18,9 @@ with that environment's reward (`calculator_answer`, `multi_turn_state`); withou
 
     python -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --dataset_format tool_use \
         --environment calculator --max-tool-calling-iterations 4
+
+With `--num-samples n` the report gives avg@n and the unbiased pass@k (`pass_at_k`). A model folder written by
+`gear_trl.train` carries the run's chat-template settings (`gear_run_settings.json`), used unless overridden.
 
 `evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
 evaluations as functions, for benchmarks that hold a model in memory.
@@ -34,6 +37,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .plugins import UserInputError
+from .run_settings import RUN_SETTINGS, read_run_settings
 
 ADAPTER_CONFIG = "adapter_config.json"
 TASK_REWARDS = {"tool_use": "tool_call_accuracy"}
@@ -243,17 +247,72 @@ def _sample(i: int, j: int, row: dict, completion, values: list, names: list[str
     }
 
 
-def _report(n: int, num_samples: int, names: list[str], per_sample: list[dict], **extra) -> dict:
-    """The report both evaluations return (see `evaluate`); `extra` entries go before `per_sample`."""
-    best: dict[int, float] = {}
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from `n` samples of which `c` are correct: `1 - C(n-c, k) / C(n, k)`, the
+    probability that `k` samples drawn without replacement from the `n` include a correct one (Chen et al. 2021,
+    "Evaluating Large Language Models Trained on Code", eq. 1).
+
+    Computed as `1 - prod_{i=n-c+1}^{n} (1 - k / i)`, which never forms the binomials (C(200, 100) overflows a float).
+    Raises ValueError unless `0 <= c <= n` and `1 <= k <= n`.
+    """
+    if not (0 <= c <= n) or not (1 <= k <= n):
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
+    if n - c < k:  # every k-subset holds a correct sample
+        return 1.0
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
+
+
+def default_pass_ks(num_samples: int) -> list[int]:
+    """The k of the pass@k a report gives by default: 1, the powers of two below `num_samples`, and `num_samples`."""
+    ks, k = {1, num_samples}, 2
+    while k < num_samples:
+        ks.add(k)
+        k *= 2
+    return sorted(ks)
+
+
+CORRECT = 1.0
+"""A sample counts as correct for pass@k when its first reward reaches this value: full credit of the 0/1 task
+rewards (`accuracy`, `tool_call_accuracy`, `multi_turn_state`); a partial score is not a pass."""
+
+
+def _pass_ks(pass_ks: Sequence[int] | None, num_samples: int) -> list[int]:
+    """The k to report (always `num_samples` among them); refuses a k outside 1..num_samples."""
+    if not pass_ks:
+        return default_pass_ks(num_samples)
+    bad = [k for k in pass_ks if not 1 <= k <= num_samples]
+    if bad:
+        raise UserInputError(f"pass@k needs 1 <= k <= num_samples ({num_samples}); got k = {bad}.")
+    return sorted(set(pass_ks) | {num_samples})
+
+
+def _pass_at(names: list[str], per_sample: list[dict], ks: Sequence[int]) -> dict[str, float | None]:
+    """`{str(k): mean over prompts of pass_at_k(n, c, k)}`: `n` a prompt's scored samples, `c` the correct ones;
+    a prompt with fewer than `k` scored samples is left out of that k's mean (None if every prompt is)."""
+    counts: dict[int, list[int]] = {}
     for sample in per_sample:
         value = sample["rewards"][names[0]] if names else None
         if value is not None:
-            best[sample["index"]] = max(best.get(sample["index"], -math.inf), value)
+            n_c = counts.setdefault(sample["index"], [0, 0])
+            n_c[0] += 1
+            n_c[1] += value >= CORRECT
+    return {str(k): _mean(pass_at_k(n, c, k) for n, c in counts.values() if n >= k) for k in ks}
+
+
+def _report(
+    n: int, num_samples: int, names: list[str], per_sample: list[dict], pass_ks: Sequence[int] | None = None, **extra
+) -> dict:
+    """The report both evaluations return (see `evaluate`); `extra` entries go before `per_sample`."""
+    ks = _pass_ks(pass_ks, num_samples)
+    accuracy = _mean(s["rewards"][names[0]] for s in per_sample) if names else None
     result = {
         "n": n,
         "num_samples": num_samples,
-        "accuracy": _mean(s["rewards"][names[0]] for s in per_sample) if names else None,
+        "accuracy": accuracy,
+        f"avg@{num_samples}": accuracy,
         "mean_reward": _mean(s["reward"] for s in per_sample),
         "rewards": {name: _mean(s["rewards"][name] for s in per_sample) for name in names},
         "finished_frac": _mean(float(s["finished"]) for s in per_sample),
@@ -261,7 +320,9 @@ def _report(n: int, num_samples: int, names: list[str], per_sample: list[dict], 
         "per_sample": per_sample,
     }
     if num_samples > 1:
-        result["pass_at_k"] = _mean(best.values())
+        pass_at = _pass_at(names, per_sample, ks)
+        result["pass_at_k"] = pass_at[str(num_samples)]
+        result["pass_at"] = pass_at
     return result
 
 
@@ -282,6 +343,7 @@ def evaluate(
     seed: int | None = 0,
     progress: bool = True,
     reward_names: Sequence[str] | None = None,
+    pass_ks: Sequence[int] | None = None,
 ) -> dict:
     """Generate for every row of a prepared dataset and score the completions.
 
@@ -294,14 +356,17 @@ def evaluate(
         temperature: 0 is greedy decoding; above 0 samples, `num_samples` completions per prompt.
         chat_template_kwargs: passed to the chat template (e.g. `{"enable_thinking": False}`).
         reward_names: names of the rewards in the report (default: the functions' names).
+        pass_ks: the k of the reported pass@k (default `default_pass_ks(num_samples)`; `num_samples` always).
 
     Returns:
-        `{n, num_samples, accuracy, mean_reward, rewards, pass_at_k (num_samples > 1), finished_frac,
-        skipped_multi_turn, per_sample}`: `n` prompts evaluated; `accuracy` the mean of the first reward over the
-        completions it scores (for 0/1 rewards such as `accuracy` and `tool_call_accuracy`, the fraction correct;
-        None if it scores none); `mean_reward` the mean over completions of the sum of the rewards that apply
-        (TRL's reward); `rewards` each reward's mean; `pass_at_k` the mean over prompts of the first reward's best
-        sample; `finished_frac` the fraction of completions that ended with an end-of-sequence token before
+        `{n, num_samples, accuracy, avg@<num_samples>, mean_reward, rewards, pass_at_k and pass_at (num_samples > 1),
+        finished_frac, skipped_multi_turn, per_sample}`: `n` prompts evaluated; `accuracy` (also under
+        `avg@<num_samples>`, its name in papers) the mean of the first reward over the completions it scores (for 0/1
+        rewards such as `accuracy` and `tool_call_accuracy`, the fraction correct; None if it scores none);
+        `mean_reward` the mean over completions of the sum of the rewards that apply (TRL's reward); `rewards` each
+        reward's mean; `pass_at` `{str(k): the mean over prompts of the unbiased pass@k estimate (`pass_at_k`),
+        a sample correct when its first reward is >= 1}`; `pass_at_k` its entry for k = `num_samples`;
+        `finished_frac` the fraction of completions that ended with an end-of-sequence token before
         `max_new_tokens`; `per_sample` one entry per completion `{index, sample, prompt, completion,
         ground_truth, reward, rewards, finished}`.
     """
@@ -310,6 +375,7 @@ def evaluate(
     from transformers import GenerationConfig
 
     _check_sampling(temperature, num_samples, batch_size)
+    _pass_ks(pass_ks, num_samples)
     all_rows = [dict(row) for row in dataset]
     rows = [row for row in all_rows if not is_multi_turn_row(row)]
     names = _reward_names(reward_funcs, reward_names)
@@ -376,7 +442,7 @@ def evaluate(
     for (i, j), values in zip(where, scores, strict=True):
         ids, text, finished = completions[i][j]
         per_sample.append(_sample(i, j, rows[i], text, values, names, finished, ground_truth_column))
-    return _report(len(rows), num_samples, names, per_sample, skipped_multi_turn=len(all_rows) - len(rows))
+    return _report(len(rows), num_samples, names, per_sample, pass_ks, skipped_multi_turn=len(all_rows) - len(rows))
 
 
 def _quiet_logs(trainer, progress: bool) -> None:
@@ -429,6 +495,7 @@ def evaluate_multi_turn(
     seed: int = 0,
     progress: bool = True,
     reward_names: Sequence[str] | None = None,
+    pass_ks: Sequence[int] | None = None,
 ) -> dict:
     """Multi-turn tool rollouts of every row, the tools executed in `environment`, scored with the rewards.
 
@@ -456,6 +523,7 @@ def evaluate_multi_turn(
     from .trainer.gear_config import GEARConfig
 
     _check_sampling(temperature, num_samples, batch_size)
+    _pass_ks(pass_ks, num_samples)
     rows = [dict(row) for row in dataset]
     if not rows:
         raise UserInputError("The evaluation split is empty: choose another with --split.")
@@ -542,7 +610,7 @@ def evaluate_multi_turn(
             completion, list) else 0  # fmt: skip
 
     tool_calls = _mean(tool_results(s["completion"]) for s in per_sample)
-    return _report(len(rows), num_samples, names, per_sample, tool_calls=tool_calls, skipped_multi_turn=0)
+    return _report(len(rows), num_samples, names, per_sample, pass_ks, tool_calls=tool_calls, skipped_multi_turn=0)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -559,20 +627,30 @@ def _bool(value: str) -> bool:
 
 
 def make_parser() -> argparse.ArgumentParser:
+    from .benchmarks import presets_help
+
     parser = argparse.ArgumentParser(
         prog="python -m gear_trl.evaluate",
         description="Evaluate a model or LoRA adapter on a dataset split with the task's own reward.",
+        epilog="benchmark presets (--benchmark NAME; docs/evaluation.md has the full table):\n" + presets_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
     add = parser.add_argument
     add("--model", required=True, help="Model directory, Hub id, or LoRA adapter directory.")
-    add("--dataset", required=True, help="Dataset: a local folder (data/math/generic) or a Hub id.")
-    add("--split", default="test", help="Split to evaluate (default: test).")
+    add(
+        "--benchmark",
+        default=None,
+        help="A benchmark preset (listed below): its dataset, split, prompt format, sampling and scoring become the "
+        "defaults; any option given explicitly overrides the preset's.",
+    )
+    add("--dataset", default=None, help="Dataset: a local folder (data/math/generic) or a Hub id.")
+    add("--split", default=None, help="Split to evaluate (default: test).")
     add("--dataset_config", "--dataset-config", default=None, help="Dataset configuration name.")
     add(
         "--dataset_format",
         "--dataset-format",
-        default="auto",
+        default=None,
         help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, columns, or an import "
         "path (my_pkg.data:to_example).",
     )
@@ -608,31 +686,49 @@ def make_parser() -> argparse.ArgumentParser:
         help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited).",
     )
     add("--batch-size", "--batch_size", type=int, default=16, help="Prompts per generate call.")
-    add("--max-new-tokens", "--max_new_tokens", type=int, default=256)
-    add("--temperature", type=float, default=0.0, help="0: greedy decoding (default); > 0: sampling.")
-    add("--top-p", "--top_p", type=float, default=1.0, help="Nucleus sampling (with temperature > 0).")
+    add("--max-new-tokens", "--max_new_tokens", type=int, default=None, help="Default: 256.")
+    add("--temperature", type=float, default=None, help="0: greedy decoding (default); > 0: sampling.")
+    add("--top-p", "--top_p", type=float, default=None, help="Nucleus sampling (with temperature > 0; default 1).")
     add("--top-k", "--top_k", type=int, default=0, help="Top-k sampling, 0 = off (with temperature > 0).")
     add(
         "--num-samples",
         "--num_samples",
         type=int,
-        default=1,
+        default=None,
         help="Completions per prompt when sampling; reports pass_at_k as well.",
     )
-    add("--limit", type=int, default=None, help="Evaluate only the first N rows of the split.")
+    add(
+        "--max-samples",
+        "--max_samples",
+        "--limit",
+        dest="max_samples",
+        type=int,
+        default=None,
+        help="Evaluate only the first N rows of the split (lighteval's name; --limit is the same).",
+    )
+    add(
+        "--pass-k",
+        "--pass_k",
+        type=int,
+        nargs="+",
+        default=None,
+        help="k of the reported unbiased pass@k, each <= --num-samples (default: 1, powers of two, num-samples).",
+    )
     add(
         "--enable-thinking",
         "--enable_thinking",
         type=_bool,
         default=None,
-        help="Qwen3's thinking switch, passed to the chat template (true/false).",
+        help="Qwen3's thinking switch, passed to the chat template (true/false). Default: as the trained run "
+        f"recorded it in the model folder's {RUN_SETTINGS}, else the template's default.",
     )
     add(
         "--chat-template-kwargs",
         "--chat_template_kwargs",
         type=json.loads,
         default=None,
-        help="Extra chat-template arguments as JSON, e.g. '{\"enable_thinking\": false}'.",
+        help="Extra chat-template arguments as JSON, e.g. '{\"enable_thinking\": false}'; they override, key by "
+        f"key, those the trained run recorded ({RUN_SETTINGS}).",
     )
     add("--dtype", default="auto", help="auto, float32, bfloat16 or float16.")
     add("--device", default=None, help="Device to generate on (default: cuda when available, else cpu).")
@@ -646,8 +742,40 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text.strip("/\\")).strip("_") or "model"
 
 
+DEFAULTS = {
+    "split": "test",
+    "dataset_config": None,
+    "dataset_format": "auto",
+    "reward": None,
+    "environment": None,
+    "num_samples": 1,
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "max_new_tokens": 256,
+    "max_tool_calling_iterations": None,
+}
+"""The defaults of the options a `--benchmark` preset may set (the parser's own defaults are None, so that an option
+given on the command line is told apart from one left out)."""
+
+
+def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill every option left out with the `--benchmark` preset's value, else `DEFAULTS`; `--dataset` is required
+    without a preset."""
+    preset = {}
+    if args.benchmark is not None:
+        from .benchmarks import get_preset
+
+        preset = get_preset(args.benchmark).defaults()
+    elif args.dataset is None:
+        raise UserInputError("Give --dataset (a local folder or a Hub id) or --benchmark NAME (see --help).")
+    for key, default in {**DEFAULTS, "dataset": None}.items():
+        if getattr(args, key) is None:
+            setattr(args, key, preset.get(key, default))
+    return args
+
+
 def main(argv: list[str] | None = None) -> dict:
-    args = make_parser().parse_args(argv)
+    args = apply_defaults(make_parser().parse_args(argv))
     import torch
 
     from .rewards import get_reward_funcs
@@ -673,18 +801,23 @@ def main(argv: list[str] | None = None) -> dict:
             f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; pass --environment "
             "to run them, or score single turns with tool_call_accuracy."
         )
+    _check_sampling(args.temperature, args.num_samples, args.batch_size)
+    _pass_ks(args.pass_k, args.num_samples)
     dataset, adapter = load_eval_split(
         args.dataset,
         args.split,
         dataset_config=args.dataset_config,
         dataset_format=args.dataset_format,
-        limit=args.limit,
+        limit=args.max_samples,
         system_prompt=args.system_prompt,
         columns=(args.question_column, args.answer_column, args.answer_pattern),
     )
     reward_names = reward_names or [task_reward(adapter)]
     reward_funcs = get_reward_funcs(reward_names)
-    chat_template_kwargs = dict(args.chat_template_kwargs or {})
+    if args.chat_template_kwargs is not None and not isinstance(args.chat_template_kwargs, dict):
+        raise UserInputError("--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
+    run_settings, run_settings_path = read_run_settings(args.model)
+    chat_template_kwargs = {**run_settings.get("chat_template_kwargs", {}), **(args.chat_template_kwargs or {})}
     if args.enable_thinking is not None:
         chat_template_kwargs["enable_thinking"] = args.enable_thinking
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -709,9 +842,15 @@ def main(argv: list[str] | None = None) -> dict:
         seed=args.seed,
         progress=not args.no_progress,
         reward_names=reward_names,
+        pass_ks=args.pass_k,
     )
     config = {key: value for key, value in vars(args).items() if key != "no_progress"}
-    config.update(reward=reward_names, dataset_format=adapter, chat_template_kwargs=chat_template_kwargs)
+    config.update(
+        reward=reward_names,
+        dataset_format=adapter,
+        chat_template_kwargs=chat_template_kwargs,
+        run_settings=run_settings_path,
+    )
     per_sample = result.pop("per_sample")
     report = {
         "model": args.model,
@@ -730,7 +869,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     accuracy = "n/a" if report["accuracy"] is None else f"{report['accuracy']:.4f}"
     mean_reward = "n/a" if report["mean_reward"] is None else f"{report['mean_reward']:.4f}"
-    extra = f", pass@{args.num_samples} {report['pass_at_k']:.4f}" if report.get("pass_at_k") is not None else ""
+    extra = "".join(
+        f", pass@{k} {value:.4f}" for k, value in (report.get("pass_at") or {}).items() if value is not None
+    )
     skipped = f", {report['skipped_multi_turn']} multi-turn rows skipped" if report["skipped_multi_turn"] else ""
     print(
         f"{args.model} on {args.dataset} [{args.split}]: n={report['n']}, {reward_names[0]} {accuracy}, "

@@ -350,6 +350,7 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 
 
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
+    from .run_settings import write_run_settings
     from .trainer.interrupt import InterruptCallback
     from .trainer.rows import check_prompts_fit
 
@@ -361,6 +362,8 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
     interrupt = InterruptCallback(trainer.accelerator)
     trainer.add_callback(interrupt)
+    if trainer.accelerator.is_main_process:  # evaluation renders prompts as this run did (gear_trl.run_settings)
+        write_run_settings(training_args.output_dir, training_args, script_args)
 
     if checkpoint is not None:
         trainer.accelerator.print(f"Resuming from {checkpoint}")

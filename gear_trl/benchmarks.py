@@ -1,0 +1,172 @@
+r"""The paper's benchmarks as `gear_trl.evaluate --benchmark NAME` presets: where the data are, how rows become prompts,
+how completions are sampled and scored.
+
+    python -m gear_trl.evaluate --model outputs/run --benchmark aime24      # avg@64 at temperature 0.6
+    python -m gear_trl.evaluate --model outputs/run --benchmark math500 --num-samples 1 --temperature 0   # greedy
+
+A preset only fills in the options the command line leaves out: any flag given (`--dataset` a local copy,
+`--num-samples`, `--max-new-tokens`, ...) wins. The table in docs/evaluation.md is generated from `PRESETS`.
+
+Sampling follows the protocol that DeepSeek-R1 (arXiv 2501.12948, section 3.1 "Evaluation Setup") and the Qwen3
+technical report (arXiv 2505.09388, section 4.6) report their math results with, which lighteval's `aime24_avg`
+task also uses: temperature 0.6, top-p 0.95, up to 32768 new tokens, and pass@1 estimated as avg@k, the mean
+accuracy over k samples per problem, with k = 64 for the 30-problem AIME sets and k = 4 for MATH-500 (R1: "k between
+4 and 64 depending on the test set size"); GSM8K (1319 problems) and MATH (5000) use k = 1. The GEAR paper does not
+publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
+recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
+`gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
+(math-verify equivalence of the last `\boxed{}` with the reference answer), whose agreement with lighteval's math
+metric is tested on generated cases in tests/test_benchmarks.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .plugins import UserInputError
+
+R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948) s3.1; Qwen3 report (arXiv 2505.09388) s4.6"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One benchmark: the dataset (Hub id, configuration, split), the adapter that reads its columns, the sampling and
+    the scoring. Every field but `name`, `title`, `columns`, `source` and `notes` is the default of the `evaluate`
+    option of the same name."""
+
+    name: str
+    title: str
+    dataset: str
+    split: str
+    dataset_format: str
+    columns: str
+    """The columns the adapter reads (question -> prompt, answer -> ground truth), for the docs."""
+    dataset_config: str | None = None
+    reward: tuple[str, ...] | None = None
+    """None: the adapter's task reward (`accuracy` for math)."""
+    environment: str | None = None
+    num_samples: int = 1
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_new_tokens: int = 32768
+    max_tool_calling_iterations: int | None = None
+    source: str = R1_PROTOCOL
+    """Where the sampling protocol comes from."""
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def defaults(self) -> dict:
+        """The `evaluate` options this preset sets, by argparse destination."""
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "dataset_config": self.dataset_config,
+            "dataset_format": self.dataset_format,
+            "reward": list(self.reward) if self.reward else None,
+            "environment": self.environment,
+            "num_samples": self.num_samples,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "max_tool_calling_iterations": self.max_tool_calling_iterations,
+        }
+
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            name="math500",
+            title="MATH-500",
+            dataset="HuggingFaceH4/MATH-500",
+            split="test",
+            dataset_format="aime",
+            columns="problem -> prompt; answer -> ground truth (solution kept as reference)",
+            num_samples=4,
+            notes="the 500-problem subset of MATH from Lightman et al. 2023 (lighteval `math_500`)",
+        ),
+        Preset(
+            name="math",
+            title="MATH",
+            dataset="DigitalLearningGmbH/MATH-lighteval",
+            dataset_config="default",
+            split="test",
+            dataset_format="math",
+            columns="problem -> prompt; last \\boxed{} of solution -> ground truth",
+            notes="all 5000 test problems of Hendrycks et al. 2021, the copy lighteval's `math:*` tasks read",
+        ),
+        Preset(
+            name="gsm8k",
+            title="GSM8K",
+            dataset="openai/gsm8k",
+            dataset_config="main",
+            split="test",
+            dataset_format="gsm8k",
+            columns="question -> prompt; number after #### in answer -> ground truth",
+            notes="1319 test problems (lighteval `gsm8k`)",
+        ),
+        Preset(
+            name="aime24",
+            title="AIME24",
+            dataset="HuggingFaceH4/aime_2024",
+            split="train",
+            dataset_format="aime",
+            columns="problem -> prompt; answer -> ground truth",
+            num_samples=64,
+            notes="the 30 problems of AIME 2024 I and II; the set's only split is `train` (lighteval `aime24`)",
+        ),
+        Preset(
+            name="aime25",
+            title="AIME25",
+            dataset="yentinglin/aime_2025",
+            split="train",
+            dataset_format="aime",
+            columns="problem -> prompt; answer -> ground truth",
+            num_samples=64,
+            notes="the 30 problems of AIME 2025 I and II; the copy lighteval's `aime25` reads",
+        ),
+    )
+}
+"""The presets by name (`--benchmark`)."""
+
+
+def get_preset(name: str) -> Preset:
+    """The preset named `name` (case and `-`/`_` ignored: `MATH-500` is `math500`); UserInputError naming the known
+    ones otherwise."""
+    key = name.lower().replace("-", "").replace("_", "")
+    if key not in PRESETS:
+        raise UserInputError(f"Unknown --benchmark {name!r}; the presets are {', '.join(PRESETS)}.")
+    return PRESETS[key]
+
+
+def presets_help() -> str:
+    """One line per preset, for `--help`."""
+    return "\n".join(
+        f"  {p.name:<10} {p.title}: {p.dataset}"
+        + (f" [{p.dataset_config}]" if p.dataset_config else "")
+        + f" {p.split}, "
+        + (f"avg@{p.num_samples}" if p.num_samples > 1 else "1 sample")
+        + (f" at T={p.temperature}" if p.temperature else " greedy")
+        for p in PRESETS.values()
+    )
+
+
+def presets_table() -> str:
+    """The docs table of every preset (docs/evaluation.md carries it; a test checks it is current)."""
+    lines = [
+        "| `--benchmark` | benchmark | dataset (config) | split | columns | sampling | scoring | protocol |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in PRESETS.values():
+        dataset = f"`{p.dataset}`" + (f" (`{p.dataset_config}`)" if p.dataset_config else "")
+        avg = f"avg@{p.num_samples}" if p.num_samples > 1 else "1 sample"
+        sampling = f"{avg}, T={p.temperature}, top-p {p.top_p}, {p.max_new_tokens} new tokens"
+        if p.max_tool_calling_iterations:
+            sampling += f", {p.max_tool_calling_iterations} tool rounds"
+        scoring = ", ".join(f"`{r}`" for r in p.reward) if p.reward else "`accuracy`"
+        if p.environment:
+            scoring += f" (environment `{p.environment}`)"
+        lines.append(
+            f"| `{p.name}` | {p.title} | {dataset} | `{p.split}` | {p.columns} | {sampling} | {scoring} | {p.source} |"
+        )
+    return "\n".join(lines)
