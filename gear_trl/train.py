@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 from dataclasses import dataclass, field, fields
 
 from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser, get_peft_config
@@ -78,6 +79,14 @@ class GEARScriptArguments(ScriptArguments):
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Use only the first N training rows (quick experiments)."}
+    )
+    held_out_datasets: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Datasets the trained model will be scored on, as `NAME` or `NAME:CONFIG` (a Hub id or a local "
+            "folder; every split is read). Before training, the run warns when the training split shares a prompt "
+            "with any of them, or with `dataset_test_split`: a benchmark trained on measures memorisation."
+        },
     )
 
 
@@ -208,7 +217,8 @@ def load_splits(
             data = data.select(range(min(script_args.max_train_samples, len(data))))
         # A bad row fails the run here, with its index, not at the step that first draws it.
         where = f"split {split!r} of {script_args.dataset_name!r}"
-        check_raw_rows(data, where, ground_truth_is_json=_tool_use_rows(script_args, data.column_names))
+        if not getattr(adapter, "checks_own_tools", False):
+            check_raw_rows(data, where, ground_truth_is_json=_tool_use_rows(script_args, data.column_names))
         prepared = prepare_dataset(
             data,
             adapter=adapter,
@@ -236,6 +246,38 @@ def load_splits(
             )
         evaluate = prepare(script_args.dataset_test_split)
     return train, evaluate
+
+
+def held_out_splits(script_args: GEARScriptArguments):
+    """(name, rows) of every split the run is scored on: `dataset_test_split` of the training dataset (when it is
+    another split) and every split of each `held_out_datasets` entry."""
+    from .trainer.preflight import load_dataset_named
+
+    dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
+    test_split = script_args.dataset_test_split
+    if test_split in dataset and test_split != script_args.dataset_train_split:
+        yield f"split {test_split!r} of {script_args.dataset_name!r}", dataset[test_split]
+    for spec in script_args.held_out_datasets:
+        name, _, config = spec.partition(":")
+        held_out = load_dataset_named(name, config or None, what=f"held_out_datasets entry {spec!r}")
+        for split, rows in held_out.items():
+            yield f"split {split!r} of {spec!r}", rows
+
+
+def overlap_warnings(script_args: GEARScriptArguments) -> list[str]:
+    """One message per evaluation split that shares a prompt with the training split (`gear_trl.data.overlap`)."""
+    from .data.overlap import overlap_message, request_texts
+    from .trainer.preflight import load_dataset_named
+
+    dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
+    train = request_texts(dataset[script_args.dataset_train_split])
+    train_name = f"{script_args.dataset_train_split!r} of {script_args.dataset_name!r}"
+    messages = []
+    for name, rows in held_out_splits(script_args):
+        shared = sorted(train & request_texts(rows))
+        if shared:
+            messages.append(overlap_message(train_name, name, shared, len(rows)))
+    return messages
 
 
 def _tool_use_rows(script_args: GEARScriptArguments, columns: list[str]) -> bool:
@@ -358,6 +400,8 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     float32_on_cpu(model_args, training_args, print_fn=_print_main)
     checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
     train_dataset, eval_dataset = load_splits(script_args, training_args)
+    for message in overlap_warnings(script_args):
+        warnings.warn(message, stacklevel=1)
     check_prompts_fit(train_dataset, model_args, training_args, f"split {script_args.dataset_train_split!r}")
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
     interrupt = InterruptCallback(trainer.accelerator)

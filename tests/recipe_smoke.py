@@ -65,7 +65,13 @@ CPU_OVERRIDES = {
 }
 # Datasets the recipes name that a CPU test cannot use as they are: the Hub's (unreachable) and BFCL multi-turn's
 # 4,000-8,000-token prompts (minutes a forward at the stand-in's width on two cores). Same schema and adapter.
-LOCAL_DATA = {"DigitalLearningGmbH/MATH-lighteval": "data/math/math_style"}
+LOCAL_DATA = {
+    "DigitalLearningGmbH/MATH-lighteval": "data/math/math_style",
+    "Salesforce/xlam-function-calling-60k": "data/xlam_sample",
+}
+# The held-out benchmarks the math recipes name are on the Hub too: a local set of other questions stands in for them
+# (the overlap check runs as shipped; the local held-out sets, BFCL's, are kept).
+LOCAL_HELD_OUT = "data/math/gsm8k_style"
 SMOKE_REWARD = "smoke_even_tokens"  # a random stand-in scores 0 on the shipped rewards: no advantage, no update
 
 
@@ -143,6 +149,9 @@ def smoke_argv(recipe_path: Path, stand_in: Path, output_dir: Path, tool_data: P
         argv += ["--dataset_name", str(REPO / LOCAL_DATA[recipe["dataset_name"]])]
     elif recipe["dataset_name"] == "data/bfcl":
         argv += ["--dataset_name", str(tool_data)]
+    held_out = recipe.get("held_out_datasets") or []
+    if held_out:
+        argv += ["--held_out_datasets", *sorted({s if s.startswith("data/") else LOCAL_HELD_OUT for s in held_out})]
     argv += ["--reward_funcs", *recipe["reward_funcs"], SMOKE_REWARD]
     return argv
 

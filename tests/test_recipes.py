@@ -17,8 +17,15 @@ from tests.utils import TINY, make_trainer, math_rows, tiny_args
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = sorted(REPO.glob("recipes/Qwen3-*/*/config_*.yaml"))
 
-# Training rows of the Hub datasets the recipes name (not downloadable here): MATH-lighteval's `train` split.
-HUB_TRAIN_ROWS = {("DigitalLearningGmbH/MATH-lighteval", "default", "train"): 7500}
+# Training rows of the Hub datasets the recipes name (not downloadable here): MATH-lighteval's `train` split and
+# xLAM's one split, as their dataset cards give them.
+HUB_TRAIN_ROWS = {
+    ("DigitalLearningGmbH/MATH-lighteval", "default", "train"): 7500,
+    ("Salesforce/xlam-function-calling-60k", None, "train"): 60000,
+}
+# The longest prompt assumed for each Hub dataset (not measurable here): the GEAR recipes cap their teacher prompts,
+# which are longer than the student's, at this length.
+HUB_PROMPT_TOKENS = {"DigitalLearningGmbH/MATH-lighteval": 2048, "Salesforce/xlam-function-calling-60k": 4096}
 
 
 def read(path: Path) -> tuple[dict, int]:
@@ -140,6 +147,7 @@ def test_vllm_context_fits_prompts_and_completions():
                     for row in rows
                 )
             prompt = longest[key]
-        else:  # a student prompt is shorter than its teacher prompt, which the recipe caps
-            prompt = recipe["max_teacher_prompt_length"]
+        else:
+            prompt = HUB_PROMPT_TOKENS[recipe["dataset_name"]]
+            assert recipe.get("max_teacher_prompt_length", prompt) == prompt, path
         assert prompt + completion <= recipe["vllm_max_model_length"] < 40960, (path, prompt, completion)

@@ -29,12 +29,15 @@ from .math import (
     pattern_ground_truth,
 )
 from .tool_use import TOOL_USE, ToolUseAdapter
+from .xlam import XLAM, XLAMAdapter
 
-Adapter = MathAdapter | ToolUseAdapter | FunctionAdapter
+Adapter = MathAdapter | ToolUseAdapter | XLAMAdapter | FunctionAdapter
 
 # Tool-use rows also have `prompt` and `ground_truth`, so `auto` must try the tool-use adapter before `generic`;
 # AIME sets often carry a `solution` column too, so `aime` (its clean `answer`) comes before `math`.
-DATASET_ADAPTERS: dict[str, Adapter] = {adapter.name: adapter for adapter in (GSM8K, AIME, MATH, TOOL_USE, GENERIC)}
+DATASET_ADAPTERS: dict[str, Adapter] = {
+    adapter.name: adapter for adapter in (GSM8K, AIME, MATH, TOOL_USE, XLAM, GENERIC)
+}
 """Adapters by name, in the order `adapter="auto"` tries them."""
 
 
@@ -115,6 +118,7 @@ __all__ = [
     "FunctionAdapter",
     "MathAdapter",
     "ToolUseAdapter",
+    "XLAMAdapter",
     "column_adapter",
     "detect_adapter",
     "get_adapter",
