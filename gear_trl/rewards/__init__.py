@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..plugins import UserInputError, load_plugin
 from .calculator import calculator_answer_reward
+from .horizon import horizon_accuracy
 from .math import accuracy_reward, format_reward
 from .multi_turn import multi_turn_execution_reward, multi_turn_state_reward
 from .tool_call import tool_call_accuracy
@@ -24,6 +25,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "multi_turn_state": multi_turn_state_reward,
     "multi_turn_execution": multi_turn_execution_reward,
     "calculator_answer": calculator_answer_reward,
+    "horizon_accuracy": horizon_accuracy,
 }
 
 

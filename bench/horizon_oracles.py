@@ -1,0 +1,242 @@
+"""Label oracles for the horizon study (bench code only, never in the library): weightings and a process signal that
+no teacher computes, built from the horizon task's labels (`gear_trl.rewards.horizon`), to measure the ceiling of
+token credit on that task.
+
+Beside bench/headroom.py's oracles (the teacher's KL replaced by a label signal, through GEAR's own segment and weight
+functions: `oracle-gear`, `oracle-strong`), these set a rollout's token weights, or its token advantages, directly:
+
+- `prefix_weights` (`oracle-prefix`): in a failed rollout weight 0 before its first wrong token and 1 from it on,
+  rescaled to mean 1; passed rollouts unchanged. The most any sign-preserving weighting inside a rollout can do.
+- `two_sided_weights` (`oracle-two-sided`): a failed rollout's tokens at 1 - eps before its first wrong token and
+  1 + eps from it on, rescaled to mean 1: GEAR's shape, but able to lower the prefix as well as raise the error.
+- `process_advantages` + `process_token_advantages` (`oracle-process`): each decision's own correctness as a dense
+  per-decision advantage, normalized per decision over the group as GRPO normalizes the outcome. The ceiling of
+  credit assignment in general, not of a weighting.
+
+Pure tensor functions first, then `horizon_error_site` (the label) and `install` (the trainer hook, in a worker
+process only).
+"""
+
+from __future__ import annotations
+
+import torch
+
+WEIGHT_KINDS = ("prefix", "two_sided", "process")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pure tensor functions
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _mean_one(raw: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """raw [B, T] rescaled so that its mean over each row's model tokens (mask [B, T]) is 1; 0 off the mask."""
+    m = mask.float()
+    total = (raw * m).sum(1, keepdim=True)
+    count = m.sum(1, keepdim=True)
+    return torch.where(total > 0, raw * m * count / total.clamp_min(1e-12), m)
+
+
+def prefix_weights(after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+    """`oracle-prefix` token weights.
+
+    Args:
+        after: [B, T] bool, True at the first wrong token and every token after it (all False where the error was
+            not located).
+        mask: [B, T] bool, the model's tokens.
+        failed: [B] bool, failed rollouts (negative advantage).
+
+    Returns:
+        [B, T] float: in failed rollouts with a located error, 0 before the first wrong token and a constant from it
+        on, the row's mean over model tokens 1; every other row 1 on its model tokens; 0 off the mask.
+    """
+    located = failed & (after & mask).any(1)
+    weights = _mean_one((after & mask).float(), mask)
+    return torch.where(located[:, None], weights, mask.float())
+
+
+def two_sided_weights(after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor, eps: float) -> torch.Tensor:
+    """`oracle-two-sided` token weights: in failed rollouts with a located error, 1 - eps before the first wrong token
+    and 1 + eps from it on, then rescaled to mean 1 over the row's model tokens; other rows 1. Shapes as
+    `prefix_weights` (after, mask [B, T] bool; failed [B] bool) -> [B, T]. eps in [0, 1]: at 1 this is
+    `prefix_weights`."""
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"eps must be in [0, 1]; got {eps}.")
+    located = failed & (after & mask).any(1)
+    raw = torch.where(after, 1.0 + eps, 1.0 - eps)
+    return torch.where(located[:, None], _mean_one(raw, mask), mask.float())
+
+
+def process_advantages(correct: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """Per-decision advantages: each decision's correctness normalized over the rollouts of its group.
+
+    Args:
+        correct: [B, K] float, 1.0 where rollout i's decision k is right, 0.0 where wrong, NaN where rollout i has no
+            decision k (a problem with fewer decisions, or one whose labels are unknown).
+        groups: [B] long, the group (prompt) of each rollout.
+
+    Returns:
+        [B, K] float: (c - mean) / std over the group's rollouts that have decision k (the sample std, as GRPO's
+        group normalization); 0 where that std is 0 (every rollout of the group alike on k) or NaN (fewer than two
+        rollouts have it), and 0 where the rollout has no decision k.
+    """
+    out = torch.zeros_like(correct)
+    for group in groups.unique():
+        rows = groups == group
+        block = correct[rows]  # [G, K]
+        have = ~torch.isnan(block)
+        n = have.sum(0)  # [K]
+        filled = torch.nan_to_num(block, nan=0.0)
+        mean = filled.sum(0) / n.clamp_min(1)
+        var = (((filled - mean) * have) ** 2).sum(0) / (n - 1).clamp_min(1)
+        std = var.sqrt()
+        ok = (n >= 2) & (std > 0)
+        adv = torch.where(have & ok, (filled - mean) / std.clamp_min(1e-12), torch.zeros_like(filled))
+        out[rows] = adv
+    return out
+
+
+def process_token_advantages(
+    decision_of_token: torch.Tensor, decision_adv: torch.Tensor, outcome_adv: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """`oracle-process` token advantages: every token of decision k's line gets that decision's advantage.
+
+    Args:
+        decision_of_token: [B, T] long, the decision whose line holds each token, -1 outside every decision's line.
+        decision_adv: [B, K] float, from `process_advantages`.
+        outcome_adv: [B] float, the rollout's outcome (GRPO) advantage, for tokens outside every line (a chat
+            template's think block, the end-of-sequence token: whether to stop is the outcome's business).
+        mask: [B, T] bool, the model's tokens.
+
+    Returns:
+        [B, T] float, 0 off the mask.
+    """
+    index = decision_of_token.clamp(min=0, max=max(decision_adv.shape[1] - 1, 0))
+    if decision_adv.shape[1]:
+        per_token = torch.gather(decision_adv, 1, index)
+    else:
+        per_token = torch.zeros_like(decision_of_token, dtype=outcome_adv.dtype)
+    adv = torch.where(decision_of_token >= 0, per_token, outcome_adv[:, None].expand_as(per_token))
+    return adv * mask.float()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Labels on tokens
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _is_special(token: str) -> bool:
+    return token.startswith("<|") and token.endswith("|>")
+
+
+def completion_layout(tokens: list[str], mask: list[bool]) -> tuple[str, list[int], list[int]]:
+    """The text of the model tokens (special tokens such as `<|im_end|>` left out) and, for the tokens kept, their
+    indices and character offsets in it."""
+    text, indices, offsets = "", [], []
+    for index, (token, m) in enumerate(zip(tokens, mask, strict=True)):
+        if not m or _is_special(token):
+            continue
+        indices.append(index)
+        offsets.append(len(text))
+        text += token
+    return text, indices, offsets
+
+
+def horizon_error_site(tokens: list[str], row: dict) -> int | None:
+    """The index of a rollout's first wrong token (bench/headroom.py's `error_site` interface: `row` has `prompt` and
+    `mask`): the token holding the first character where the text departs from the reference solution; a rollout
+    that stops short is wrong at its last model token (its end-of-sequence token, where it chose to stop). None where
+    the prompt states no horizon problem, the rollout does not depart, or never writes the first operand."""
+    from gear_trl.rewards.horizon import first_wrong_char, horizon_problem, reference_lines
+
+    problem = horizon_problem(row["prompt"])
+    if problem is None:
+        return None
+    text, indices, offsets = completion_layout(tokens, row["mask"])
+    site = first_wrong_char(text, reference_lines(problem))
+    if site is None:
+        return None
+    if site >= len(text):
+        model = [k for k, m in enumerate(row["mask"]) if m]
+        return model[-1] if model else None
+    return indices[max(k for k, offset in enumerate(offsets) if offset <= site)]
+
+
+def decisions_of_tokens(tokens: list[str], row: dict) -> tuple[list[int], list[float]]:
+    """Per token (len(tokens)), the decision whose line holds it (-1 outside); and per decision of the problem, 1.0
+    right or 0.0 wrong. ([-1] * T, []) where the prompt states no horizon problem."""
+    from gear_trl.rewards.horizon import decision_correct, decision_of_char, horizon_problem
+
+    problem = horizon_problem(row["prompt"])
+    owner = [-1] * len(tokens)
+    if problem is None:
+        return owner, []
+    text, indices, offsets = completion_layout(tokens, row["mask"])
+    chars = decision_of_char(text, problem.k)
+    for index, offset in zip(indices, offsets, strict=True):
+        if offset < len(chars):
+            owner[index] = chars[offset]
+    return owner, [float(c) for c in decision_correct(text, problem.results)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The trainer hook
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def install(kind: str, eps: float = 0.5) -> None:
+    """Make `gear_trl.train.build_trainer` build a trainer whose credit is this oracle (in this worker process only).
+
+    The run's `credit` must be a GEAR mode (the trainer then computes its trace); the teacher's KL is replaced by 0,
+    so GEAR's own weights are 1, and this oracle's weights (or, for `process`, advantages) replace them."""
+    if kind not in WEIGHT_KINDS:
+        raise ValueError(f"kind must be one of {WEIGHT_KINDS}; got {kind!r}.")
+    import dataclasses
+
+    import gear_trl.trainer.gear_trainer as trainer_module
+    from gear_trl.reporting.rows import decode_tokens
+
+    model_token_mask = trainer_module._model_token_mask
+
+    class HorizonOracleTrainer(trainer_module.GEARTrainer):
+        def _credit(self, batch, divergence):
+            kl, entropy, log_ratio = divergence
+            trace = super()._credit(batch, (torch.zeros_like(kl), entropy, log_ratio))
+            mask = model_token_mask(batch).bool()
+            tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+            prompts = tokenizer.batch_decode(batch["prompt_ids"], skip_special_tokens=True)
+            base = batch["gear_base_advantages"]
+            rows = [
+                {"tokens": decode_tokens(tokenizer, ids), "mask": m, "prompt": p}
+                for ids, m, p in zip(batch["completion_ids"].tolist(), mask.tolist(), prompts, strict=True)
+            ]
+            if kind == "process":
+                labels = [decisions_of_tokens(row["tokens"], row) for row in rows]
+                width = max((len(c) for _, c in labels), default=0)
+                correct = torch.full((len(rows), width), float("nan"))
+                for i, (_, c) in enumerate(labels):
+                    correct[i, : len(c)] = torch.tensor(c)
+                group_of = {p: g for g, p in enumerate(dict.fromkeys(prompts))}
+                groups = torch.tensor([group_of[p] for p in prompts])
+                owner = torch.tensor([o for o, _ in labels], dtype=torch.long)
+                advantages = process_token_advantages(
+                    owner, process_advantages(correct, groups), base.float().cpu(), mask.cpu()
+                ).to(trace.advantages)
+                weights = trace.weights
+            else:
+                after = torch.zeros_like(mask)
+                failed = (base < 0).cpu()
+                for i, row in enumerate(rows):
+                    site = horizon_error_site(row["tokens"], row) if failed[i] else None
+                    if site is not None:
+                        after[i, site:] = True
+                after &= mask
+                if kind == "prefix":
+                    weights = prefix_weights(after, mask, failed.to(mask.device))
+                else:
+                    weights = two_sided_weights(after, mask, failed.to(mask.device), eps)
+                weights = weights.to(trace.weights)
+                advantages = base[:, None] * weights
+            return dataclasses.replace(trace, weights=weights, advantages=advantages)
+
+    trainer_module.GEARTrainer = HorizonOracleTrainer

@@ -1,0 +1,108 @@
+"""bench/horizon_oracles.py: the horizon study's oracle weightings and process signal on hand-worked rollouts."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+import horizon_oracles as oracles
+
+# Three rollouts of 5 positions, the last of row 2 padding. Row 0 failed, its first wrong token at index 3; row 1
+# passed; row 2 failed with its error not located.
+MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], dtype=torch.bool)
+AFTER = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]], dtype=torch.bool)
+FAILED = torch.tensor([True, False, True])
+
+
+def test_prefix_weights_by_hand():
+    w = oracles.prefix_weights(AFTER, MASK, FAILED)
+    # row 0: 0 before the error, 5 tokens / 2 blamed = 2.5 from it on (mean 1); rows 1 and 2 unchanged
+    assert w.tolist() == [[0, 0, 0, 2.5, 2.5], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
+
+
+def test_a_passed_rollout_keeps_its_weights_even_when_marked():
+    w = oracles.prefix_weights(AFTER, MASK, torch.tensor([False, False, True]))
+    assert w[0].tolist() == [1, 1, 1, 1, 1]
+
+
+def test_two_sided_weights_by_hand():
+    w = oracles.two_sided_weights(AFTER, MASK, FAILED, eps=0.5)
+    # row 0 raw: 0.5, 0.5, 0.5, 1.5, 1.5 (sum 4.5 over 5 tokens), rescaled by 5 / 4.5
+    want = [v * 5 / 4.5 for v in (0.5, 0.5, 0.5, 1.5, 1.5)]
+    assert w[0].tolist() == pytest.approx(want)
+    assert w[0].mean().item() == pytest.approx(1.0)
+    assert w[1:].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
+    assert torch.allclose(
+        oracles.two_sided_weights(AFTER, MASK, FAILED, eps=1.0), oracles.prefix_weights(AFTER, MASK, FAILED)
+    )
+    assert oracles.two_sided_weights(AFTER, MASK, FAILED, eps=0.0).tolist() == MASK.float().tolist()
+    with pytest.raises(ValueError, match="eps"):
+        oracles.two_sided_weights(AFTER, MASK, FAILED, eps=1.5)
+
+
+def test_weights_ignore_padding():
+    after = torch.tensor([[0, 0, 1, 1, 1]], dtype=torch.bool)  # marked on the padding too
+    mask = torch.tensor([[1, 1, 1, 1, 0]], dtype=torch.bool)
+    w = oracles.prefix_weights(after, mask, torch.tensor([True]))
+    assert w.tolist() == [[0, 0, 2, 2, 0]]  # 4 model tokens / 2 blamed ones
+
+
+def test_process_advantages_by_hand():
+    # one group of 4 rollouts, 2 decisions; a second group of 2 where decision 1 is missing in one rollout
+    correct = torch.tensor(
+        [[1, 1], [1, 0], [0, 0], [0, 0], [1, 1], [0, float("nan")]],
+    )
+    groups = torch.tensor([0, 0, 0, 0, 1, 1])
+    adv = oracles.process_advantages(correct, groups)
+    # group 0, decision 0: values 1, 1, 0, 0: mean 0.5, sample std sqrt(1/3)
+    s = math.sqrt(1 / 3)
+    assert adv[:4, 0].tolist() == pytest.approx([0.5 / s, 0.5 / s, -0.5 / s, -0.5 / s])
+    # decision 1: 1, 0, 0, 0: mean 0.25, sample std 0.5
+    assert adv[:4, 1].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    # group 1, decision 0: 1, 0: mean 0.5, std sqrt(0.5); decision 1: only one rollout has it -> 0
+    assert adv[4:, 0].tolist() == pytest.approx([0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5)])
+    assert adv[4:, 1].tolist() == [0.0, 0.0]
+
+
+def test_a_decision_every_rollout_gets_right_gives_no_advantage():
+    adv = oracles.process_advantages(torch.tensor([[1.0, 1.0], [1.0, 0.0]]), torch.tensor([0, 0]))
+    assert adv[:, 0].tolist() == [0.0, 0.0]
+    assert adv[:, 1].tolist() == pytest.approx([1 / math.sqrt(0.5) / 2, -1 / math.sqrt(0.5) / 2])
+
+
+def test_process_token_advantages_by_hand():
+    owner = torch.tensor([[-1, 0, 0, 1, 1, -1]])
+    decision_adv = torch.tensor([[0.7, -1.2]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0]], dtype=torch.bool)
+    adv = oracles.process_token_advantages(owner, decision_adv, torch.tensor([-0.3]), mask)
+    assert adv[0].tolist() == pytest.approx([-0.3, 0.7, 0.7, -1.2, -1.2, 0.0])
+
+
+# "Start from 23 and apply in turn: + 5, - 3." has the reference "23 + 5 = 28\n28 - 3 = 25".
+PROMPT = "user\nStart from 23 and apply in turn: + 5, - 3.\n\nPlease reason step by step."
+WRONG = ["<think>\n\n</think>\n\n", "2", "3", " +", " ", "5", " =", " ", "2", "9", "\n", "2", "9", " -", " ", "3",
+         " =", " ", "2", "6", "<|im_end|>", "<pad>"]  # fmt: skip
+WRONG_MASK = [True] * 21 + [False]
+
+
+def test_error_site_and_decisions_on_tokens():
+    row = {"prompt": PROMPT, "mask": WRONG_MASK}
+    assert oracles.horizon_error_site(WRONG, row) == 9  # the "9" of "29"
+    owner, correct = oracles.decisions_of_tokens(WRONG, row)
+    assert correct == [0.0, 0.0]  # chained: the second line carries the error
+    assert owner[0] == -1 and owner[1:11] == [0] * 10 and owner[11:20] == [1] * 9 and owner[20:] == [-1, -1]
+    # stopping short: the error is where it stopped, its end-of-sequence token
+    short = ["2", "3", " +", " ", "5", " =", " ", "2", "8", "\n", "<|im_end|>"]
+    assert oracles.horizon_error_site(short, {"prompt": PROMPT, "mask": [True] * 11}) == 10
+    right = ["2", "3", " +", " ", "5", " =", " ", "2", "8", "\n", "2", "8", " -", " ", "3", " =", " ", "2", "5"]
+    assert oracles.horizon_error_site(right, {"prompt": PROMPT, "mask": [True] * 19}) is None
+    assert oracles.horizon_error_site(right, {"prompt": "Compute 3 + 4.", "mask": [True] * 19}) is None
+    assert oracles.decisions_of_tokens(right, {"prompt": PROMPT, "mask": [True] * 19})[1] == [1.0, 1.0]
