@@ -294,6 +294,36 @@ def test_async_tools_are_recorded_for_gigpos_anchor_states():
     assert isinstance(trainer._rollout, RolloutRecord)
 
 
+@pytest.mark.slow
+def test_async_tools_give_gigpo_state_anchors_in_trls_tool_loop(tmp_path):
+    from tests.scripted import call_text, scripted_trainer
+
+    def script(row, round_index, rollout_index, rank):
+        # every rollout adds 1, then half of them add 1 more and the others 2: the second turns act on one state
+        # (count=1), the third on two (count=2 or count=3)
+        if round_index == 0:
+            return call_text("increment", {"by": 1})
+        if round_index == 1:
+            return call_text("increment", {"by": 1 + rollout_index % 2})
+        return "Done."
+
+    rows = [{"prompt": PROMPT, "start": 0}] * 4
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    argv = ["--config", "tests/trl_env_plugin/guess.yaml", "--dataset_name", str(path), "--credit", "gigpo"]
+    argv += ["--environment", "tests.trl_env_plugin.games:AsyncCounterEnv", "--output_dir", str(tmp_path / "out")]
+    argv += ["--max_tool_calling_iterations", "3", "--max_completion_length", "128"]
+    trainer = scripted_trainer(script, argv)
+    trainer.model.train()
+    trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    record = trainer._rollout
+    assert record.state_history == [["count=1", "count=2"], ["count=1", "count=3"]] * 2
+    anchors = [step_anchors(p, c, h) for p, c, h in zip(record.prompts, record.completions, record.state_history)]
+    assert [a[1:] for a in anchors] == [["state:count=1", "state:count=2"], ["state:count=1", "state:count=3"]] * 2
+    assert record.rewards_per_func[:, 0].tolist() == [2.0, 3.0, 2.0, 3.0]  # the environment's get_reward
+    assert trainer._metrics["train"]["gigpo/step_groups"][-1] > 0
+
+
 # --- rollout_func ----------------------------------------------------------------------------------------------------
 
 
@@ -339,6 +369,38 @@ def test_rollout_func_passes_the_checks_under_credit_none(tmp_path):
         )
 
 
+@pytest.mark.slow
+def test_rollout_func_trains_under_credit_none(tmp_path):
+    from tests.utils import TINY, tiny_args
+
+    calls = []
+
+    def fixed_rollout(prompts, trainer):
+        # a rollout function of one's own: render the prompts itself and answer "4" to each
+        calls.append(len(prompts))
+        tokenizer = trainer.processing_class
+        prompt_ids = [
+            tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+            for p in prompts
+        ]
+        answer = tokenizer("4" + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
+        return {
+            "prompt_ids": [list(ids) for ids in prompt_ids],
+            "completion_ids": [list(answer) for _ in prompts],
+            "logprobs": [[0.0] * len(answer) for _ in prompts],
+        }
+
+    def is_four(completions, **kwargs):
+        return [float(c[-1]["content"].strip() == "4") for c in completions]
+
+    rows = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i} + {4 - i}?"}]} for i in range(4)])
+    args = tiny_args(tmp_path, credit="none", max_steps=1)
+    trainer = GEARTrainer(TINY, [is_four], args=args, train_dataset=rows, rollout_func=fixed_rollout)
+    trainer.train()
+    assert trainer.state.global_step == 1 and calls
+    assert trainer.state.log_history[0]["rewards/is_four/mean"] == 1.0
+
+
 # --- recipe runs through gear_trl.train (slow) -----------------------------------------------------------------------
 
 
@@ -369,3 +431,15 @@ def test_an_empty_prompt_environment_trains_from_a_recipe(tmp_path, monkeypatch)
     # the prompts the model was given carry the instruction `reset` returned
     instructions = [prompt[-1]["content"] for prompt in trainer._rollout.prompts]
     assert all(text.startswith("What is ") and "Call `submit`" in text for text in instructions)
+
+
+@pytest.mark.slow
+def test_several_environments_train_from_a_recipe(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    trainer = main(*parse_args(["--config", "tests/trl_env_plugin/mixed.yaml", "--output_dir", str(tmp_path)]))
+    assert trainer.state.global_step == 2
+    assert {k for k in logged_keys(trainer) if k.startswith("rewards/") and k.endswith("/mean")} == {
+        "rewards/GuessEnv/mean",
+        "rewards/InstructionEnv/mean",
+    }
+    assert set(trainer.environment_factories) == {"guess", "sum"}

@@ -9,6 +9,7 @@ path, as a TRL user would bring them.
 - `InstructionEnv`: rows with an empty prompt, as TRL's Harbor and OpenReward integrations build them; `reset` returns
   the instruction built from the row's `task_a` and `task_b` columns.
 - `SilentEnv`: `InstructionEnv` whose `reset` returns nothing, so empty prompts would stay empty.
+- `AsyncCounterEnv`: an `async def` tool and a `state_key` for GiGPO.
 """
 
 from __future__ import annotations
@@ -88,3 +89,30 @@ class SilentEnv(InstructionEnv):
     def reset(self, **kwargs) -> None:
         super().reset(**kwargs)
 
+
+class AsyncCounterEnv:
+    """A counter whose tool is a coroutine function (TRL runs those on its event loop), with a GiGPO state key."""
+
+    def __init__(self):
+        self.count = 0
+
+    def reset(self, **kwargs) -> None:
+        self.count = int(kwargs.get("start") or 0)
+
+    async def increment(self, by: int) -> str:
+        """Add to the counter.
+
+        Args:
+            by: How much to add.
+
+        Returns:
+            The new count.
+        """
+        self.count += int(by)
+        return str(self.count)
+
+    def state_key(self) -> str:
+        return f"count={self.count}"
+
+    def get_reward(self) -> float:
+        return float(self.count)
