@@ -237,6 +237,21 @@ def test_several_environments_from_a_recipe_with_trls_routing(tmp_path):
         reward_names(script_args)
 
 
+def test_several_environments_check_each_rows_tools_against_its_own_environment():
+    def schema(name):
+        return json.dumps([{"type": "function", "function": {"name": name, "parameters": {}}}])
+
+    factories = {"guess": GuessEnv, "sum": InstructionEnv}
+    rows = [
+        {"prompt": PROMPT, "environment": "guess", "secret": 5, "task_a": 0, "task_b": 0, "tools": schema("guess")},
+        {"prompt": PROMPT, "environment": "sum", "secret": 0, "task_a": 1, "task_b": 2, "tools": schema("submit")},
+    ]
+    check_environments(factories, Dataset.from_list(rows))  # each row's tools exist in its own environment
+    rows[0]["tools"] = schema("submit")
+    with pytest.raises(UserInputError, match=r"advertises \['submit'\], which environment 'guess' GuessEnv"):
+        check_environments(factories, Dataset.from_list(rows))
+
+
 # --- async tools are recorded for GiGPO ------------------------------------------------------------------------------
 
 

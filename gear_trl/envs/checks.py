@@ -62,12 +62,14 @@ def check_environment(
     probe_row: int | None = None,
     needs_instruction: bool = False,
     reset_skips: tuple[str, ...] = (),
+    routed=None,
 ) -> list[str]:
     """Build one environment with `factory`, hide its plumbing and check it against `dataset` (a `datasets.Dataset`
     of prepared rows, or None when the environment supplies the prompts); returns its tool names in TRL's order.
     `reset_first_row`: call `reset` on the first row (or with no row when there is no dataset) and check its return;
     `probe_row`: the row to call it on instead of the first; `needs_instruction`: that row's prompt is empty, so
-    `reset` must return its instruction; `reset_skips`: columns TRL does not pass to `reset` (`environment`, with several).
+    `reset` must return its instruction; `reset_skips`: columns TRL does not pass to `reset` (`environment`, with
+    several); `routed`: the rows this environment serves, whose `tools` column must name its tools (default: all).
 
     Raises `UserInputError` for a tool whose schema TRL cannot build, a `reset` that cannot take the dataset's
     columns or returns something other than None or a string on the first row, and a `tools` column naming tools the
@@ -128,7 +130,7 @@ def check_environment(
                 "to the last user message)."
             )
     if "tools" in columns:
-        _check_tools_column(dataset, tools, name, what)
+        _check_tools_column(dataset if routed is None else routed, tools, name, what)
     return tools
 
 
@@ -286,6 +288,7 @@ def check_environments(environment_factory, dataset=None, *, preflight: bool = T
             probe_row=probe,
             needs_instruction=probe in empty,
             reset_skips=skips,
+            routed=rows.select(routes[name]) if several else None,
         )
     return checked if several else checked[None]
 
