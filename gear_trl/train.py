@@ -9,8 +9,9 @@ card, and pushes to the Hub when `push_to_hub` is set. Before the model loads it
 late: the output folder is writable, local paths exist, precision agrees with the launcher, the `report_to` trackers
 are installed, the Hub can be reached when pushing, the plug-ins (`environment`, `reward_funcs`, `dataset_format`:
 built-in names or import paths such as `my_pkg.bank:BankEnv`) import, the training rows have a ground truth, and the
-environment's tools and `reset` are usable. Every such mistake is one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
-exit with status 75 (`gear_trl.trainer.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
+environment's tools and `reset` are usable (`environment_preflight: false` skips building it). Every such mistake is
+one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and exit with status 75
+(`gear_trl.trainer.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ class GEARScriptArguments(ScriptArguments):
             "help": "Dataset adapter mapping rows to `prompt` + ground truth: `auto` (by columns), `gsm8k` "
             "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `aime` (problem, answer: "
             "the answer itself), `tool_use` (prompt, tools, ground_truth: BFCL-style rows), `generic` (prompt, "
-            "ground_truth), `columns` (`question_column`, `answer_column`, `answer_pattern`), or an import path of "
-            "your own (`my_pkg.data:to_example`, a function row -> {prompt, ground_truth, ...})."
+            "ground_truth), `trl` (prompt and columns of your own, passed through as TRL takes them; `auto` picks it "
+            "when no other adapter fits), `columns` (`question_column`, `answer_column`, `answer_pattern`), or an "
+            "import path of your own (`my_pkg.data:to_example`, a function row -> {prompt, ground_truth, ...}). Every "
+            "adapter keeps the columns it does not read, for the rewards and the environment's `reset`."
         },
     )
     question_column: str = field(
@@ -78,8 +81,8 @@ class GEARScriptArguments(ScriptArguments):
         metadata={
             "help": "Executable tool environment passed to TRL as `environment_factory`: a registered name "
             "(`bfcl`, `calculator`) or an import path of your own (`my_pkg.bank:BankEnv`). Its public methods but "
-            "`reset`, `get_reward`, `state_key` and `@not_a_tool` ones become the tools. Several, as TRL takes them: a "
-            "mapping `{name: name or import path}` (JSON text on the command line), each row naming its own in an "
+            "`reset`, `get_reward`, `state_key` and `@not_a_tool` ones become the tools. Several, as TRL takes them: "
+            "a mapping `{name: name or import path}` (JSON text on the command line), each row naming its own in an "
             "`environment` column. None: no tool execution."
         },
     )
@@ -270,8 +273,8 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
 
             names = [name for name, owns in owners.items() if owns]
             warnings.warn(
-                f"reward_funcs {list(given)} are summed with the reward of {names} (their `get_reward`, which TRL adds "
-                "as a reward of weight 1 named after the class). Leave `reward_funcs` out to train on the "
+                f"reward_funcs {list(given)} are summed with the reward of {names} (their `get_reward`, which TRL "
+                "adds as a reward of weight 1 named after the class). Leave `reward_funcs` out to train on the "
                 "environment's reward alone.",
                 stacklevel=2,
             )

@@ -275,7 +275,7 @@ def check_environments(environment_factory, dataset=None, *, preflight: bool = T
             continue
         skips = ("environment",) if several else ()
         if rows is None or not routes[name]:
-            # No rows to reset on (a stream, or none routed here): TRL's own pattern without a dataset resets with none.
+            # No rows to reset on (a stream, or none routed here); without a dataset TRL resets with no row.
             check_environment(
                 factory, rows, what=what, reset_first_row=rows is None and not several, reset_skips=skips
             )
@@ -318,7 +318,7 @@ def check_rollout_func(args) -> None:
         )
     if reasons:
         raise UserInputError(
-            f"`credit: {args.credit}` cannot run with a custom `rollout_func`: {'; '.join(reasons)}. Use `credit: none` "
-            "with `rollout_func`, or drop `rollout_func` and let the trainer generate (with `environment_factory` for "
-            "multi-turn tool use)."
+            f"`credit: {args.credit}` cannot run with a custom `rollout_func`: {'; '.join(reasons)}. Use "
+            "`credit: none` with `rollout_func`, or drop `rollout_func` and let the trainer generate (with "
+            "`environment_factory` for multi-turn tool use)."
         )

@@ -229,7 +229,8 @@ class GEARConfig(GRPOConfig):
             "dataset adapters: GSM8K's answer text, MATH's solution, a tool-use row's own text for its reference "
             "calls), falling back to the final answer (a tool row's rendered calls) in a row "
             "without one, counted in `gear/teacher_answer_only_frac`. With `solution` the default template becomes "
-            "one that shows the solution (on rows whose ground truth is tool calls, a tool-call hint: 'Reference steps for this request'); a "
+            "one that shows the solution (on rows whose ground truth is tool calls, a tool-call hint: 'Reference "
+            "steps for this request'); a "
             "custom template must contain `{reference_solution}`. Rewards always read the final answer (our default: "
             "answer, today's behaviour, until a study shows which teaches better)."
         },

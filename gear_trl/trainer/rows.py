@@ -4,7 +4,8 @@ not at step 400 when a batch first draws it.
 - `check_raw_rows` (before the dataset adapter runs): the JSON columns of tool-use rows parse (`tools`,
   `initial_config`, `involved_classes`, and `ground_truth` under `dataset_format: tool_use`); every tool schema is an
   OpenAI-style function whose parameter types are JSON-schema types.
-- `check_prepared_rows` (after it): every prompt has text (unless an environment supplies it); no ground truth is longer than `MAX_GROUND_TRUTH_CHARS`.
+- `check_prepared_rows` (after it): every prompt has text (unless an environment supplies it); no ground truth is
+  longer than `MAX_GROUND_TRUTH_CHARS`.
 - `check_prompt_lengths` (with the tokenizer, before the model loads): every prompt, rendered with its tools, leaves
   the completion room in the model's context (`max_position_embeddings - max_completion_length` tokens).
 
