@@ -9,8 +9,9 @@ card, and pushes to the Hub when `push_to_hub` is set. Before the model loads it
 late: the output folder is writable, local paths exist, precision agrees with the launcher, the `report_to` trackers
 are installed, the Hub can be reached when pushing, the plug-ins (`environment`, `reward_funcs`, `dataset_format`:
 built-in names or import paths such as `my_pkg.bank:BankEnv`) import, the training rows have a ground truth, and the
-environment's tools and `reset` are usable. Every such mistake is one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and
-exit with status 75 (`gear_trl.trainer.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
+environment's tools and `reset` are usable (`environment_preflight: false` skips building it). Every such mistake is
+one `error: ...` line. SIGINT/SIGTERM save a checkpoint at the next optimizer step and exit with status 75
+(`gear_trl.trainer.interrupt.EXIT_INTERRUPTED`); rerunning the same command resumes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser, get_peft_co
 from .trainer.gear_config import GEARConfig
 from .trainer.interrupt import EXIT_INTERRUPTED
 
+DEFAULT_REWARD_FUNCS = ("accuracy",)
+"""The rewards of a recipe that names none and whose environment (if any) supplies no reward of its own."""
 USAGE = "python -m gear_trl.train --config RECIPE.yaml [--FIELD VALUE ...]"
 EXIT_PEER_LOST = 1
 """Exit status of a rank that stops because another rank of the run died (`PeerLostError`)."""
@@ -44,8 +47,10 @@ class GEARScriptArguments(ScriptArguments):
             "help": "Dataset adapter mapping rows to `prompt` + ground truth: `auto` (by columns), `gsm8k` "
             "(question, answer with '#### n'), `math` (problem, solution with \\boxed{}), `aime` (problem, answer: "
             "the answer itself), `tool_use` (prompt, tools, ground_truth: BFCL-style rows), `generic` (prompt, "
-            "ground_truth), `columns` (`question_column`, `answer_column`, `answer_pattern`), or an import path of "
-            "your own (`my_pkg.data:to_example`, a function row -> {prompt, ground_truth, ...})."
+            "ground_truth), `trl` (prompt and columns of your own, passed through as TRL takes them; `auto` picks it "
+            "when no other adapter fits), `columns` (`question_column`, `answer_column`, `answer_pattern`), or an "
+            "import path of your own (`my_pkg.data:to_example`, a function row -> {prompt, ground_truth, ...}). Every "
+            "adapter keeps the columns it does not read, for the rewards and the environment's `reset`."
         },
     )
     question_column: str = field(
@@ -61,20 +66,25 @@ class GEARScriptArguments(ScriptArguments):
             "ground truth (its first group if it has one), e.g. `Answer:\\s*(.+)`; None: the column as it is."
         },
     )
-    reward_funcs: list[str] = field(
-        default_factory=lambda: ["accuracy"],
+    reward_funcs: list[str] | None = field(
+        default=None,
         metadata={
             "help": "Reward functions, summed: registered names (see `gear_trl.rewards.REWARD_FUNCS`) or import "
-            "paths of your own (`my_pkg.rewards:my_reward`; a class is instantiated without arguments)."
+            "paths of your own (`my_pkg.rewards:my_reward`; a class is instantiated without arguments). Left out: "
+            "`[accuracy]`, or none when the environment supplies its own reward (a `get_reward` method, which TRL "
+            "adds as a reward named after its class); named beside such an environment, they are summed with it "
+            "(with a warning)."
         },
     )
     system_prompt: str | None = field(default=None, metadata={"help": "Optional system message for every prompt."})
-    environment: str | None = field(
+    environment: str | None = field(  # or a {name: path} mapping, from the YAML recipe
         default=None,
         metadata={
             "help": "Executable tool environment passed to TRL as `environment_factory`: a registered name "
             "(`bfcl`, `calculator`) or an import path of your own (`my_pkg.bank:BankEnv`). Its public methods but "
-            "`reset`, `state_key` and `@not_a_tool` ones become the tools. None: no tool execution."
+            "`reset`, `get_reward`, `state_key` and `@not_a_tool` ones become the tools. Several, as TRL takes them: "
+            "a mapping `{name: name or import path}` (JSON text on the command line), each row naming its own in an "
+            "`environment` column. None: no tool execution."
         },
     )
     max_train_samples: int | None = field(
@@ -225,14 +235,17 @@ def load_splits(
             ground_truth_column=training_args.ground_truth_column,
             system_prompt=script_args.system_prompt,
         )
-        check_prepared_rows(prepared, where, training_args.ground_truth_column)
+        # An environment's `reset` may supply the instruction of an empty prompt (checked before the model loads).
+        check_prepared_rows(
+            prepared, where, training_args.ground_truth_column, empty_prompts_ok=bool(script_args.environment)
+        )
         return prepared
 
     train = prepare(script_args.dataset_train_split)
     users = ground_truth_users(
         training_args.credit,
         training_args.uses_teacher,
-        get_reward_funcs(script_args.reward_funcs, training_args.ground_truth_column),
+        get_reward_funcs(reward_names(script_args), training_args.ground_truth_column),
     )
     where = f"split {script_args.dataset_train_split!r} of {script_args.dataset_name!r}"
     check_ground_truth(train, training_args.ground_truth_column, adapter.name, users, where)
@@ -280,6 +293,45 @@ def overlap_warnings(script_args: GEARScriptArguments) -> list[str]:
     return messages
 
 
+def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[str]:
+    """The rewards a recipe trains on: `reward_funcs` as given; left out, `[accuracy]`, or none when the environment
+    supplies its own reward (`get_reward`, which TRL adds itself) so that it is not silently summed with a default.
+    Several environments: none only if each supplies one, and with some that do and some that do not the recipe must
+    name the rewards. `warn`: warn when rewards are named beside an environment's own."""
+    from .envs import get_environment_factories, supplies_reward
+    from .trainer.preflight import PreflightError
+
+    given = script_args.reward_funcs
+    if not script_args.environment:
+        return list(given) if given is not None else list(DEFAULT_REWARD_FUNCS)
+    factories = get_environment_factories(script_args.environment)
+    owners = {
+        name: supplies_reward(factory)
+        for name, factory in (factories.items() if isinstance(factories, dict) else [("environment", factories)])
+    }
+    if given is not None:
+        if warn and any(owners.values()):
+            import warnings
+
+            names = [name for name, owns in owners.items() if owns]
+            warnings.warn(
+                f"reward_funcs {list(given)} are summed with the reward of {names} (their `get_reward`, which TRL "
+                "adds as a reward of weight 1 named after the class). Leave `reward_funcs` out to train on the "
+                "environment's reward alone.",
+                stacklevel=2,
+            )
+        return list(given)
+    if all(owners.values()):
+        return []
+    if any(owners.values()):
+        raise PreflightError(
+            f"The environments {[n for n, o in owners.items() if o]} supply their own reward (`get_reward`) and "
+            f"{[n for n, o in owners.items() if not o]} do not, so no default reward fits every row: name "
+            "`reward_funcs` for the others (a reward returns None for rows it does not score)."
+        )
+    return list(DEFAULT_REWARD_FUNCS)
+
+
 def _tool_use_rows(script_args: GEARScriptArguments, columns: list[str]) -> bool:
     """Whether the rows go through the tool-use adapter, whose `ground_truth` is JSON (a list of calls)."""
     from .data import detect_adapter
@@ -304,7 +356,7 @@ def build_trainer(
     # Non-finite rewards become None (counted in `rewards/<name>/non_finite_frac`); non-numbers name their function.
     reward_funcs = [
         guard_reward_func(func)
-        for func in get_reward_funcs(script_args.reward_funcs, training_args.ground_truth_column)
+        for func in get_reward_funcs(reward_names(script_args, warn=True), training_args.ground_truth_column)
     ]
     if model is None:
         model_init_kwargs = dict(training_args.model_init_kwargs or {})
@@ -320,9 +372,9 @@ def build_trainer(
 
     environment_factory = None
     if script_args.environment:
-        from .envs import get_environment_factory
+        from .envs import get_environment_factories
 
-        environment_factory = get_environment_factory(script_args.environment)
+        environment_factory = get_environment_factories(script_args.environment)
 
     return GEARTrainer(
         model=model,

@@ -60,17 +60,17 @@ def scripted_trainer(script, argv: list[str], **attributes) -> ScriptedTrainer:
     """A `ScriptedTrainer` following `script`, built from recipe arguments (`--config RECIPE.yaml` and overrides)
     with the recipe's reward functions and environment, as `gear_trl.train` builds its trainer. `attributes` set
     further class attributes (`real_generate`, or a method to swap in)."""
-    from gear_trl.envs import get_environment_factory
+    from gear_trl.envs import get_environment_factories
     from gear_trl.rewards import get_reward_funcs
-    from gear_trl.train import load_splits, parse_args
+    from gear_trl.train import load_splits, parse_args, reward_names
 
     script_args, args, model_args = parse_args(argv)
     train, _ = load_splits(script_args, args)
     trainer_cls = type("Scripted", (ScriptedTrainer,), {"script": staticmethod(script), **attributes})
-    environment = get_environment_factory(script_args.environment) if script_args.environment else None
+    environment = get_environment_factories(script_args.environment) if script_args.environment else None
     return trainer_cls(
         model=model_args.model_name_or_path,
-        reward_funcs=get_reward_funcs(script_args.reward_funcs),
+        reward_funcs=get_reward_funcs(reward_names(script_args)),
         args=args,
         train_dataset=train,
         environment_factory=environment,

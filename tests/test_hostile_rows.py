@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from trl import GRPOTrainer
 
 from gear_trl import GEARTrainer
+from gear_trl.plugins import UserInputError
 from gear_trl.train import main, parse_args
 from gear_trl.trainer.preflight import PreflightError
 
@@ -20,7 +22,8 @@ def no_model_load(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the model was loaded although the rows could be refused before")
 
-    monkeypatch.setattr(GEARTrainer, "__init__", fail)
+    # GEARTrainer's own checks (the environment's) run before GRPOTrainer loads the model.
+    monkeypatch.setattr(GRPOTrainer, "__init__", fail)
 
 
 def calc_rows(tmp_path, bad_index: int, **bad) -> str:
@@ -61,8 +64,6 @@ def tool_schema(kind: str) -> str:
             {"ground_truth": json.dumps(["x" * (1 << 20)])},
             r"row 3: the ground truth is 1048580 characters \(at most 100000\)",
         ),
-        ({"prompt": []}, r"row 3: the prompt is empty"),
-        ({"prompt": [{"role": "user", "content": "  "}]}, r"row 3: the prompt is empty"),
         ({"tools": '[{"type": "function"'}, r"row 3: `tools` is not valid JSON"),
         ({"ground_truth": '[{"name": "add", '}, r"row 3: `ground_truth` is not valid JSON"),
         ({"tools": tool_schema("int")}, r"row 3: `tools`\[0\] \(add\) parameters.a has type 'int'"),
@@ -73,6 +74,24 @@ def tool_schema(kind: str) -> str:
 def test_a_hostile_row_is_refused_before_the_model_loads_naming_its_index(tmp_path, no_model_load, bad, message):
     with pytest.raises(PreflightError, match=r"1 of 6 rows of split 'train' of .* cannot be trained on: " + message):
         run(tmp_path, calc_rows(tmp_path, 3, **bad))
+
+
+@pytest.mark.parametrize("prompt", [[], [{"role": "user", "content": "  "}]])
+def test_an_empty_prompt_is_refused_before_the_model_loads_naming_its_index(tmp_path, no_model_load, prompt):
+    if prompt:
+        # The calculator's `reset` returns nothing, so it cannot supply the instruction.
+        with pytest.raises(UserInputError, match=r"Row 3 has an empty prompt and environment Calculator.reset return"):
+            run(tmp_path, calc_rows(tmp_path, 3, prompt=prompt))
+    else:
+        with pytest.raises(PreflightError, match=r"row 3: the prompt has no message"):
+            run(tmp_path, calc_rows(tmp_path, 3, prompt=prompt))
+    # Without an environment nothing could supply it.
+    rows = [{"prompt": [{"role": "user", "content": f"{i} + 1?"}], "ground_truth": str(i + 1)} for i in range(6)]
+    rows[3]["prompt"] = prompt
+    path = tmp_path / "math.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(PreflightError, match=r"row 3: the prompt (is empty \(with no `environment`|has no message)"):
+        run(tmp_path, str(path), "--environment", "", "--reward_funcs", "accuracy", "--dataset_format", "auto")
 
 
 def test_a_prompt_longer_than_the_context_leaves_room_for_is_refused(tmp_path, no_model_load):

@@ -107,7 +107,8 @@ def test_prepare_dataset_auto_picks_by_columns_and_handles_dataset_dicts():
     splits = DatasetDict({"train": Dataset.from_list([{"question": "q", "answer": "#### 1", "id": 0}])})
     prepared = prepare_dataset(splits)
     assert list(prepared) == ["train"]
-    assert prepared["train"].column_names == ["prompt", "ground_truth", "reference_solution"]
+    # the columns the adapter read become the prompt and ground truth; the others (`id`) are kept, as TRL keeps them
+    assert prepared["train"].column_names == ["id", "prompt", "ground_truth", "reference_solution"]
 
 
 def test_missing_columns_error_names_expected_and_present_columns():

@@ -108,11 +108,29 @@ def test_tool_rows_get_the_tool_steps_hint_under_teacher_reference_solution(tmp_
     trainer = make_trainer(tmp_path, dataset=rows, args=args)
     assert trainer.teacher.prompts.tool_template == DEFAULT_TOOL_SOLUTION_TEMPLATE
     prompt = [{"role": "user", "content": "3 + 4"}]
-    with_tools = trainer.teacher.prompts([prompt], [steps], [[schema]])
+    calls = rows[0]["ground_truth"]
+    with_tools = trainer.teacher.prompts([prompt], [calls], [[schema]], solutions=[steps])
     text = trainer._tokenizer.decode(with_tools.input_ids[0])
     assert "Reference steps for this request:\n3 add 4 = 7" in text and "boxed" not in text
     without = trainer.teacher.prompts([prompt], ["3 + 4 = 7"], [None])
     assert "A reference solution to this problem is" in trainer._tokenizer.decode(without.input_ids[0])
+
+
+def test_the_teacher_hint_follows_what_the_ground_truth_is_not_whether_the_prompt_has_tools(tmp_path):
+    schema = {"type": "function", "function": {"name": "guess", "description": "Guess.", "parameters": {}}}
+    prompt = [{"role": "user", "content": "Guess my number"}]
+    rows = Dataset.from_list([{"prompt": prompt, "ground_truth": "42", "tools": json.dumps([schema])}] * 4)
+    trainer = make_trainer(tmp_path, dataset=rows, args=tiny_args(tmp_path, credit="gear"))
+    answer = trainer._tokenizer.decode(trainer._teacher_prompts([prompt], ["42"], [[schema]]).input_ids[0])
+    assert "A reference answer to this problem is: 42" in answer and "Reference tool calls" not in answer
+    calls = json.dumps([{"name": "guess", "arguments": {"number": 42}}])
+    for tools in ([schema], None):  # reference calls get the tool-call hint, tools rendered in the prompt or not
+        text = trainer._tokenizer.decode(trainer._teacher_prompts([prompt], [calls], [tools]).input_ids[0])
+        assert "Reference tool calls for this request" in text and "boxed" not in text
+    # an answer that merely looks like JSON is still an answer
+    assert "A reference answer" in trainer._tokenizer.decode(
+        trainer._teacher_prompts([prompt], ["[1, 2]"]).input_ids[0]
+    )
 
 
 # --- tool rollouts cut by max_completion_length ----------------------------------------------------------------------

@@ -7,7 +7,11 @@ An adapter is looked up by name (`get_adapter`) or picked from the columns a dat
     >>> from gear_trl.data import prepare_dataset
     >>> train = prepare_dataset(load_dataset("data/math/gsm8k_style", split="train"))
     >>> train.column_names
-    ['prompt', 'ground_truth']
+    ['prompt', 'ground_truth', 'reference_solution']
+
+Every adapter keeps the row's other columns as they are (those it does not read to build the prompt, ground truth
+and reference solution), as TRL keeps them: the rewards and the environment's `reset(**row)` see them. Rows already
+in TRL's shape (`prompt` plus columns of one's own) go through `dataset_format: trl` unchanged.
 """
 
 from __future__ import annotations
@@ -28,15 +32,17 @@ from .math import (
     column_adapter,
     pattern_ground_truth,
 )
-from .tool_use import TOOL_USE, ToolUseAdapter
+from .tool_use import OPTIONAL_COLUMNS, TOOL_USE, ToolUseAdapter
+from .trl_format import TRL, TRLAdapter
 from .xlam import XLAM, XLAMAdapter
 
-Adapter = MathAdapter | ToolUseAdapter | XLAMAdapter | FunctionAdapter
+Adapter = MathAdapter | ToolUseAdapter | XLAMAdapter | FunctionAdapter | TRLAdapter
 
 # Tool-use rows also have `prompt` and `ground_truth`, so `auto` must try the tool-use adapter before `generic`;
-# AIME sets often carry a `solution` column too, so `aime` (its clean `answer`) comes before `math`.
+# AIME sets often carry a `solution` column too, so `aime` (its clean `answer`) comes before `math`; `trl` (a `prompt`
+# column alone) fits more rows than any other, so it is tried last.
 DATASET_ADAPTERS: dict[str, Adapter] = {
-    adapter.name: adapter for adapter in (GSM8K, AIME, MATH, TOOL_USE, XLAM, GENERIC)
+    adapter.name: adapter for adapter in (GSM8K, AIME, MATH, TOOL_USE, XLAM, GENERIC, TRL)
 }
 """Adapters by name, in the order `adapter="auto"` tries them."""
 
@@ -59,6 +65,20 @@ def get_adapter(name: str) -> Adapter:
     )
 
 
+def consumed_columns(adapter) -> tuple[str, ...]:
+    """The input columns `adapter` turns into its output (the question, the answer, the solution), which are not kept
+    beside it; an adapter of one's own may say so with a `consumed_columns` attribute, else its `columns` are."""
+    if hasattr(adapter, "consumed_columns"):
+        return tuple(adapter.consumed_columns)
+    if isinstance(adapter, MathAdapter):
+        return tuple(c for c in (*adapter.columns, adapter.solution_column) if c)
+    if isinstance(adapter, ToolUseAdapter):
+        return (*adapter.columns, *OPTIONAL_COLUMNS)
+    if isinstance(adapter, (FunctionAdapter, TRLAdapter)):
+        return ()  # a function's row is its own to map; TRL's rows are passed through
+    return tuple(getattr(adapter, "columns", ()))
+
+
 def detect_adapter(column_names: list[str]) -> Adapter:
     """The first registered adapter whose input columns are all present."""
     for adapter in DATASET_ADAPTERS.values():
@@ -78,7 +98,8 @@ def prepare_dataset(
     system_prompt: str | None = None,
     prompt_template: str = MATH_PROMPT_TEMPLATE,
 ) -> Dataset | DatasetDict:
-    """Map every row to `{"prompt": [messages], ground_truth_column: str | None}`, dropping the original columns.
+    """Map every row to `{"prompt": [messages], ground_truth_column: str | None, ...}`; the row's columns the adapter
+    does not read (`consumed_columns`) are kept as they are.
 
     Args:
         dataset: a `Dataset`, or a `DatasetDict` whose splits are each prepared.
@@ -104,10 +125,14 @@ def prepare_dataset(
             f"dataset_format {chosen.name!r} needs columns {list(chosen.columns)}; columns present: {dataset.column_names}."
         )
 
+    consumed = set(consumed_columns(chosen))
+
     def to_example(row: dict[str, Any]) -> dict[str, Any]:
-        return chosen(
+        example = chosen(
             row, ground_truth_column=ground_truth_column, system_prompt=system_prompt, prompt_template=prompt_template
         )
+        # What the adapter returns wins over a raw column of the same name.
+        return {**{k: v for k, v in row.items() if k not in consumed}, **example}
 
     return dataset.map(to_example, remove_columns=dataset.column_names, desc=f"Preparing {chosen.name} rows")
 
@@ -117,9 +142,11 @@ __all__ = [
     "MATH_PROMPT_TEMPLATE",
     "FunctionAdapter",
     "MathAdapter",
+    "TRLAdapter",
     "ToolUseAdapter",
     "XLAMAdapter",
     "column_adapter",
+    "consumed_columns",
     "detect_adapter",
     "get_adapter",
     "pattern_ground_truth",

@@ -20,14 +20,33 @@ DEFAULT_TOOL_TEACHER_TEMPLATE = (
     "\n\nReference tool calls for this request:\n{ground_truth}\nUse them only to check your own choices; make the "
     "calls yourself."
 )
-"""The teacher hint of rows that have tools when `teacher_template` is left at its (math) default: the reference
-calls are written as the chat template writes tool calls, so a hint about `\\boxed{}` answers would mislead."""
+"""The teacher hint of rows whose ground truth is reference tool calls (`reference_calls`) when `teacher_template` is
+left at its (math) default: the calls are written as the chat template writes tool calls, so a hint about `\\boxed{}`
+answers would mislead. A row whose ground truth is an answer keeps the answer hint, tools in its prompt or not."""
 DEFAULT_TOOL_SOLUTION_TEMPLATE = (
     "\n\nReference steps for this request:\n{reference_solution}\nUse them only to check your own choices; make the "
     "calls yourself."
 )
 """The same for `teacher_reference: solution` with the template left at its (math solution) default: the row's
 `reference_solution` (the calls written as steps, say) under a tool-call hint instead of a math one."""
+
+
+def reference_calls(ground_truth: Any) -> list[dict] | None:
+    """The ground truth as a list of tool calls (`{"name", "arguments"}` dicts; one call alone, or JSON text of
+    either, counts too), or None when it is something else, such as an answer."""
+    calls = ground_truth
+    if isinstance(ground_truth, str):
+        if not ground_truth.lstrip().startswith(("[", "{")):
+            return None
+        try:
+            calls = json.loads(ground_truth)
+        except (ValueError, RecursionError):
+            return None
+    if isinstance(calls, dict) and "name" in calls:
+        calls = [calls]
+    if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
+        return calls
+    return None
 
 
 def has_ground_truth(value: Any) -> bool:
@@ -108,7 +127,7 @@ class TeacherPromptBuilder:
         self.template = template
         self.max_length = max_length
         self.tool_template = tool_template
-        """Used instead of `template` for prompts rendered with tools (None: `template` for every prompt)."""
+        """Used instead of `template` for rows whose ground truth is tool calls (None: `template` for every row)."""
 
     def __call__(
         self, prompts: list, ground_truths: list, tools: list | None = None, render=None, solutions: list | None = None
@@ -141,7 +160,9 @@ class TeacherPromptBuilder:
             # discarded by the trainer, which gives the row plain GRPO weights.
             return self.tokenize(prompt, tools), False, False
         text = render(truth) if render is not None else truth
-        template = self.tool_template if tools and self.tool_template is not None else self.template
+        # The hint follows what the ground truth is: tools in a prompt do not make an answer a list of calls.
+        calls = self.tool_template is not None and reference_calls(truth) is not None
+        template = self.tool_template if calls else self.template
         row_ids, was_truncated = self._fit(prompt, text, tools, template, solution)
         return row_ids, True, was_truncated
 

@@ -7,6 +7,8 @@ TRL's tool discovery by `not_a_tool`. `Calculator` is not a BFCL class: it is th
 synthetic calculator task (`data/calc_tools/`), whose state is the list of results computed so far.
 """
 
+import json
+
 from ..plugins import UserInputError, load_plugin
 from .base import APIEnvironment, ToolError, not_a_tool, tool_names
 from .bfcl import API_CLASSES, FUNCTION_OWNERS, BFCLEnvironment, environment_class, environment_name
@@ -32,6 +34,29 @@ def get_environment_factory(name: str):
     return factory
 
 
+def get_environment_factories(spec):
+    """TRL's `environment_factory` from a recipe's `environment`: one name or import path (one environment for every
+    row), or a mapping `{name: name or import path}` (also as JSON text on the command line), TRL's several
+    environments, where each row names its own in an `environment` column."""
+    if isinstance(spec, str) and spec.lstrip().startswith("{"):
+        try:
+            spec = json.loads(spec)
+        except ValueError as err:
+            raise UserInputError(f"environment {spec!r} is not a valid JSON mapping ({err}).") from err
+    if isinstance(spec, dict):
+        if not spec:
+            raise UserInputError("`environment` is an empty mapping: name at least one environment.")
+        return {str(name): get_environment_factory(str(path)) for name, path in spec.items()}
+    return get_environment_factory(spec)
+
+
+def supplies_reward(factory) -> bool:
+    """Whether the environments `factory` builds own their reward: their class defines `get_reward`, which TRL adds
+    as a reward of weight 1 named after the class. A factory that is not a class is called once to see its class."""
+    cls = factory if isinstance(factory, type) else type(factory())
+    return callable(getattr(cls, "get_reward", None))
+
+
 __all__ = [
     "API_CLASSES",
     "ENVIRONMENTS",
@@ -47,7 +72,9 @@ __all__ = [
     "TwitterAPI",
     "environment_class",
     "environment_name",
+    "get_environment_factories",
     "get_environment_factory",
     "not_a_tool",
+    "supplies_reward",
     "tool_names",
 ]

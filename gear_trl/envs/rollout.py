@@ -167,15 +167,24 @@ class ToolRolloutMixin:
 
     def _generate(self, prompts: list):
         history = None
-        for tools in getattr(self, "_sync_tool_dicts", None) or []:
+        sync_tools = getattr(self, "_sync_tool_dicts", None) or []
+        # TRL runs a round's async tools (coroutine functions) together on its event loop, after the sync ones.
+        async_tools = getattr(self, "_async_tool_dicts", None) or [{} for _ in sync_tools]
+        for tools in sync_tools:
             for name, tool in list(tools.items()):
                 tools[name] = _text_safe(tool)
-        if self.environments and getattr(self, "_sync_tool_dicts", None):
+        for tools in async_tools:
+            for name, tool in list(tools.items()):
+                tools[name] = _text_safe_async(tool)
+        if self.environments and sync_tools:
             history = [[] for _ in self.environments]
-            for index, (environment, tools) in enumerate(zip(self.environments, self._sync_tool_dicts, strict=True)):
+            rollouts = zip(self.environments, sync_tools, async_tools, strict=True)
+            for index, (environment, sync, coroutines) in enumerate(rollouts):
                 if callable(getattr(environment, "state_key", None)):
-                    for name, tool in list(tools.items()):
-                        tools[name] = _recording(tool, environment, history[index])
+                    for name, tool in list(sync.items()):
+                        sync[name] = _recording(tool, environment, history[index])
+                    for name, tool in list(coroutines.items()):
+                        coroutines[name] = _recording_async(tool, environment, history[index])
         self._rollout = RolloutRecord(state_history=history)
         return super()._generate(prompts)
 
@@ -233,6 +242,34 @@ def _text_safe(tool):
         return encodable_text(result) if isinstance(result, str) else result
 
     call._gear_text_safe = True
+    return call
+
+
+def _text_safe_async(tool):
+    """`_text_safe` for a coroutine-function tool."""
+    if getattr(tool, "_gear_text_safe", False):
+        return tool
+
+    @functools.wraps(tool)
+    async def call(*args, **kwargs):
+        result = await tool(*args, **kwargs)
+        return encodable_text(result) if isinstance(result, str) else result
+
+    call._gear_text_safe = True
+    return call
+
+
+def _recording_async(tool, environment, history: list[str]):
+    """`_recording` for a coroutine-function tool. A round's async calls run together and each records the state when
+    it ends, so the round's last entry, the one GiGPO reads (`step_anchors`), is the state after all of them."""
+
+    @functools.wraps(tool)
+    async def call(*args, **kwargs):
+        try:
+            return await tool(*args, **kwargs)
+        finally:
+            history.append(environment.state_key())
+
     return call
 
 

@@ -249,13 +249,24 @@ class GEARConfig(GRPOConfig):
             "dataset adapters: GSM8K's answer text, MATH's solution, a tool-use row's own text for its reference "
             "calls), falling back to the final answer (a tool row's rendered calls) in a row "
             "without one, counted in `gear/teacher_answer_only_frac`. With `solution` the default template becomes "
-            "one that shows the solution (on rows with tools, a tool-call hint: 'Reference steps for this request'); a "
+            "one that shows the solution (on rows whose ground truth is tool calls, a tool-call hint: 'Reference "
+            "steps for this request'); a "
             "custom template must contain `{reference_solution}`. Rewards always read the final answer (our default: "
             "answer, today's behaviour, until a study shows which teaches better)."
         },
     )
     ground_truth_column: str = field(
         default="ground_truth", metadata={"help": "Dataset column holding each prompt's ground truth."}
+    )
+    environment_preflight: bool = field(
+        default=True,
+        metadata={
+            "help": "With an `environment_factory`, build each environment once and call its `reset` on a training "
+            "row before the model loads (its first row with an empty prompt, whose instruction `reset` must return, "
+            "else its first row), so a broken environment fails in seconds. false: skip that (a sandboxed environment "
+            "is not started one extra time); mistakes then surface at the first rollout, and empty prompts are "
+            "trusted to get their instruction from `reset` (our default: true)."
+        },
     )
     max_teacher_prompt_length: int | None = field(
         default=None,

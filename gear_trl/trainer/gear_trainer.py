@@ -46,7 +46,7 @@ from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_token
 from ..data.math import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import has_ground_truth, suffix_attention_bias
 from ..data.tool_use import json_text
-from ..envs.checks import check_environment
+from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from ..plugins import UserInputError
 from .callbacks import CreditReportCallback
@@ -156,15 +156,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
             _check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
             _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
-        environment_factory = kwargs.get("environment_factory")
-        if environment_factory is not None:
-            # TRL builds tool schemas and calls `reset` only once generation starts: check them now, and keep
-            # `state_key` out of the tools.
-            if isinstance(environment_factory, dict):
-                for name, factory in environment_factory.items():
-                    check_environment(factory, what=f"environment {name!r}", reset_first_row=False)
-            else:
-                check_environment(environment_factory, train_dataset if isinstance(train_dataset, Dataset) else None)
+        if kwargs.get("environment_factory") is not None:
+            # TRL builds tool schemas and calls `reset` only once generation starts: check them now (unless
+            # `environment_preflight` is off), and keep `state_key` out of the tools.
+            kwargs["environment_factory"] = check_environments(
+                kwargs["environment_factory"], train_dataset, preflight=args.environment_preflight
+            )
+        if kwargs.get("rollout_func") is not None:
+            check_rollout_func(args)
         _as_user_error(check_vllm_server_tools, args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
         if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
             copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference

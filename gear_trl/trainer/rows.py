@@ -4,7 +4,8 @@ not at step 400 when a batch first draws it.
 - `check_raw_rows` (before the dataset adapter runs): the JSON columns of tool-use rows parse (`tools`,
   `initial_config`, `involved_classes`, and `ground_truth` under `dataset_format: tool_use`); every tool schema is an
   OpenAI-style function whose parameter types are JSON-schema types.
-- `check_prepared_rows` (after it): every prompt has text; no ground truth is longer than `MAX_GROUND_TRUTH_CHARS`.
+- `check_prepared_rows` (after it): every prompt has text (unless an environment supplies it); no ground truth is
+  longer than `MAX_GROUND_TRUTH_CHARS`.
 - `check_prompt_lengths` (with the tokenizer, before the model loads): every prompt, rendered with its tools, leaves
   the completion room in the model's context (`max_position_embeddings - max_completion_length` tokens).
 
@@ -114,13 +115,19 @@ def _prompt_text(prompt: Any) -> str:
     return "".join(texts)
 
 
-def check_prepared_rows(dataset, where: str, ground_truth_column: str) -> None:
-    """Refuse rows with an empty prompt, or a ground truth longer than `MAX_GROUND_TRUTH_CHARS`."""
+def check_prepared_rows(dataset, where: str, ground_truth_column: str, empty_prompts_ok: bool = False) -> None:
+    """Refuse rows with an empty prompt (unless `empty_prompts_ok`: an environment's `reset` supplies the instruction,
+    which `gear_trl.envs.checks.check_environments` checks), or a ground truth longer than `MAX_GROUND_TRUTH_CHARS`."""
     has_truth = ground_truth_column in dataset.column_names
     problems = []
     for index, row in enumerate(dataset):
-        if not _prompt_text(row["prompt"]).strip():
-            problems.append((index, "the prompt is empty"))
+        if isinstance(row["prompt"], list) and not row["prompt"]:
+            problems.append((index, "the prompt has no message (an environment's instruction goes into its last one)"))
+            continue
+        if not empty_prompts_ok and not _prompt_text(row["prompt"]).strip():
+            problems.append(
+                (index, "the prompt is empty (with no `environment` whose `reset` could return the instruction)")
+            )
             continue
         truth = row[ground_truth_column] if has_truth else None
         if truth is not None and len(str(truth)) > MAX_GROUND_TRUTH_CHARS:

@@ -66,7 +66,8 @@ class Teacher:
         """Whether the last `hidden` call shared the prompts' prefixes (gear/teacher_prefix_shared_frac)."""
         if args.teacher != "live":
             self._set_up_weights()
-        # Left at its math default (answer or solution), the teacher hint of a prompt with tools is the tool-call one.
+        # Left at its math default (answer or solution), the teacher hint of a row whose ground truth is tool calls is
+        # the tool-call one.
         tool_template = {
             DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
             DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
