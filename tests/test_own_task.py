@@ -121,15 +121,15 @@ def test_the_teacher_hint_follows_what_the_ground_truth_is_not_whether_the_promp
     prompt = [{"role": "user", "content": "Guess my number"}]
     rows = Dataset.from_list([{"prompt": prompt, "ground_truth": "42", "tools": json.dumps([schema])}] * 4)
     trainer = make_trainer(tmp_path, dataset=rows, args=tiny_args(tmp_path, credit="gear"))
-    answer = trainer._tokenizer.decode(trainer._teacher_prompts([prompt], ["42"], [[schema]]).input_ids[0])
+    answer = trainer._tokenizer.decode(trainer.teacher.prompts([prompt], ["42"], [[schema]]).input_ids[0])
     assert "A reference answer to this problem is: 42" in answer and "Reference tool calls" not in answer
     calls = json.dumps([{"name": "guess", "arguments": {"number": 42}}])
     for tools in ([schema], None):  # reference calls get the tool-call hint, tools rendered in the prompt or not
-        text = trainer._tokenizer.decode(trainer._teacher_prompts([prompt], [calls], [tools]).input_ids[0])
+        text = trainer._tokenizer.decode(trainer.teacher.prompts([prompt], [calls], [tools]).input_ids[0])
         assert "Reference tool calls for this request" in text and "boxed" not in text
     # an answer that merely looks like JSON is still an answer
     assert "A reference answer" in trainer._tokenizer.decode(
-        trainer._teacher_prompts([prompt], ["[1, 2]"]).input_ids[0]
+        trainer.teacher.prompts([prompt], ["[1, 2]"]).input_ids[0]
     )
 
 
