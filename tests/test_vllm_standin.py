@@ -119,6 +119,21 @@ def test_vllm_path_credit_equals_loss_path_credit_on_one_rank(tmp_path, tools):
 
 
 @pytest.mark.slow
+def test_the_check_sees_generation_states_one_position_off(tmp_path, monkeypatch):
+    """The comparison can fail: with the no-grad pass's states read one position early (an off-by-one the loss path,
+    which reads TRL's own states, cannot make), the generation path's credit differs from the loss path's."""
+    import gear_trl.trainer.gear_trainer as trainer_module
+
+    real = trainer_module.completion_states
+    monkeypatch.setattr(trainer_module, "completion_states", lambda hidden, keep: real(hidden[:, :-1], keep))
+    with colocated_vllm_standin():
+        trainer = standin_trainer([*recipe_args(False, tmp_path), "--max_steps", "1"])
+        trainer.train()
+    (check,) = trainer.checks
+    assert check["fused"] and check["kl_diff"] > 1e-4 and check["credit_diff"] > 1e-3
+
+
+@pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("tools", [False, True], ids=["no-tools", "tools"])
 def test_vllm_path_credit_equals_loss_path_credit_on_two_zero3_ranks(tmp_path, tools):
@@ -139,3 +154,25 @@ def test_vllm_path_credit_equals_loss_path_credit_on_two_zero3_ranks(tmp_path, t
     if tools:
         # rank 0's tool rollouts ran 2 rounds, rank 1's 1: no lockstep at tensor-parallel size 1 without sleep mode
         assert [r["engine_calls"]["generate"] for r in ranks] == [6, 4]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_sleep_mode_under_ddp_runs_tool_rounds_without_lockstep(tmp_path):
+    """Sleep mode re-syncs the weights at every generation, which gathers nothing under DDP: ranks whose rollouts need
+    different numbers of tool rounds generate as often as they need (with the lockstep, rank 1 would match rank 0's
+    six generations with throwaway ones)."""
+    from tests.test_distributed import HERE, launch
+
+    report = tmp_path / "report.json"
+    target = [str(HERE / "vllm_standin.py"), "--tools", "--report", str(report), *recipe_args(True, tmp_path)]
+    launch("ddp_cpu.yaml", [*target, "--vllm_enable_sleep_mode", "true"], tmp_path)
+    ranks = json.loads(report.read_text())
+    assert [r["zero_stage"] for r in ranks] == [0, 0] and [r["step"] for r in ranks] == [2, 2]
+    for r in ranks:
+        assert_checks(r["checks"], tools=True)
+    calls = [r["engine_calls"] for r in ranks]
+    assert [c["generate"] for c in calls] == [6, 4]
+    # asleep from the start and after every generation, its weights re-synced before each
+    assert [c["sleep"] for c in calls] == [7, 5]
+    assert [c["load_weights"] for c in calls] == [6 * 24, 4 * 24]
