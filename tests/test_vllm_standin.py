@@ -104,18 +104,30 @@ def assert_checks(checks: list, tools: bool, steps: int = 2) -> None:
         assert (check["tool_rows"] > 0) is tools
 
 
+LORA = ["--use_peft", "true", "--lora_r", "4", "--lora_alpha", "8", "--lora_target_modules", "q_proj", "v_proj"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("tools", [False, True], ids=["no-tools", "tools"])
-def test_vllm_path_credit_equals_loss_path_credit_on_one_rank(tmp_path, tools):
+@pytest.mark.parametrize(
+    ("tools", "lora"), [(False, False), (True, False), (False, True)], ids=["no-tools", "tools", "lora"]
+)
+def test_vllm_path_credit_equals_loss_path_credit_on_one_rank(tmp_path, tools, lora):
+    extra = [*LORA, "--learning_rate", "0.05"] if lora else []  # the recipes' LoRA, a rate that moves the policy
     with colocated_vllm_standin(script=script_for(tools)) as engines:
-        trainer = standin_trainer(recipe_args(tools, tmp_path))
+        trainer = standin_trainer([*recipe_args(tools, tmp_path), *extra])
         trainer.train()
     assert trainer.state.global_step == 2
+    # checked at both steps: the second's ratios (exp(offset x tokens) to 1e-4) show the engine generated with the
+    # weights the first step trained (under LoRA: TRL merges the adapter into the weights it syncs)
     assert_checks(trainer.checks, tools)
     # TRL pushed the weights into the engine once a step (every parameter, the tied LM head once)
-    params = len(list(trainer.model.parameters()))
-    assert engines[0].calls["load_weights"] == 2 * params
-    assert engines[0].calls["generate"] == (6 if tools else 2)  # tool rollouts: 2 tool rounds and the answer
+    engine = engines[0]
+    assert engine.calls["load_weights"] == 2 * 24
+    assert engine.calls["generate"] == (6 if tools else 2)  # tool rollouts: 2 tool rounds and the answer
+    if lora:
+        initial = AutoModelForCausalLM.from_pretrained(TINY).model.layers[0].self_attn.q_proj.weight
+        synced = engine.hf_model.model.layers[0].self_attn.q_proj.weight
+        assert (synced - initial).abs().max() > 1e-4, "the engine holds the trained (merged) weights"
 
 
 @pytest.mark.slow
