@@ -188,3 +188,24 @@ def test_sleep_mode_under_ddp_runs_tool_rounds_without_lockstep(tmp_path):
     # asleep from the start and after every generation, its weights re-synced before each
     assert [c["sleep"] for c in calls] == [7, 5]
     assert [c["load_weights"] for c in calls] == [6 * 24, 4 * 24]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_tensor_parallel_group_with_tool_rounds_of_different_counts(tmp_path):
+    """Colocated vLLM with tensor parallelism 2 on two ranks (one group), tool rollouts of rank 0 running one tool
+    round and rank 1's two. In rank 1's last round rank 0 has no rollout left: it joins with a throwaway prompt (the
+    lockstep within the group), and repeats it to rank 1's two prompts, so that TRL's slice of the group's outputs,
+    which assumes equal counts, hands rank 1 its own two completions."""
+    from tests.test_distributed import HERE, launch
+
+    report = tmp_path / "report.json"
+    target = [str(HERE / "vllm_standin.py"), "--tools", "--rounds", "1,2", "--report", str(report)]
+    launch("ddp_cpu.yaml", [*target, *recipe_args(True, tmp_path), "--vllm_tensor_parallel_size", "2"], tmp_path)
+    ranks = json.loads(report.read_text())
+    assert [r["step"] for r in ranks] == [2, 2]
+    for r in ranks:
+        assert_checks(r["checks"], tools=True)
+    # every rollout got its own rank's completions: half answer at once, the others after their rank's tool rounds
+    assert [sorted(set(r["turns"])) for r in ranks] == [[1, 2], [1, 3]]
+    assert [r["engine_calls"]["generate"] for r in ranks] == [6, 6]  # rank 0 matched rank 1's third round
