@@ -140,8 +140,9 @@ class StandInLLM:
         temperature, one token at a time with the KV cache, stopping at a stop token or `max_tokens`."""
         temperature = params.temperature
         budget = min(params.max_tokens or self.llm_engine.model_config.max_model_len, self._room(prompt))
-        if forced is not None:
-            forced = [*forced, min(self.stop_ids)] if self.stop_ids else forced
+        if forced is not None:  # closed as the model closes a turn: the tokenizer's end-of-sequence token
+            eos = self.tokenizer.eos_token_id
+            forced = [*forced, eos if eos is not None else min(self.stop_ids)] if self.stop_ids else forced
         tokens, logprobs = [], []
         past, step_ids = None, torch.tensor([prompt])
         while len(tokens) < budget:
