@@ -170,24 +170,27 @@ def test_vllm_path_credit_equals_loss_path_credit_on_two_zero3_ranks(tmp_path, t
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_sleep_mode_under_ddp_runs_tool_rounds_without_lockstep(tmp_path):
-    """Sleep mode re-syncs the weights at every generation, which gathers nothing under DDP: ranks whose rollouts need
-    different numbers of tool rounds generate as often as they need (with the lockstep, rank 1 would match rank 0's
-    six generations with throwaway ones)."""
+@pytest.mark.parametrize(("config", "generations"), [("ddp_cpu.yaml", [6, 4]), ("zero3_cpu.yaml", [6, 6])])
+def test_sleep_mode_keeps_tool_rounds_in_lockstep_only_where_weight_syncs_gather(tmp_path, config, generations):
+    """Sleep mode re-syncs the weights at every generation: under DDP that gathers nothing, and ranks whose rollouts
+    need different numbers of tool rounds (2 and 1) generate as often as they need; under ZeRO-3 it gathers every
+    parameter, and rank 1 matches rank 0's six generations with throwaway ones."""
     from tests.test_distributed import HERE, launch
 
     report = tmp_path / "report.json"
     target = [str(HERE / "vllm_standin.py"), "--tools", "--report", str(report), *recipe_args(True, tmp_path)]
-    launch("ddp_cpu.yaml", [*target, "--vllm_enable_sleep_mode", "true"], tmp_path)
+    launch(config, [*target, "--vllm_enable_sleep_mode", "true"], tmp_path)
     ranks = json.loads(report.read_text())
-    assert [r["zero_stage"] for r in ranks] == [0, 0] and [r["step"] for r in ranks] == [2, 2]
+    assert [r["zero_stage"] for r in ranks] == ([0, 0] if config == "ddp_cpu.yaml" else [3, 3])
+    assert [r["step"] for r in ranks] == [2, 2]
     for r in ranks:
         assert_checks(r["checks"], tools=True)
+    assert [sorted(set(r["turns"])) for r in ranks] == [[1, 3], [1, 2]]
     calls = [r["engine_calls"] for r in ranks]
-    assert [c["generate"] for c in calls] == [6, 4]
+    assert [c["generate"] for c in calls] == generations
     # asleep from the start and after every generation, its weights re-synced before each
-    assert [c["sleep"] for c in calls] == [7, 5]
-    assert [c["load_weights"] for c in calls] == [6 * 24, 4 * 24]
+    assert [c["sleep"] for c in calls] == [n + 1 for n in generations]
+    assert [c["load_weights"] for c in calls] == [n * 24 for n in generations]
 
 
 @pytest.mark.slow
