@@ -24,6 +24,11 @@ _SMALL_VOCAB = 8192  # see _row_dot
 _MIN_TILE_ROWS = 1024  # see _lm_head
 _MM_OUT_DTYPE = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 8)
 """`torch.mm(..., out_dtype=torch.float32)` from bf16 / fp16 inputs exists on CUDA from torch 2.8."""
+_OUT_DTYPE_DEVICES = ("cuda",)
+"""Device types where `_lm_head` lets the matmul write float32 logits from a 2-byte head (`out_dtype`); tests add
+others to run that branch off a GPU."""
+_PER_ROW_DOT_DEVICES = ("cpu",)
+"""Device types where `_row_dot` takes one BLAS dot per row instead of one `bmm` (see `_row_dot`)."""
 
 
 @torch.no_grad()
@@ -315,7 +320,7 @@ def _lm_head(
     if weight.element_size() != 2:
         target = torch.mm(hidden, weight.t()) if bias is None else torch.addmm(bias, hidden, weight.t())
         return out.copy_(target)
-    if _MM_OUT_DTYPE and out.device.type == "cuda":
+    if _MM_OUT_DTYPE and out.device.type in _OUT_DTYPE_DEVICES:
         torch.mm(hidden, weight.t(), out_dtype=torch.float32, out=out)
     else:
         vocab, width = weight.shape
@@ -343,7 +348,7 @@ def _row_dot(a: torch.Tensor, b: torch.Tensor, spare: torch.Tensor | None = None
     pass"); below ``_SMALL_VOCAB`` columns, where the per-row calls cost more than the arithmetic, an in-place product
     into ``spare`` and a row sum. Elsewhere one ``bmm``.
     """
-    if a.device.type != "cpu":
+    if a.device.type not in _PER_ROW_DOT_DEVICES:
         return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
     if spare is not None and a.shape[1] < _SMALL_VOCAB:
         return torch.mul(a, b, out=spare).sum(dim=-1)

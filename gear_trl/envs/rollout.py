@@ -10,6 +10,7 @@
   run; a rank that is done joins with a throwaway generation until no rank is left, so all ranks make the same number
   of generate calls. Only where a round's generation calls collectively, and only across the ranks it calls with
   (`tool_rounds_need_lockstep`): colocated vLLM's tensor-parallel group, all ranks where parameters are sharded.
+  Within a tensor-parallel group every rank also hands vLLM as many prompts (`_generate_in_step`).
 - `_generate` / `_calculate_rewards`: record what GiGPO and the tool metrics need (the environment's state key after
   every tool call, the prompts as generated, the completions as messages, the gathered rewards).
 """
@@ -150,7 +151,7 @@ class ToolRolloutMixin:
                 # This rank has no round left; match every round another rank still runs with a throwaway
                 # generation, so the collective parameter gathers of generation stay paired across ranks.
                 while self._any_rank_generating(False):
-                    super()._generate_single_turn([prompt_ids[0]], None, {}, num_generations=1)
+                    self._generate_in_step([prompt_ids[0]], None, {}, num_generations=1)
         finally:
             self._tool_rounds_in_lockstep = False
             self._lockstep_group = None
@@ -159,9 +160,38 @@ class ToolRolloutMixin:
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if self._tool_rounds_in_lockstep:
             self._any_rank_generating(True)  # pairs with the polls of ranks that are already done
-        return super()._generate_single_turn(
+        return self._generate_in_step(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+
+    def _generate_in_step(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's generation, with as many prompts on every rank of a colocated vLLM tensor-parallel group.
+
+        TRL gathers the group's prompts, generates them all on each rank, and takes its own rank's share as the slice
+        `[group rank x its own count, + its own count]`, right only when every rank of the group has as many prompts.
+        A tool round regenerates only the rollouts that called a tool, so counts differ between ranks: a rank would
+        read another rank's completions, or too few. Ranks short of the group's largest count repeat their first
+        prompt and drop its completions.
+        """
+        short = self._tensor_parallel_shortfall(len(prompt_ids))
+        if short:
+            prompt_ids = [*prompt_ids, *[prompt_ids[0]] * short]
+            images = None if images is None else [*images, *[images[0]] * short]
+        completion_ids, logprobs = super()._generate_single_turn(
             prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
         )
+        if short:
+            completion_ids = completion_ids[:-short]
+            logprobs = None if logprobs is None else logprobs[:-short]
+        return completion_ids, logprobs
+
+    def _tensor_parallel_shortfall(self, count: int) -> int:
+        """How many prompts fewer than the most any rank of its colocated vLLM tensor-parallel group holds (0 outside
+        such a group); a collective call within the group, made with each generation, which gathers there anyway."""
+        args = self.args
+        if not (self.use_vllm and args.vllm_mode == "colocate" and args.vllm_tensor_parallel_size > 1):
+            return 0
+        most = torch.tensor([count], device=self.accelerator.device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.vllm_generation.tp_group)
+        return int(most.item()) - count
 
     # --- records for GiGPO and metrics ----------------------------------------------------------------------------
 

@@ -714,11 +714,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             ]
         )
         big = torch.finfo(torch.float32).max
+        floor_kl = kl[mask & ~has_truth[:, None]]
         extremes = torch.stack(
             [
                 kl[mask].max() if w.numel() else torch.tensor(0.0, device=device),
                 w.max() if w.numel() else torch.tensor(-big, device=device),
                 -w.min() if w.numel() else torch.tensor(-big, device=device),
+                floor_kl.max() if floor_kl.numel() else torch.tensor(-big, device=device),
             ]
         )
         sums = self.accelerator.reduce(sums, reduction="sum")
@@ -742,6 +744,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             "teacher_prefix_shared_frac": n_shared / max(rows, 1.0),
             # NaN (left out of the interval's mean) in a step without such rows
             "kl_floor": floor_kl_sum / floor_tokens if floor_tokens else float("nan"),
+            # the largest of those rows' per-row largest KLs, against which `onset_min_kl` is set
+            "kl_floor_max": extremes[3].item() if floor_tokens else float("nan"),
             "below_floor_frac": n_below / max(rows - no_truth, 1.0),
         }
         # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
