@@ -125,6 +125,40 @@ PRESETS: dict[str, Preset] = {
             num_samples=64,
             notes="the 30 problems of AIME 2025 I and II; the copy lighteval's `aime25` reads",
         ),
+        Preset(
+            name="bfcl_multi_turn",
+            title="BFCL multi-turn",
+            dataset="bfcl-eval",
+            split="all",
+            dataset_format="bfcl_multi_turn",
+            columns="the installed bfcl-eval's tasks (`--split` all or one category; `--max-samples` per category)",
+            reward=("bfcl_multi_turn",),
+            environment=None,
+            temperature=0.0,
+            top_p=1.0,
+            max_new_tokens=4096,
+            source="BFCL v4 (bfcl-eval 2026.3.23): temperature 0.001 (here greedy), 20 steps a turn",
+            notes="base, miss_func, miss_param, long_context: 200 tasks each, BFCL's own classes and checker",
+        ),
+        *(
+            Preset(
+                name=f"bfcl_{category}",
+                title=f"BFCL {category}",
+                dataset="data/bfcl",
+                dataset_config="single_turn",
+                split=category,
+                dataset_format="tool_use",
+                columns="prompt, tools, possible_answer (converted from bfcl-eval by data/scripts/make_bfcl_data.py)",
+                reward=("tool_call_accuracy",),
+                temperature=0.0,
+                top_p=1.0,
+                max_new_tokens=4096,
+                source="BFCL v4 (bfcl-eval 2026.3.23): temperature 0.001 (here greedy)",
+                notes="non-live AST category; `tool_call_accuracy` agrees with BFCL's ast_checker "
+                "(tests/test_bfcl_checker_agreement.py)",
+            )
+            for category in ("simple", "multiple", "parallel", "parallel_multiple")
+        ),
     )
 }
 """The presets by name (`--benchmark`)."""
@@ -133,7 +167,8 @@ PRESETS: dict[str, Preset] = {
 def get_preset(name: str) -> Preset:
     """The preset named `name` (case and `-`/`_` ignored: `MATH-500` is `math500`); UserInputError naming the known
     ones otherwise."""
-    key = name.lower().replace("-", "").replace("_", "")
+    key = name.lower().replace("-", "_")
+    key = {k.replace("_", ""): k for k in PRESETS}.get(key.replace("_", ""), key)
     if key not in PRESETS:
         raise UserInputError(f"Unknown --benchmark {name!r}; the presets are {', '.join(PRESETS)}.")
     return PRESETS[key]
@@ -142,7 +177,7 @@ def get_preset(name: str) -> Preset:
 def presets_help() -> str:
     """One line per preset, for `--help`."""
     return "\n".join(
-        f"  {p.name:<10} {p.title}: {p.dataset}"
+        f"  {p.name:<24} {p.title}: {p.dataset}"
         + (f" [{p.dataset_config}]" if p.dataset_config else "")
         + f" {p.split}, "
         + (f"avg@{p.num_samples}" if p.num_samples > 1 else "1 sample")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..envs.bfcl_official import bfcl_official_turn_reward
 from ..plugins import UserInputError, load_plugin
 from .calculator import calculator_answer_reward
 from .math import accuracy_reward, format_reward
@@ -24,6 +25,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "multi_turn_state": multi_turn_state_reward,
     "multi_turn_execution": multi_turn_execution_reward,
     "calculator_answer": calculator_answer_reward,
+    "bfcl_official_turn": bfcl_official_turn_reward,
 }
 
 
