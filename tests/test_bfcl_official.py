@@ -216,3 +216,18 @@ def test_every_single_turn_bfcl_preset_runs_on_its_local_rows(tmp_path, category
     report = json.loads(output.read_text())
     assert report["n"] == 2 and report["config"]["reward"] == ["tool_call_accuracy"]
     assert report["accuracy"] in (0.0, 0.5, 1.0) and report["config"]["split"] == category
+
+
+def test_trls_tool_loop_runs_the_official_environment_and_its_reward(tmp_path):
+    from datasets import Dataset
+
+    from gear_trl.evaluate import evaluate_multi_turn, load_model
+    from gear_trl.rewards import get_reward_funcs
+
+    rows = [turn_rows(task)[0] for task in load_tasks("multi_turn_base", limit=2)]  # first turns: plain prompts
+    model, tokenizer = load_model(TINY, dtype="float32")
+    report = evaluate_multi_turn(model, tokenizer, Dataset.from_list(rows), get_reward_funcs(["bfcl_official_turn"]),
+                                 "bfcl_official", max_new_tokens=8, max_tool_calling_iterations=1, batch_size=2,
+                                 progress=False)  # fmt: skip
+    assert report["n"] == 2 and report["accuracy"] == 0.0  # a random tiny model does not solve a BFCL turn
+    assert [s["index"] for s in report["per_sample"]] == [0, 1]
