@@ -42,6 +42,7 @@ import uuid
 from typing import Any
 
 from ..plugins import UserInputError
+from .base import not_a_tool
 
 MULTI_TURN_CLASSES = (
     "GorillaFileSystem",
@@ -425,6 +426,23 @@ class BFCLOfficialEnvironment:
         if string is not None:
             self.calls.append(string)
         return result
+
+    @not_a_tool
+    def execute(self, call: Any) -> str:
+        """Run one `{"name": str, "arguments": dict | JSON string}` call as a tool call; never raises."""
+        if not isinstance(call, dict):
+            return f"Error during execution: malformed call {call!r}."
+        arguments = call.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                return f"Error during execution: arguments are not JSON: {arguments!r}."
+        if arguments is not None and (
+            not isinstance(arguments, dict) or not all(isinstance(k, str) for k in arguments)
+        ):
+            return f"Error during execution: the arguments must be an object, got {arguments!r}."
+        return self._call(call.get("name"), arguments or {})
 
     def state_key(self) -> str:
         return self._state.state_key() if self._state is not None else ""
