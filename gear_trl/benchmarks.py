@@ -7,11 +7,12 @@ how completions are sampled and scored.
 A preset only fills in the options the command line leaves out: any flag given (`--dataset` a local copy,
 `--num-samples`, `--max-new-tokens`, ...) wins. The table in docs/evaluation.md is generated from `PRESETS`.
 
-Sampling follows the protocol that DeepSeek-R1 (arXiv 2501.12948, section 3.1 "Evaluation Setup") and the Qwen3
-technical report (arXiv 2505.09388, section 4.6) report their math results with, which lighteval's `aime24_avg`
-task also uses: temperature 0.6, top-p 0.95, up to 32768 new tokens, and pass@1 estimated as avg@k, the mean
-accuracy over k samples per problem, with k = 64 for the 30-problem AIME sets and k = 4 for MATH-500 (R1: "k between
-4 and 64 depending on the test set size"); GSM8K (1319 problems) and MATH (5000) use k = 1. The GEAR paper does not
+Sampling follows the protocol that DeepSeek-R1 (arXiv 2501.12948, its evaluation setup) and the Qwen3 technical
+report (arXiv 2505.09388, thinking mode) report their math results with: temperature 0.6, top-p 0.95, up to 32768
+new tokens, and pass@1 estimated as avg@k, the mean accuracy over k samples per problem, with k = 64 for the
+30-problem AIME sets (Qwen3's 64 samples; lighteval 0.13 defines `aime24_avg` as avg@64 too) and k = 4 for MATH-500
+(R1 takes k between 4 and 64 by test-set size); GSM8K (1319 problems) and MATH (5000) use k = 1. Qwen3 also sets
+top-k 20 (`--top-k 20`); R1 does not, nor do the presets. The GEAR paper does not
 publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
 `gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .plugins import UserInputError
 
-R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948) s3.1; Qwen3 report (arXiv 2505.09388) s4.6"
+R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948); Qwen3 report (arXiv 2505.09388)"
 
 
 @dataclass(frozen=True)
