@@ -19,8 +19,14 @@ with that environment's reward (`calculator_answer`, `multi_turn_execution`); wi
     python -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --dataset_format tool_use \
         --environment calculator --max-tool-calling-iterations 4
 
-With `--num-samples n` the report gives avg@n and the unbiased pass@k (`pass_at_k`). A model folder written by
-`gear_trl.train` carries the run's chat-template settings (`gear_run_settings.json`), used unless overridden.
+    python -m gear_trl.evaluate --model outputs/run --benchmark aime24          # a preset: dataset, prompt, sampling
+    python -m gear_trl.evaluate --model outputs/run --benchmark bfcl_multi_turn --backend vllm
+
+`--benchmark NAME` (`gear_trl.benchmarks`) presets the paper's benchmarks; `bfcl_multi_turn` rolls out BFCL's tasks
+in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`). `--backend vllm` generates
+with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` the report gives avg@n and the unbiased
+pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
+(`gear_run_settings.json`), used unless overridden.
 
 `evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
 evaluations as functions, for benchmarks that hold a model in memory.
