@@ -603,6 +603,7 @@ def evaluate_bfcl_multi_turn(
     num_samples: int = 1,
     chat_template_kwargs: dict | None = None,
     max_steps_per_turn: int | None = None,
+    max_prompt_tokens: int | None = None,
     progress: bool = True,
     pass_ks: Sequence[int] | None = None,
 ) -> dict:
@@ -615,7 +616,9 @@ def evaluate_bfcl_multi_turn(
     fails it (as BFCL's runner fails a rollout with fewer turns than the task). The prompt shows
     the tools of the turn (BFCL's docs without excluded and not-yet-added functions). The calls of every step go to
     BFCL's `multi_turn_checker` (`check_task`): 1.0 when every turn passes its state and response checks.
-    All active conversations step together, one `generator.generate` call per step.
+    All active conversations step together, one `generator.generate` call per step. A conversation whose prompt
+    grows past `max_prompt_tokens` (the model's context less the completion budget) is ended there instead of
+    overflowing the model, and counted in `context_overflow`; it fails like a force-terminated one.
 
     Returns the report of `evaluate` (`accuracy` the fraction of tasks passed over every sample; per sample the
     `completion` is the conversation and `rewards` `{"bfcl_multi_turn": 0 or 1}`, plus `checker`, the verdict's
@@ -657,6 +660,15 @@ def evaluate_bfcl_multi_turn(
                 prompt_ids(tokenizer, {"prompt": c["messages"], "tools": c["tools"]}, chat_template_kwargs)
                 for c in stepping
             ]
+            if max_prompt_tokens is not None:
+                fits = [len(ids) <= max_prompt_tokens for ids in prompts]
+                for conversation, fit in zip(stepping, fits, strict=True):
+                    if not fit:
+                        conversation["terminated"] = conversation["overflow"] = True
+                stepping = [c for c, fit in zip(stepping, fits, strict=True) if fit]
+                prompts = [ids for ids, fit in zip(prompts, fits, strict=True) if fit]
+                if not stepping:
+                    break
             outputs = generator.generate(prompts, 1)
             still = []
             for conversation, samples in zip(stepping, outputs, strict=True):
@@ -709,8 +721,9 @@ def evaluate_bfcl_multi_turn(
         )
     bar.close()
     tool_calls = _mean(c["n_calls"] for c in conversations)
+    overflow = sum(bool(c.get("overflow")) for c in conversations)
     return _report(len(tasks), num_samples, ["bfcl_multi_turn"], per_sample, pass_ks, tool_calls=tool_calls,
-                   skipped_multi_turn=0)  # fmt: skip
+                   context_overflow=overflow, skipped_multi_turn=0)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -846,6 +859,14 @@ def make_parser() -> argparse.ArgumentParser:
     )
     add("--max-model-len", "--max_model_len", type=int, default=None, help="vLLM's max_model_len (default: model's).")
     add(
+        "--max-prompt-tokens",
+        "--max_prompt_tokens",
+        type=int,
+        default=None,
+        help="BFCL multi-turn: end a conversation whose prompt grows past this (default: the model's context less "
+        "--max-new-tokens).",
+    )
+    add(
         "--gpu-memory-utilization",
         "--gpu_memory_utilization",
         type=float,
@@ -923,6 +944,27 @@ def _by_category(result: dict, tasks: list[dict]) -> dict:
     result["categories"] = categories
     result["accuracy"] = _mean(categories.values())
     return result
+
+
+def _max_prompt_tokens(args) -> int | None:
+    """`--max-prompt-tokens`, else the context the model has room for: `--max-model-len` (vLLM) or its config's
+    `max_position_embeddings`, less `--max-new-tokens`; None when neither is known."""
+    if args.max_prompt_tokens is not None:
+        return args.max_prompt_tokens
+    context = args.max_model_len
+    if context is None:
+        from transformers import AutoConfig
+
+        path = args.model
+        if is_adapter_dir(path):
+            with open(os.path.join(path, ADAPTER_CONFIG)) as handle:
+                path = json.load(handle).get("base_model_name_or_path") or path
+        try:
+            config = AutoConfig.from_pretrained(path)
+            context = getattr(config.get_text_config(decoder=True), "max_position_embeddings", None)
+        except Exception:  # noqa: BLE001 - a config that cannot be read leaves the prompts unchecked
+            return None
+    return None if not context else max(1, context - args.max_new_tokens)
 
 
 def _backend(args) -> str:
@@ -1047,6 +1089,7 @@ def main(argv: list[str] | None = None) -> dict:
             bfcl_tasks,
             num_samples=args.num_samples,
             chat_template_kwargs=chat_template_kwargs,
+            max_prompt_tokens=_max_prompt_tokens(args),
             progress=not args.no_progress,
             pass_ks=args.pass_k,
         )

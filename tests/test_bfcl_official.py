@@ -174,6 +174,10 @@ def test_the_loop_scores_an_oracle_one_a_no_op_zero_and_a_model_that_never_stops
     assert report["accuracy"] == 0.0 and not report["per_sample"][0]["finished"]
     assert looping.calls == 4  # steps 1..3 and the one over the limit, then the task stops
 
+    short = Scripted(tokenizer, _oracle(tasks))
+    report = evaluate_bfcl_multi_turn(short, tokenizer, tasks, progress=False, max_prompt_tokens=500)
+    assert report["accuracy"] == 0.0 and report["context_overflow"] == 4 and short.calls == 0
+
 
 def test_the_tools_shown_at_a_turn_hold_back_the_functions_miss_func_adds_later():
     task = next(t for t in load_tasks("multi_turn_miss_func", limit=20) if "3" in t["missed_function"])
@@ -202,8 +206,13 @@ def test_the_multi_turn_preset_scores_every_category_with_the_official_checker(t
     assert report["categories"] == dict.fromkeys(MULTI_TURN_CATEGORIES, 0.0)
     assert report["config"]["temperature"] == 0.0 and report["config"]["max_new_tokens"] == 4096
     tasks = load_tasks("multi_turn_base", limit=3)
-    report = _cli(tmp_path, monkeypatch, _oracle(tasks), "--split", "multi_turn_base", "--max-samples", "3")
+    argv = ["--split", "multi_turn_base", "--max-samples", "3", "--max-prompt-tokens", "100000"]
+    report = _cli(tmp_path, monkeypatch, _oracle(tasks), *argv)
     assert report["n"] == 3 and report["accuracy"] == report["categories"]["multi_turn_base"] == 1.0
+    assert report["context_overflow"] == 0
+    # the tiny model's 2048 positions cannot hold BFCL's tool list: every conversation ends before generating
+    report = _cli(tmp_path, monkeypatch, _oracle(tasks), "--split", "multi_turn_base", "--max-samples", "3")
+    assert report["accuracy"] == 0.0 and report["context_overflow"] == 3
 
 
 @pytest.mark.parametrize("category", ["simple", "multiple", "parallel", "parallel_multiple"])
