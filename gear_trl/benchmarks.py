@@ -1,5 +1,5 @@
-r"""The paper's benchmarks as `gear_trl.evaluate --benchmark NAME` presets: where the data are, how rows become prompts,
-how completions are sampled and scored.
+r"""The paper's benchmarks as `gear_trl.evaluate --benchmark NAME` presets: where the data are, how rows become
+prompts, how completions are sampled and scored.
 
     python -m gear_trl.evaluate --model outputs/run --benchmark aime24      # avg@64 at temperature 0.6
     python -m gear_trl.evaluate --model outputs/run --benchmark math500 --num-samples 1 --temperature 0   # greedy

@@ -262,7 +262,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     probability that `k` samples drawn without replacement from the `n` include a correct one (Chen et al. 2021,
     "Evaluating Large Language Models Trained on Code", eq. 1).
 
-    Computed as `1 - prod_{i=n-c+1}^{n} (1 - k / i)`, which never forms the binomials (C(200, 100) overflows a float).
+    Computed as `1 - prod_{i=n-c+1}^{n} (1 - k / i)`, which never forms the binomials (C(1100, 550) > 1e308 would
+    overflow a float).
     Raises ValueError unless `0 <= c <= n` and `1 <= k <= n`.
     """
     if not (0 <= c <= n) or not (1 <= k <= n):

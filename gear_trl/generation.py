@@ -158,7 +158,7 @@ def _vllm_worker(rank: int, model: str, engine_kwargs: dict, stop, requests, rep
         while (request := requests.get()) is not None:
             prompts, sampling, num_samples = request
             replies.put((rank, "ok", _vllm_run(llm, prompts, sampling, num_samples, stop) if prompts else []))
-    except BaseException as err:  # noqa: BLE001 - the parent waits on this queue: tell it instead of leaving it waiting
+    except BaseException as err:  # noqa: BLE001 - the parent waits on this queue: tell it, never leave it waiting
         replies.put((rank, "error", f"{type(err).__name__}: {err}"))
 
 
