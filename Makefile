@@ -26,7 +26,7 @@ $(VENV)/bin/python:
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 
 # torch first and pinned: an unpinned torch pulls several GB of CUDA wheels on machines without a GPU.
-# bfcl-eval without its dependencies (dozens of API clients): the tests only use its AST checker, which needs none.
+# bfcl-eval without its dependencies (dozens of API clients): the tests use its AST checker, its multi-turn API classes and checker, which need none.
 # The docs extra (MkDocs, its theme, mkdocstrings) too: CI builds the docs site after the tests.
 install: $(filter $(VENV)/bin/python,$(PYTHON))
 	$(PYTHON) -m pip install --quiet "torch==$(TORCH_VERSION)"

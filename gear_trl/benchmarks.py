@@ -1,5 +1,5 @@
-r"""The paper's benchmarks as `gear_trl.evaluate --benchmark NAME` presets: where the data are, how rows become prompts,
-how completions are sampled and scored.
+r"""The paper's benchmarks as `gear_trl.evaluate --benchmark NAME` presets: where the data are, how rows become
+prompts, how completions are sampled and scored.
 
     python -m gear_trl.evaluate --model outputs/run --benchmark aime24      # avg@64 at temperature 0.6
     python -m gear_trl.evaluate --model outputs/run --benchmark math500 --num-samples 1 --temperature 0   # greedy
@@ -7,11 +7,12 @@ how completions are sampled and scored.
 A preset only fills in the options the command line leaves out: any flag given (`--dataset` a local copy,
 `--num-samples`, `--max-new-tokens`, ...) wins. The table in docs/evaluation.md is generated from `PRESETS`.
 
-Sampling follows the protocol that DeepSeek-R1 (arXiv 2501.12948, section 3.1 "Evaluation Setup") and the Qwen3
-technical report (arXiv 2505.09388, section 4.6) report their math results with, which lighteval's `aime24_avg`
-task also uses: temperature 0.6, top-p 0.95, up to 32768 new tokens, and pass@1 estimated as avg@k, the mean
-accuracy over k samples per problem, with k = 64 for the 30-problem AIME sets and k = 4 for MATH-500 (R1: "k between
-4 and 64 depending on the test set size"); GSM8K (1319 problems) and MATH (5000) use k = 1. The GEAR paper does not
+Sampling follows the protocol that DeepSeek-R1 (arXiv 2501.12948, its evaluation setup) and the Qwen3 technical
+report (arXiv 2505.09388, thinking mode) report their math results with: temperature 0.6, top-p 0.95, up to 32768
+new tokens, and pass@1 estimated as avg@k, the mean accuracy over k samples per problem, with k = 64 for the
+30-problem AIME sets (Qwen3's 64 samples; lighteval 0.13 defines `aime24_avg` as avg@64 too) and k = 4 for MATH-500
+(R1 takes k between 4 and 64 by test-set size); GSM8K (1319 problems) and MATH (5000) use k = 1. Qwen3 also sets
+top-k 20 (`--top-k 20`); R1 does not, nor do the presets. The GEAR paper does not
 publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
 `gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .plugins import UserInputError
 
-R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948) s3.1; Qwen3 report (arXiv 2505.09388) s4.6"
+R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948); Qwen3 report (arXiv 2505.09388)"
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,40 @@ PRESETS: dict[str, Preset] = {
             num_samples=64,
             notes="the 30 problems of AIME 2025 I and II; the copy lighteval's `aime25` reads",
         ),
+        Preset(
+            name="bfcl_multi_turn",
+            title="BFCL multi-turn",
+            dataset="bfcl-eval",
+            split="all",
+            dataset_format="bfcl_multi_turn",
+            columns="the installed bfcl-eval's tasks (`--split` all or one category; `--max-samples` per category)",
+            reward=("bfcl_multi_turn",),
+            environment=None,
+            temperature=0.0,
+            top_p=1.0,
+            max_new_tokens=4096,
+            source="BFCL v4 (bfcl-eval 2026.3.23): temperature 0.001 (here greedy), 20 steps a turn",
+            notes="base, miss_func, miss_param, long_context: 200 tasks each, BFCL's own classes and checker",
+        ),
+        *(
+            Preset(
+                name=f"bfcl_{category}",
+                title=f"BFCL {category}",
+                dataset="data/bfcl",
+                dataset_config="single_turn",
+                split=category,
+                dataset_format="tool_use",
+                columns="prompt, tools, possible_answer (converted from bfcl-eval by data/scripts/make_bfcl_data.py)",
+                reward=("tool_call_accuracy",),
+                temperature=0.0,
+                top_p=1.0,
+                max_new_tokens=4096,
+                source="BFCL v4 (bfcl-eval 2026.3.23): temperature 0.001 (here greedy)",
+                notes="non-live AST category; `tool_call_accuracy` agrees with BFCL's ast_checker "
+                "(tests/test_bfcl_checker_agreement.py)",
+            )
+            for category in ("simple", "multiple", "parallel", "parallel_multiple")
+        ),
     )
 }
 """The presets by name (`--benchmark`)."""
@@ -133,7 +168,8 @@ PRESETS: dict[str, Preset] = {
 def get_preset(name: str) -> Preset:
     """The preset named `name` (case and `-`/`_` ignored: `MATH-500` is `math500`); UserInputError naming the known
     ones otherwise."""
-    key = name.lower().replace("-", "").replace("_", "")
+    key = name.lower().replace("-", "_")
+    key = {k.replace("_", ""): k for k in PRESETS}.get(key.replace("_", ""), key)
     if key not in PRESETS:
         raise UserInputError(f"Unknown --benchmark {name!r}; the presets are {', '.join(PRESETS)}.")
     return PRESETS[key]
@@ -142,7 +178,7 @@ def get_preset(name: str) -> Preset:
 def presets_help() -> str:
     """One line per preset, for `--help`."""
     return "\n".join(
-        f"  {p.name:<10} {p.title}: {p.dataset}"
+        f"  {p.name:<24} {p.title}: {p.dataset}"
         + (f" [{p.dataset_config}]" if p.dataset_config else "")
         + f" {p.split}, "
         + (f"avg@{p.num_samples}" if p.num_samples > 1 else "1 sample")

@@ -13,14 +13,20 @@ added, each tool-use row with its own `tools`) and generated in left-padded batc
 (`accuracy`, math-verify equivalence with the ground truth; `tool_call_accuracy` for tool-use data) unless
 `--reward` names others. Multi-turn tool-use rows need their tools executed over several turns: with `--environment`
 (as a recipe's `environment`) every row is rolled out through TRL's own tool loop (`evaluate_multi_turn`) and scored
-with that environment's reward (`calculator_answer`, `multi_turn_state`); without it they are skipped and counted
+with that environment's reward (`calculator_answer`, `multi_turn_execution`); without it they are skipped and counted
 (`skipped_multi_turn`) and single-turn rows are scored with `tool_call_accuracy`.
 
     python -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --dataset_format tool_use \
         --environment calculator --max-tool-calling-iterations 4
 
-With `--num-samples n` the report gives avg@n and the unbiased pass@k (`pass_at_k`). A model folder written by
-`gear_trl.train` carries the run's chat-template settings (`gear_run_settings.json`), used unless overridden.
+    python -m gear_trl.evaluate --model outputs/run --benchmark aime24          # a preset: dataset, prompt, sampling
+    python -m gear_trl.evaluate --model outputs/run --benchmark bfcl_multi_turn --backend vllm
+
+`--benchmark NAME` (`gear_trl.benchmarks`) presets the paper's benchmarks; `bfcl_multi_turn` rolls out BFCL's tasks
+in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`). `--backend vllm` generates
+with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` the report gives avg@n and the unbiased
+pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
+(`gear_run_settings.json`), used unless overridden.
 
 `evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
 evaluations as functions, for benchmarks that hold a model in memory.
@@ -42,9 +48,13 @@ from .run_settings import RUN_SETTINGS, read_run_settings
 ADAPTER_CONFIG = "adapter_config.json"
 TASK_REWARDS = {"tool_use": "tool_call_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
-ENVIRONMENT_REWARDS = {"bfcl": "multi_turn_state", "calculator": "calculator_answer"}
+ENVIRONMENT_REWARDS = {
+    "bfcl": "multi_turn_execution",  # multi_turn_state gives a model that calls nothing 85/159 (read-only turns)
+    "bfcl_official": "bfcl_official_turn",
+    "calculator": "calculator_answer",
+}
 """The task reward of multi-turn rollouts in each environment (`--environment`)."""
-EXECUTING_REWARDS = ("multi_turn_state", "multi_turn_execution", "calculator_answer")
+EXECUTING_REWARDS = ("multi_turn_state", "multi_turn_execution", "calculator_answer", "bfcl_official_turn")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -252,7 +262,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     probability that `k` samples drawn without replacement from the `n` include a correct one (Chen et al. 2021,
     "Evaluating Large Language Models Trained on Code", eq. 1).
 
-    Computed as `1 - prod_{i=n-c+1}^{n} (1 - k / i)`, which never forms the binomials (C(200, 100) overflows a float).
+    Computed as `1 - prod_{i=n-c+1}^{n} (1 - k / i)`, which never forms the binomials (C(1100, 550) > 1e308 would
+    overflow a float).
     Raises ValueError unless `0 <= c <= n` and `1 <= k <= n`.
     """
     if not (0 <= c <= n) or not (1 <= k <= n):
@@ -344,6 +355,7 @@ def evaluate(
     progress: bool = True,
     reward_names: Sequence[str] | None = None,
     pass_ks: Sequence[int] | None = None,
+    generator=None,
 ) -> dict:
     """Generate for every row of a prepared dataset and score the completions.
 
@@ -357,6 +369,8 @@ def evaluate(
         chat_template_kwargs: passed to the chat template (e.g. `{"enable_thinking": False}`).
         reward_names: names of the rewards in the report (default: the functions' names).
         pass_ks: the k of the reported pass@k (default `default_pass_ks(num_samples)`; `num_samples` always).
+        generator: a `gear_trl.generation` backend (e.g. `VLLMGenerator`); None generates with `model.generate`
+            (`TransformersGenerator`), the sampling arguments above applying.
 
     Returns:
         `{n, num_samples, accuracy, avg@<num_samples>, mean_reward, rewards, pass_at_k and pass_at (num_samples > 1),
@@ -372,61 +386,26 @@ def evaluate(
     """
     import torch
     from tqdm.auto import tqdm
-    from transformers import GenerationConfig
+
+    from .generation import Sampling, TransformersGenerator
 
     _check_sampling(temperature, num_samples, batch_size)
     _pass_ks(pass_ks, num_samples)
     all_rows = [dict(row) for row in dataset]
     rows = [row for row in all_rows if not is_multi_turn_row(row)]
     names = _reward_names(reward_funcs, reward_names)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    stop = _stop_ids(model, tokenizer)
-    sampling = temperature > 0
-    generation_config = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        do_sample=sampling,
-        num_return_sequences=num_samples,
-        pad_token_id=pad_id,
-        eos_token_id=stop,
-        **({"temperature": temperature, "top_p": top_p, "top_k": top_k} if sampling else {}),
-    )
     encoded = [prompt_ids(tokenizer, row, chat_template_kwargs) for row in rows]
-    order = sorted(range(len(rows)), key=lambda i: -len(encoded[i]))  # similar lengths share a batch: less padding
-    completions: dict[int, list[tuple[list[int], str, bool]]] = {}
     if seed is not None:
         torch.manual_seed(seed)
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
     bar = tqdm(total=len(rows), desc="Generating", unit="prompt", disable=not progress)
     try:
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            width = max(len(encoded[i]) for i in batch)
-            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for k, i in enumerate(batch):  # left padding: every prompt ends where generation starts
-                input_ids[k, width - len(encoded[i]) :] = torch.tensor(encoded[i])
-                attention_mask[k, width - len(encoded[i]) :] = 1
-            with torch.no_grad():
-                output = model.generate(
-                    input_ids=input_ids.to(device),
-                    attention_mask=attention_mask.to(device),
-                    generation_config=generation_config,
-                )
-            generated = output[:, width:].cpu().tolist()
-            for k, i in enumerate(batch):
-                completions[i] = []
-                for j in range(num_samples):
-                    ids = generated[k * num_samples + j]
-                    end = next((t for t, token in enumerate(ids) if token in stop), None)
-                    ids = ids[: end + 1] if end is not None else ids  # unfinished rows have no padding
-                    text = tokenizer.decode(ids, skip_special_tokens=True)
-                    completions[i].append((ids, text, end is not None))
-            bar.update(len(batch))
+        if generator is None:
+            sampling = Sampling(max_new_tokens, temperature, top_p, top_k, seed)
+            generator = TransformersGenerator(model, tokenizer, sampling, batch_size=batch_size, progress=bar.update)
+        generated = generator.generate(encoded, num_samples)
     finally:
         bar.close()
-        model.train(was_training)
+    completions = dict(enumerate(generated))
 
     flat_rows, flat_completions, flat_ids, where = [], [], [], []
     for i, row in enumerate(rows):
@@ -613,6 +592,141 @@ def evaluate_multi_turn(
     return _report(len(rows), num_samples, names, per_sample, pass_ks, tool_calls=tool_calls, skipped_multi_turn=0)
 
 
+def _without_calls(text: str) -> str:
+    return re.sub(r"<tool_call>.*?(</tool_call>|$)", "", text, flags=re.DOTALL).strip()
+
+
+def evaluate_bfcl_multi_turn(
+    generator,
+    tokenizer,
+    tasks: list[dict],
+    *,
+    num_samples: int = 1,
+    chat_template_kwargs: dict | None = None,
+    max_steps_per_turn: int | None = None,
+    max_prompt_tokens: int | None = None,
+    progress: bool = True,
+    pass_ks: Sequence[int] | None = None,
+) -> dict:
+    """BFCL multi-turn tasks rolled out as BFCL's inference does and scored by its own checker.
+
+    Every task (`gear_trl.envs.bfcl_official.load_tasks`) runs `num_samples` separate conversations. Each user turn
+    is added, then the model is stepped: each step's `<tool_call>` blocks are executed in the task's official
+    instances and their results appended as tool messages, until a step makes no call; more than
+    `max_steps_per_turn` steps (BFCL's 20) force-terminate the conversation: no later turn runs, so the checker
+    fails it (as BFCL's runner fails a rollout with fewer turns than the task). The prompt shows
+    the tools of the turn (BFCL's docs without excluded and not-yet-added functions). The calls of every step go to
+    BFCL's `multi_turn_checker` (`check_task`): 1.0 when every turn passes its state and response checks.
+    All active conversations step together, one `generator.generate` call per step. A conversation whose prompt
+    grows past `max_prompt_tokens` (the model's context less the completion budget) is ended there instead of
+    overflowing the model, and counted in `context_overflow`; it fails like a force-terminated one.
+
+    Returns the report of `evaluate` (`accuracy` the fraction of tasks passed over every sample; per sample the
+    `completion` is the conversation and `rewards` `{"bfcl_multi_turn": 0 or 1}`, plus `checker`, the verdict's
+    error type) and `tool_calls`, the mean number of calls per conversation.
+    """
+    from tqdm.auto import tqdm
+
+    from .envs.bfcl_official import (
+        MAX_STEPS_PER_TURN,
+        TaskState,
+        call_string,
+        check_task,
+        involved_functions,
+        task_tools,
+        turn_messages,
+    )
+    from .rewards.tool_call import parse_text_tool_calls
+
+    _pass_ks(pass_ks, num_samples)
+    limit = MAX_STEPS_PER_TURN if max_steps_per_turn is None else max_steps_per_turn
+    conversations = []
+    for i, task in enumerate(tasks):
+        for j in range(num_samples):
+            state = TaskState(task["initial_config"], task["involved_classes"], "long_context" in task["category"])
+            allowed = set(involved_functions(task))
+            conversations.append({"i": i, "j": j, "task": task, "state": state, "allowed": allowed, "messages": [],
+                                  "calls": [], "terminated": False, "n_calls": 0})  # fmt: skip
+    bar = tqdm(total=len(conversations), desc="BFCL tasks", unit="rollout", disable=not progress)
+    for turn in range(max((len(task["ground_truth"]) for task in tasks), default=0)):
+        active = [c for c in conversations if turn < len(c["task"]["ground_truth"]) and not c["terminated"]]
+        for conversation in active:
+            conversation["messages"] += turn_messages(conversation["task"], turn)
+            conversation["tools"] = task_tools(conversation["task"], turn)
+            conversation["calls"].append([])
+            conversation["steps"] = 0
+        stepping = list(active)
+        while stepping:
+            prompts = [
+                prompt_ids(tokenizer, {"prompt": c["messages"], "tools": c["tools"]}, chat_template_kwargs)
+                for c in stepping
+            ]
+            if max_prompt_tokens is not None:
+                fits = [len(ids) <= max_prompt_tokens for ids in prompts]
+                for conversation, fit in zip(stepping, fits, strict=True):
+                    if not fit:
+                        conversation["terminated"] = conversation["overflow"] = True
+                stepping = [c for c, fit in zip(stepping, fits, strict=True) if fit]
+                prompts = [ids for ids, fit in zip(prompts, fits, strict=True) if fit]
+                if not stepping:
+                    break
+            outputs = generator.generate(prompts, 1)
+            still = []
+            for conversation, samples in zip(stepping, outputs, strict=True):
+                _, text, _ = samples[0]
+                calls = parse_text_tool_calls(text)
+                message = {"role": "assistant", "content": _without_calls(text) if calls else text}
+                if calls:
+                    message["tool_calls"] = [
+                        {"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+                        for c in calls
+                        if isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict)
+                    ]
+                conversation["messages"].append(message)
+                if not calls:
+                    continue
+                strings = []
+                for call in calls:
+                    result = conversation["state"].execute(call.get("name"), call.get("arguments"))
+                    conversation["messages"].append({"role": "tool", "name": str(call.get("name")), "content": result})
+                    string = call_string(call.get("name"), call.get("arguments"), conversation["allowed"])
+                    if string is not None:
+                        strings.append(string)
+                conversation["n_calls"] += len(calls)
+                if strings:
+                    conversation["calls"][-1].append(strings)
+                conversation["steps"] += 1
+                if conversation["steps"] > limit:  # BFCL's force quit: the task fails
+                    conversation["terminated"] = True
+                else:
+                    still.append(conversation)
+            stepping = still
+    per_sample = []
+    for conversation in conversations:
+        task = conversation["task"]
+        value, verdict = check_task(task, conversation["calls"])  # terminated before the last turn: too few turns
+        bar.update(1)
+        per_sample.append(
+            {
+                "index": conversation["i"],
+                "sample": conversation["j"],
+                "id": task["id"],
+                "prompt": task["turns"],
+                "completion": conversation["messages"],
+                "ground_truth": task["ground_truth"],
+                "reward": value,
+                "rewards": {"bfcl_multi_turn": value},
+                "finished": not conversation["terminated"],
+                "checker": verdict.get("error_type"),
+            }
+        )
+    bar.close()
+    tool_calls = _mean(c["n_calls"] for c in conversations)
+    overflow = sum(bool(c.get("overflow")) for c in conversations)
+    return _report(len(tasks), num_samples, ["bfcl_multi_turn"], per_sample, pass_ks, tool_calls=tool_calls,
+                   context_overflow=overflow, skipped_multi_turn=0)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------------------------------
@@ -730,6 +844,36 @@ def make_parser() -> argparse.ArgumentParser:
         help="Extra chat-template arguments as JSON, e.g. '{\"enable_thinking\": false}'; they override, key by "
         f"key, those the trained run recorded ({RUN_SETTINGS}).",
     )
+    add(
+        "--backend",
+        choices=("auto", "transformers", "vllm"),
+        default="auto",
+        help="Generation backend: vllm (data parallel over the visible GPUs), transformers (model.generate), or "
+        "auto (vllm when it is installed and a GPU is visible; --environment rollouts always use transformers).",
+    )
+    add(
+        "--data-parallel",
+        "--data_parallel",
+        type=int,
+        default=None,
+        help="vLLM engines, one per GPU (default: every visible GPU).",
+    )
+    add("--max-model-len", "--max_model_len", type=int, default=None, help="vLLM's max_model_len (default: model's).")
+    add(
+        "--max-prompt-tokens",
+        "--max_prompt_tokens",
+        type=int,
+        default=None,
+        help="BFCL multi-turn: end a conversation whose prompt grows past this (default: the model's context less "
+        "--max-new-tokens).",
+    )
+    add(
+        "--gpu-memory-utilization",
+        "--gpu_memory_utilization",
+        type=float,
+        default=0.9,
+        help="vLLM's share of each GPU's memory.",
+    )
     add("--dtype", default="auto", help="auto, float32, bfloat16 or float16.")
     add("--device", default=None, help="Device to generate on (default: cuda when available, else cpu).")
     add("--seed", type=int, default=0)
@@ -774,6 +918,95 @@ def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+BFCL_MULTI_TURN = "bfcl_multi_turn"
+"""`--dataset_format` of the BFCL multi-turn preset: tasks read from the installed bfcl-eval, rolled out and scored
+by `evaluate_bfcl_multi_turn`."""
+
+
+def _bfcl_tasks(args) -> list[dict]:
+    """The BFCL multi-turn tasks `--split` names (`all`: the four categories the leaderboard's multi-turn score
+    averages), the first `--max-samples` of each."""
+    from .envs.bfcl_official import MULTI_TURN_CATEGORIES, load_tasks
+
+    categories = list(MULTI_TURN_CATEGORIES) if args.split in ("all", "multi_turn") else [args.split]
+    unknown = [c for c in categories if c not in MULTI_TURN_CATEGORIES]
+    if unknown:
+        raise UserInputError(f"--split {args.split!r}: use all or one of {list(MULTI_TURN_CATEGORIES)}.")
+    return [task for category in categories for task in load_tasks(category, limit=args.max_samples)]
+
+
+def _by_category(result: dict, tasks: list[dict]) -> dict:
+    """The report with `categories` (each category's accuracy) and `accuracy` their unweighted mean, as the
+    leaderboard's multi-turn column averages its categories."""
+    per_category: dict[str, list[float]] = {}
+    for sample in result["per_sample"]:
+        per_category.setdefault(tasks[sample["index"]]["category"], []).append(sample["reward"])
+    categories = {name: _mean(values) for name, values in per_category.items()}
+    result["categories"] = categories
+    result["accuracy"] = _mean(categories.values())
+    return result
+
+
+def _max_prompt_tokens(args) -> int | None:
+    """`--max-prompt-tokens`, else the context the model has room for: `--max-model-len` (vLLM) or its config's
+    `max_position_embeddings`, less `--max-new-tokens`; None when neither is known."""
+    if args.max_prompt_tokens is not None:
+        return args.max_prompt_tokens
+    context = args.max_model_len
+    if context is None:
+        from transformers import AutoConfig
+
+        path = args.model
+        if is_adapter_dir(path):
+            with open(os.path.join(path, ADAPTER_CONFIG)) as handle:
+                path = json.load(handle).get("base_model_name_or_path") or path
+        try:
+            config = AutoConfig.from_pretrained(path)
+            context = getattr(config.get_text_config(decoder=True), "max_position_embeddings", None)
+        except Exception:  # noqa: BLE001 - a config that cannot be read leaves the prompts unchecked
+            return None
+    return None if not context else max(1, context - args.max_new_tokens)
+
+
+def _backend(args) -> str:
+    """`transformers` or `vllm`: `auto` picks vLLM when it is installed and a GPU is visible."""
+    from .generation import visible_gpus, vllm_available
+
+    if args.backend == "auto":
+        return "vllm" if vllm_available() and visible_gpus() > 0 and args.environment is None else "transformers"
+    if args.backend == "vllm" and not vllm_available():
+        raise UserInputError("--backend vllm: vLLM is not installed (pip install 'gear_trl[vllm]').")
+    return args.backend
+
+
+def _vllm_generator(args, sampling):
+    """A `VLLMGenerator` for `--model`; a LoRA adapter is merged into its base and saved to a temporary folder
+    first (vLLM loads a model folder)."""
+    import tempfile
+
+    from transformers import AutoTokenizer
+
+    from .generation import VLLMGenerator
+
+    path = args.model
+    if is_adapter_dir(path):
+        model, tokenizer = load_model(path, dtype=args.dtype)
+        path = tempfile.mkdtemp(prefix="gear_eval_merged_")
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        del model
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return VLLMGenerator(
+        path,
+        tokenizer,
+        sampling,
+        data_parallel=args.data_parallel,
+        dtype=args.dtype,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = apply_defaults(make_parser().parse_args(argv))
     import torch
@@ -783,10 +1016,15 @@ def main(argv: list[str] | None = None) -> dict:
 
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
     check_model_source(args.model, "--model")
-    check_dataset_source(args.dataset, "--dataset")
+    bfcl_tasks = _bfcl_tasks(args) if args.dataset_format == BFCL_MULTI_TURN else None
+    if bfcl_tasks is None:
+        check_dataset_source(args.dataset, "--dataset")
+    backend = _backend(args)
 
     reward_names = args.reward
-    if args.environment is not None:
+    if bfcl_tasks is not None:
+        reward_names = ["bfcl_multi_turn"]
+    elif args.environment is not None:
         from .envs import get_environment_factory
 
         get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
@@ -803,47 +1041,84 @@ def main(argv: list[str] | None = None) -> dict:
         )
     _check_sampling(args.temperature, args.num_samples, args.batch_size)
     _pass_ks(args.pass_k, args.num_samples)
-    dataset, adapter = load_eval_split(
-        args.dataset,
-        args.split,
-        dataset_config=args.dataset_config,
-        dataset_format=args.dataset_format,
-        limit=args.max_samples,
-        system_prompt=args.system_prompt,
-        columns=(args.question_column, args.answer_column, args.answer_pattern),
-    )
-    reward_names = reward_names or [task_reward(adapter)]
-    reward_funcs = get_reward_funcs(reward_names)
+    if backend == "vllm" and args.environment is not None:
+        raise UserInputError(
+            "--backend vllm does not run --environment rollouts (they go through TRL's own tool loop, on "
+            "transformers); use --backend transformers, or --benchmark bfcl_multi_turn for BFCL."
+        )
+    if bfcl_tasks is None:
+        dataset, adapter = load_eval_split(
+            args.dataset,
+            args.split,
+            dataset_config=args.dataset_config,
+            dataset_format=args.dataset_format,
+            limit=args.max_samples,
+            system_prompt=args.system_prompt,
+            columns=(args.question_column, args.answer_column, args.answer_pattern),
+        )
+        reward_names = reward_names or [task_reward(adapter)]
+        reward_funcs = get_reward_funcs(reward_names)
+    else:
+        adapter = BFCL_MULTI_TURN
     if args.chat_template_kwargs is not None and not isinstance(args.chat_template_kwargs, dict):
         raise UserInputError("--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
     run_settings, run_settings_path = read_run_settings(args.model)
     chat_template_kwargs = {**run_settings.get("chat_template_kwargs", {}), **(args.chat_template_kwargs or {})}
     if args.enable_thinking is not None:
         chat_template_kwargs["enable_thinking"] = args.enable_thinking
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, tokenizer = load_model(args.model, dtype=args.dtype, device=device)
+    from .generation import Sampling
+
+    sampling = Sampling(args.max_new_tokens, args.temperature, args.top_p, args.top_k, args.seed)
+    if backend == "vllm":
+        model, tokenizer, generator = None, None, _vllm_generator(args, sampling)
+        tokenizer = generator.tokenizer
+    else:
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model, tokenizer = load_model(args.model, dtype=args.dtype, device=device)
+        generator = None
 
     multi_turn = {}
-    if args.environment is not None:
+    if bfcl_tasks is not None:
+        from .generation import TransformersGenerator
+
+        if generator is None:
+            torch.manual_seed(args.seed)
+            generator = TransformersGenerator(model, tokenizer, sampling, batch_size=args.batch_size)
+        result = evaluate_bfcl_multi_turn(
+            generator,
+            tokenizer,
+            bfcl_tasks,
+            num_samples=args.num_samples,
+            chat_template_kwargs=chat_template_kwargs,
+            max_prompt_tokens=_max_prompt_tokens(args),
+            progress=not args.no_progress,
+            pass_ks=args.pass_k,
+        )
+        result = _by_category(result, bfcl_tasks)
+    elif args.environment is not None:
         multi_turn = {"environment": args.environment, "max_tool_calling_iterations": args.max_tool_calling_iterations}
-    result = (evaluate_multi_turn if multi_turn else evaluate)(
-        model,
-        tokenizer,
-        dataset,
-        reward_funcs,
-        **multi_turn,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        num_samples=args.num_samples,
-        chat_template_kwargs=chat_template_kwargs,
-        seed=args.seed,
-        progress=not args.no_progress,
-        reward_names=reward_names,
-        pass_ks=args.pass_k,
-    )
+    if bfcl_tasks is None:
+        result = (evaluate_multi_turn if multi_turn else evaluate)(
+            model,
+            tokenizer,
+            dataset,
+            reward_funcs,
+            **multi_turn,
+            **({"generator": generator} if generator is not None else {}),
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            num_samples=args.num_samples,
+            chat_template_kwargs=chat_template_kwargs,
+            seed=args.seed,
+            progress=not args.no_progress,
+            reward_names=reward_names,
+            pass_ks=args.pass_k,
+        )
+    if generator is not None and hasattr(generator, "close"):
+        generator.close()
     config = {key: value for key, value in vars(args).items() if key != "no_progress"}
     config.update(
         reward=reward_names,

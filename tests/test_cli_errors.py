@@ -40,7 +40,10 @@ def train_error(tmp_path, *overrides) -> str:
     [
         (["--onset_treshold", "0.2"], "did you mean 'onset_threshold'"),
         (["--credit", "segments"], "`credit` must be one of"),
-        (["--environment", "bank"], "Unknown environment 'bank'; built-in names: ['bfcl', 'calculator']"),
+        (
+            ["--environment", "bank"],
+            "Unknown environment 'bank'; built-in names: ['bfcl', 'bfcl_official', 'calculator']",
+        ),
         (["--environment", "my_tasks.bank:BankEnv"], "cannot import module 'my_tasks.bank'"),
         (["--reward_funcs", "acuracy"], "Unknown reward 'acuracy'"),
         (["--reward_funcs", "tests.bank_plugin.bank:balance"], "has no attribute 'balance'"),

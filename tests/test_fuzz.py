@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gear_trl.envs import API_CLASSES, ENVIRONMENTS, FUNCTION_OWNERS, BFCLEnvironment, Calculator, tool_names
+from gear_trl.envs.bfcl_official import BFCLOfficialEnvironment, function_owners, load_tasks, turn_rows
 from gear_trl.envs.rollout import encodable_text, harden_response_parser, tool_stats
 from gear_trl.rewards import REWARD_FUNCS
 from gear_trl.rewards.guard import guard_reward_func
@@ -35,8 +36,13 @@ MB = 1 << 20
 
 # --- what a policy can write --------------------------------------------------------------------------------------
 
-ENVIRONMENT_CLASSES = {"calculator": Calculator, "bfcl": BFCLEnvironment, **API_CLASSES}
-TOOL_NAMES = sorted({*FUNCTION_OWNERS, *tool_names(Calculator)})
+ENVIRONMENT_CLASSES = {
+    "calculator": Calculator,
+    "bfcl": BFCLEnvironment,
+    "bfcl_official": BFCLOfficialEnvironment,
+    **API_CLASSES,
+}
+TOOL_NAMES = sorted({*FUNCTION_OWNERS, *tool_names(Calculator), *function_owners()})
 PARAMETER_NAMES = sorted(
     {
         name
@@ -159,10 +165,18 @@ def bfcl_row() -> dict:
         return json.loads(handle.readline())
 
 
+@cache
+def bfcl_official_row() -> dict:
+    """The second turn of a BFCL task on BFCL's own classes (a history of calls behind it)."""
+    return turn_rows(load_tasks("multi_turn_base", limit=1)[0])[1]
+
+
 def fresh_environment(kind: str):
     env = ENVIRONMENT_CLASSES[kind]()
     if kind == "bfcl":
         env.reset(initial_config=bfcl_row()["initial_config"], involved_classes=sorted(API_CLASSES))
+    elif kind == "bfcl_official":
+        env.reset(**bfcl_official_row())
     else:
         env.reset()
     return env
@@ -206,6 +220,7 @@ def reward_columns() -> dict[str, dict]:
         "multi_turn_state": {k: multi[k] for k in ("initial_config", "involved_classes", "ground_truth", "tools")},
         "multi_turn_execution": {k: multi[k] for k in ("initial_config", "involved_classes", "ground_truth", "tools")},
         "calculator_answer": {"ground_truth": calc["ground_truth"]},
+        "bfcl_official_turn": {"bfcl_task": bfcl_official_row()["bfcl_task"]},
     }
 
 

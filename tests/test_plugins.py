@@ -55,7 +55,10 @@ def test_a_reward_class_by_import_path_is_instantiated(tmp_path, monkeypatch):
     [
         ("no_such_package.bank:BankEnv", "cannot import module 'no_such_package.bank'"),
         (f"{BANK}:BankEnvv", f"module '{BANK}' has no attribute 'BankEnvv'"),
-        ("bank", r"Unknown environment 'bank'; built-in names: \['bfcl', 'calculator'\], or an import path"),
+        (
+            "bank",
+            r"Unknown environment 'bank'; built-in names: \['bfcl', 'bfcl_official', 'calculator'\], or an import path",
+        ),
     ],
 )
 def test_an_import_path_that_fails_names_the_module_or_attribute(spec, message):

@@ -5,6 +5,8 @@ Each class is a TRL environment on its own (public methods are the tools; `reset
 `state()`, `load_state()`, `state_key()` (a GiGPO anchor state) and `execute({"name", "arguments"})`, hidden from
 TRL's tool discovery by `not_a_tool`. `Calculator` is not a BFCL class: it is the two-tool environment of the
 synthetic calculator task (`data/calc_tools/`), whose state is the list of results computed so far.
+`BFCLOfficialEnvironment` (`bfcl_official`) runs BFCL's own eight classes from bfcl-eval instead of our rewrites and
+covers every multi-turn task (`gear_trl.envs.bfcl_official`).
 """
 
 import json
@@ -12,6 +14,7 @@ import json
 from ..plugins import UserInputError, load_plugin
 from .base import APIEnvironment, ToolError, not_a_tool, tool_names
 from .bfcl import API_CLASSES, FUNCTION_OWNERS, BFCLEnvironment, environment_class, environment_name
+from .bfcl_official import BFCLOfficialEnvironment
 from .calculator import Calculator
 from .file_system import GorillaFileSystem
 from .math_api import MathAPI
@@ -19,7 +22,7 @@ from .message import MessageAPI
 from .ticket import TicketAPI
 from .twitter import TwitterAPI
 
-ENVIRONMENTS = {"bfcl": BFCLEnvironment, "calculator": Calculator}
+ENVIRONMENTS = {"bfcl": BFCLEnvironment, "bfcl_official": BFCLOfficialEnvironment, "calculator": Calculator}
 """Environment factories by the name a recipe gives in `environment`."""
 
 
@@ -63,6 +66,7 @@ __all__ = [
     "FUNCTION_OWNERS",
     "APIEnvironment",
     "BFCLEnvironment",
+    "BFCLOfficialEnvironment",
     "Calculator",
     "GorillaFileSystem",
     "MathAPI",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..envs.bfcl_official import bfcl_official_turn_reward
 from ..plugins import UserInputError, load_plugin
 from .calculator import calculator_answer_reward
 from .horizon import horizon_accuracy
@@ -26,6 +27,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "multi_turn_execution": multi_turn_execution_reward,
     "calculator_answer": calculator_answer_reward,
     "horizon_accuracy": horizon_accuracy,
+    "bfcl_official_turn": bfcl_official_turn_reward,
 }
 
 
