@@ -36,6 +36,9 @@ PLACES = {
     "gear_trl.evaluate": "entry points",
     "gear_trl.inspect": "entry points",
     "gear_trl.testing": "entry points",
+    "gear_trl.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each benchmark
+    "gear_trl.generation": "entry points",  # evaluation's generation backends (transformers, vLLM)
+    "gear_trl.run_settings": "entry points",  # what `train` records for `evaluate` to render prompts the same way
 }
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gear_trl"
