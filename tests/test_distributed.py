@@ -218,6 +218,8 @@ def test_periodic_teacher_under_zero3_resyncs_each_ranks_shards_and_saves_whole_
         "steps",
         "--save_steps",
         "1",
+        "--save_total_limit",
+        "3",
         "--model_name_or_path",
         "data/tiny-qwen3-arith",
         "--dataset_name",

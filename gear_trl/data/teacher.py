@@ -171,6 +171,31 @@ class TeacherPromptBuilder:
         return row_ids, True
 
 
+def sibling_choice(
+    rewards: list[float], group_size: int, min_reward: float
+) -> tuple[list[int | None], list[bool], list[bool]]:
+    """Which rollout's answer each rollout's teacher is shown under `teacher_reference: sibling`.
+
+    `rewards` [N]: the total reward of every rollout of a generation batch, whose groups are `group_size` consecutive
+    rows (GRPO's order). Row i's sibling is the other rollout of its group with the highest reward at or above
+    `min_reward`, ties to the first; a row is never its own reference. Returns `(choice, no_success, lone)`, each
+    [N]: the sibling's index or None; whether the row's group has no success at all; whether the row is its group's
+    only success (it has no other success to be shown).
+    """
+    choice, no_success, lone = [], [], []
+    for i, reward in enumerate(rewards):
+        start = i - i % group_size
+        others = [
+            j for j in range(start, min(start + group_size, len(rewards))) if j != i and rewards[j] >= min_reward
+        ]
+        best = max(others, key=lambda j: (rewards[j], -j), default=None)
+        choice.append(best)
+        succeeded = reward >= min_reward
+        no_success.append(best is None and not succeeded)
+        lone.append(best is None and succeeded)
+    return choice, no_success, lone
+
+
 def prefix_sharing_plan(prompt_ids: list[list[int]], max_rows: int) -> list[list[tuple[list[int], list[int]]]]:
     """Group a batch's rows by identical teacher prompt, for computing each prompt's key/value cache once.
 

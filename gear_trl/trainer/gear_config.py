@@ -21,7 +21,7 @@ from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
 from ..credit.weights import WEIGHT_NORMS
 
 TEACHERS = ("live", "base", "ema", "periodic")
-TEACHER_REFERENCES = ("answer", "solution")
+TEACHER_REFERENCES = ("answer", "solution", "sibling")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
     "\n\nA reference answer to this problem is: {ground_truth}\n"
@@ -251,7 +251,26 @@ class GEARConfig(GRPOConfig):
             "without one, counted in `gear/teacher_answer_only_frac`. With `solution` the default template becomes "
             "one that shows the solution (on rows with tools, a tool-call hint: 'Reference steps for this request'); a "
             "custom template must contain `{reference_solution}`. Rewards always read the final answer (our default: "
-            "answer, today's behaviour, until a study shows which teaches better)."
+            "answer, today's behaviour, until a study shows which teaches better). `sibling` (ours, after SDPO's "
+            "successful-rollout reprompting): no ground truth is read; the teacher is shown a successful rollout of the "
+            "same group (reward >= `teacher_sibling_min_reward`, the highest, ties to the first): its tool calls, its "
+            "last \\boxed{} answer, or its final text, in the template's `{ground_truth}`. A row whose group has no "
+            "other success gets weights 1 (gear/no_sibling_frac, gear/lone_success_frac)."
+        },
+    )
+    teacher_sibling_fallback: bool = field(
+        default=False,
+        metadata={
+            "help": "With `teacher_reference: answer` or `solution`: rows without a ground truth are shown a successful "
+            "sibling, as under `teacher_reference: sibling`, instead of getting weights 1."
+        },
+    )
+    teacher_sibling_min_reward: float = field(
+        default=1.0,
+        metadata={
+            "help": "Total reward (the reward functions' weighted sum) at or above which a rollout counts as a success "
+            "a sibling's teacher may be shown (SDPO's `success_reward_threshold` default, 1.0: a correct answer under "
+            "the accuracy rewards)."
         },
     )
     ground_truth_column: str = field(
@@ -424,6 +443,11 @@ class GEARConfig(GRPOConfig):
         """Whether the divergence pass also gives the sampled token's log pT - log pS: `gear-signed` signs its signal
         by it, and `gear` logs `gear/onsets_teacher_supported_frac` from it."""
         return self.credit in ("gear", "gear-signed")
+
+    @property
+    def teacher_reads_siblings(self) -> bool:
+        """Whether teacher prompts may show a successful sibling (`teacher_reference: sibling` or its fallback)."""
+        return self.uses_teacher and (self.teacher_reference == "sibling" or self.teacher_sibling_fallback)
 
     @property
     def uses_teacher(self) -> bool:

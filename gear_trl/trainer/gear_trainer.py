@@ -143,7 +143,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         train_dataset = _ground_truth_as_json(train_dataset, args.ground_truth_column)
         if kwargs.get("eval_dataset") is not None:
             kwargs["eval_dataset"] = _ground_truth_as_json(kwargs["eval_dataset"], args.ground_truth_column)
-        if args.uses_teacher:
+        if args.uses_teacher and not args.teacher_reads_siblings:  # a successful sibling needs no ground truth
             if train_dataset is None:
                 raise UserInputError(
                     f"`credit: {args.credit}` runs GEAR's teacher, which reads each row's ground truth from the "
@@ -154,6 +154,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
             _check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
+        if args.uses_teacher:
             _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
         environment_factory = kwargs.get("environment_factory")
         if environment_factory is not None:
@@ -216,6 +217,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             return output
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
+        if self.args.teacher_reads_siblings:
+            ground_truths = self.teacher.sibling_references(
+                mode, ground_truths, record.completions, record.rewards_per_func
+            )
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         solutions = None
         if self.args.teacher_reference == "solution":
@@ -223,7 +228,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         teacher = self.teacher.prompts(
             record.prompts, ground_truths, tools, render=self.teacher.render_reference, solutions=solutions
         )
-        if mode == "train" and not self._checked_first_batch:
+        if mode == "train" and not self._checked_first_batch and not self.args.teacher_reads_siblings:
             self._checked_first_batch = True
             self._warn_without_ground_truth(teacher.has_ground_truth)
         if teacher.answer_only is not None:  # decided by the configuration: every rank reduces here

@@ -18,21 +18,26 @@ import copy
 import json
 import os
 from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import torch
-from accelerate.utils import is_peft_model
+from accelerate.utils import gather_object, is_peft_model
 from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl.trainer.utils import pad, use_adapter
 
+from ..data.math import last_boxed
 from ..data.teacher import (
     DEFAULT_TOOL_SOLUTION_TEMPLATE,
     DEFAULT_TOOL_TEACHER_TEMPLATE,
     TeacherPromptBuilder,
+    has_ground_truth,
     prefix_sharing_forwards,
     prefix_sharing_plan,
     prefix_sharing_tokens,
+    sibling_choice,
     tool_calls_text,
 )
+from ..rewards.tool_call import parse_tool_calls
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from .teacher_weights import (
     EMA_ADAPTER,
@@ -250,6 +255,39 @@ class Teacher:
             return json.dumps(ground_truth, ensure_ascii=False)
         return ground_truth
 
+    def sibling_references(self, mode: str, ground_truths: list, completions: list, rewards_per_func) -> list:
+        """Each local row's reference with successful siblings in play: `teacher_reference: sibling` replaces every
+        row's, `teacher_sibling_fallback` only those of rows without a ground truth (`sibling_choice`). A row left
+        without one gets None (plain GRPO weights, counted). Groups span ranks: every rank gathers the batch's
+        sibling answers (one collective, made by every rank whatever its rows) and chooses alike.
+
+        `rewards_per_func` [N_global, F]: GRPO's rewards of the whole generation batch; `completions`: this rank's.
+        Logs `gear/no_sibling_frac` (rows looking for a sibling whose group has no success) and
+        `gear/lone_success_frac` (rows that are their group's only success) over the rows looking for one.
+        """
+        trainer, args = self.trainer, self.trainer.args
+        group_size = trainer.num_generations if mode == "train" else trainer.num_generations_eval
+        weights = trainer.reward_weights.to(rewards_per_func.device)
+        rewards = torch.nan_to_num((rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).tolist()
+        looks = [args.teacher_reference == "sibling" or not has_ground_truth(truth) for truth in ground_truths]
+        gathered = gather_object([[sibling_reference(c), look] for c, look in zip(completions, looks, strict=True)])
+        answers, looking = [a for a, _ in gathered], [look for _, look in gathered]
+        choice, _, lone = sibling_choice(rewards, group_size, args.teacher_sibling_min_reward)
+        start = trainer.accelerator.process_index * len(completions)
+        references = list(ground_truths)
+        for k, look in enumerate(looks):
+            if look:
+                j = choice[start + k]
+                references[k] = None if j is None else answers[j]
+        rows = sum(looking)
+        lone_rows = sum(1 for i, look in enumerate(looking) if look and lone[i])
+        missing = sum(
+            1 for i, look in enumerate(looking) if look and (choice[i] is None or answers[choice[i]] is None)
+        )
+        trainer._metrics[mode]["gear/no_sibling_frac"].append((missing - lone_rows) / max(rows, 1))
+        trainer._metrics[mode]["gear/lone_success_frac"].append(lone_rows / max(rows, 1))
+        return references
+
     # ----------------------------------------------------------------------------------------------------------------
     # Pass
 
@@ -381,6 +419,23 @@ class _SharedPrefixLayer(DynamicLayer):
             torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
             torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
         )
+
+
+def sibling_reference(completion: Any) -> str | None:
+    """What a teacher is shown of a successful rollout: its tool calls as JSON (`[{"name", "arguments"}]`, rendered
+    like reference calls), else its last `\\boxed{}` answer, else its final text; None when it wrote nothing."""
+    calls = parse_tool_calls(completion)
+    if calls:
+        return json.dumps([{"name": c.get("name"), "arguments": c.get("arguments")} for c in calls])
+    if isinstance(completion, (list, tuple)):
+        texts = [m.get("content") for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
+        text = next((t for t in reversed(texts) if isinstance(t, str) and t.strip()), "")
+    else:
+        text = completion if isinstance(completion, str) else ""
+    answer = last_boxed(text)
+    if answer:
+        return answer
+    return text.strip() or None
 
 
 def prefix_sharing_supported(config) -> bool:
