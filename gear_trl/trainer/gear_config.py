@@ -291,6 +291,24 @@ class GEARConfig(GRPOConfig):
         },
     )
     credit_report_rollouts: int = field(default=4, metadata={"help": "Rollouts per credit report."})
+    teacher_control_steps: int = field(
+        default=10,
+        metadata={
+            "help": "Every N generation batches, run `teacher_control_rows` rows of each rank through the teacher "
+            "twice more, without a reference (the student's prompt: its KL is the noise floor, `gear/kl_floor`) and "
+            "with another row's reference (`gear/kl_wrong_over_right`: near 1, the teacher's KL is the hint's style, "
+            "not knowledge of the answer); 0 = never. Costs 3 x rows extra forwards (the rows' student pass and two "
+            "teacher passes) every N batches: with 2 rows, N = 10 and 8 rows per rank, about 7% of one teacher pass "
+            "on average (our default: 10, so that a 100-step run logs 10 points)."
+        },
+    )
+    teacher_control_rows: int = field(
+        default=2,
+        metadata={
+            "help": "Rows per rank in each `teacher_control_steps` control (rows with a ground truth first); every "
+            "rank runs this many, whatever its rows hold, so ZeRO-3's gathers stay paired (our default: 2)."
+        },
+    )
     gigpo_gamma: float = field(default=0.95, metadata={"help": "GiGPO discount for step returns, in [0, 1]."})
     gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO weight of the step advantage (paper: 1.0)."})
     gigpo_mode: str = field(default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."})
@@ -361,6 +379,10 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        for name in ("teacher_control_steps", "teacher_control_rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}.")
         if not isinstance(self.teacher_sync_steps, int) or self.teacher_sync_steps < 1:
             raise ValueError(f"`teacher_sync_steps` must be a positive integer, got {self.teacher_sync_steps!r}.")
         for name in (

@@ -289,6 +289,83 @@ class Teacher:
         return references
 
     # ----------------------------------------------------------------------------------------------------------------
+    # Controls: is the teacher's KL knowledge of the answer, or the hint's style?
+
+    _control_batches = 0
+
+    @property
+    def _recent_references(self) -> list:
+        """(reference, solution) of the last generation batches, distinct, at most 32: wrong references."""
+        if "_recent" not in self.__dict__:
+            self._recent = []
+        return self._recent
+
+    @torch.no_grad()
+    def control_kl(self, mode: str, output, prompts: list, references: list, tools: list, solutions) -> torch.Tensor:
+        """Per-row KL sums [B, 2] (NaN outside the control rows) of the teacher without a reference (the student's
+        prompt: the noise floor) and with a wrong reference (the first later row's, cyclically, that differs, else
+        the first different one of the last batches' references, as a rank's batch may hold one prompt; NaN in that
+        column when there is none), at the last of every `teacher_control_steps` generation batches in training.
+
+        The rows are the first `teacher_control_rows` (rows with a reference first); every rank runs that many rows
+        whatever they hold: one student forward and the teacher passes over twice as many rows, so ZeRO-3's gathers
+        stay paired. The sums are over the rows' model tokens, in the unit of the batch's KL, which the trainer
+        compares with the row's own-reference KL (`gear/kl_wrong_over_right`) and adds to `gear/kl_floor`.
+        """
+        trainer, args = self.trainer, self.trainer.args
+        completion_ids = output["completion_ids"]
+        num_rows = completion_ids.size(0)
+        result = torch.full((num_rows, 2), float("nan"), device=completion_ids.device)
+        if mode != "train" or args.credit == "rlsd" or not args.teacher_control_steps or not args.teacher_control_rows:
+            return result
+        due = self._control_batches % args.teacher_control_steps == args.teacher_control_steps - 1
+        self._control_batches += 1
+        usable = [has_ground_truth(r) for r in references]
+        recent = self._recent_references
+        if not due or num_rows == 0:
+            for i in range(num_rows):  # remembered for a later control's wrong reference
+                if usable[i] and str(references[i]) not in [str(r) for r, _ in recent]:
+                    recent.append((references[i], None if solutions is None else solutions[i]))
+            del recent[: max(len(recent) - 32, 0)]
+            return result
+        rows = sorted(range(num_rows), key=lambda i: not usable[i])[: args.teacher_control_rows]
+        rows = (rows * args.teacher_control_rows)[: args.teacher_control_rows]  # a rank with fewer rows repeats them
+        candidates = [(references[j], None if solutions is None else solutions[j]) for j in range(num_rows)]
+        wrong, has_wrong = [], []
+        for i in rows:
+            order = [candidates[(i + step) % num_rows] for step in range(1, num_rows) if usable[(i + step) % num_rows]]
+            choice = next((c for c in order + recent if str(c[0]) != str(references[i])), (None, None))
+            has_wrong.append(choice[0] is not None and usable[i])
+            wrong.append(choice)
+        plain = [trainer._tokenize_prompt(prompts[i], tools[i]) for i in rows]
+        hinted = self.prompts(
+            [prompts[i] for i in rows],
+            [reference for reference, _ in wrong],
+            [tools[i] for i in rows],
+            render=self.render_reference,
+            solutions=None if solutions is None else [solution for _, solution in wrong],
+        ).input_ids
+        index = torch.tensor(rows, device=completion_ids.device)
+        part = {key: output[key][index] for key in ("completion_ids", "completion_mask", "prompt_ids", "prompt_mask")}
+        if "tool_mask" in output:
+            part["tool_mask"] = output["tool_mask"][index]
+        input_ids = torch.cat([part["prompt_ids"], part["completion_ids"]], dim=1)
+        attention_mask = torch.cat([part["prompt_mask"], part["completion_mask"]], dim=1)
+        student = trainer._final_hidden(input_ids, attention_mask, completion_ids.size(1))
+        twice = {key: torch.cat([value, value]) for key, value in part.items()}
+        batch_size = args.per_device_train_batch_size
+        with self.weights():
+            twice["gear_teacher_hidden"] = self._hidden_full(twice, plain + hinted, batch_size)
+        kl = trainer._divergence(twice, torch.cat([student, student]))[0]
+        mask = twice["completion_mask"].bool() & (twice["tool_mask"].bool() if "tool_mask" in twice else True)
+        sums = (kl * mask).sum(dim=1).view(2, len(rows))
+        for k, i in enumerate(rows):
+            result[i, 0] = sums[0, k]
+            if has_wrong[k]:
+                result[i, 1] = sums[1, k]
+        return result
+
+    # ----------------------------------------------------------------------------------------------------------------
     # Pass
 
     @torch.no_grad()
