@@ -30,6 +30,29 @@ DEFAULT_TOOL_SOLUTION_TEMPLATE = (
 `reference_solution` (the calls written as steps, say) under a tool-call hint instead of a math one."""
 
 
+FEEDBACK_TEMPLATE = "\n\nThe environment's last message in this attempt:\n{feedback}"
+"""Appended to a teacher hint with `teacher_environment_feedback` (ours)."""
+MAX_FEEDBACK_CHARS = 2000
+"""Longest feedback shown, its tail kept (ours: about 500 tokens, enough for an error message or a final state)."""
+
+
+def final_observation(completion: Any) -> str | None:
+    """The environment's last message in a multi-turn rollout (the content of its last tool message, its last
+    `MAX_FEEDBACK_CHARS` characters), or None for a rollout without one."""
+    if not isinstance(completion, (list, tuple)):
+        return None
+    for message in reversed(completion):
+        if isinstance(message, dict) and message.get("role") == "tool":
+            content = message.get("content")
+            if isinstance(content, list):  # structured content: its text parts
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            text = str(content or "").strip()
+            if not text:
+                return None
+            return text if len(text) <= MAX_FEEDBACK_CHARS else ELLIPSIS + text[-MAX_FEEDBACK_CHARS:]
+    return None
+
+
 def has_ground_truth(value: Any) -> bool:
     """A ground truth is usable unless it is None, NaN-like, or empty after stripping."""
     if value is None:
@@ -111,21 +134,30 @@ class TeacherPromptBuilder:
         """Used instead of `template` for prompts rendered with tools (None: `template` for every prompt)."""
 
     def __call__(
-        self, prompts: list, ground_truths: list, tools: list | None = None, render=None, solutions: list | None = None
+        self,
+        prompts: list,
+        ground_truths: list,
+        tools: list | None = None,
+        render=None,
+        solutions: list | None = None,
+        feedbacks: list | None = None,
     ) -> TeacherPrompts:
         """`tools[i]`: tool schemas of prompt i (or None); `render`, when given, turns a ground truth into the text
         the template receives (e.g. tool calls written as the chat template writes them); `solutions[i]`, when
         given, is row i's reference solution for `{reference_solution}` (None or empty: the ground truth instead,
-        flagged in `answer_only`)."""
+        flagged in `answer_only`); `feedbacks[i]`, when given and not None, the environment's last message in row
+        i's rollout, appended to its hint (`FEEDBACK_TEMPLATE`) on rows with a ground truth."""
         ids, usable, truncated = [], [], []
         tools = tools if tools is not None else [None] * len(prompts)
         row_solutions = solutions if solutions is not None else [None] * len(prompts)
+        row_feedbacks = feedbacks if feedbacks is not None else [None] * len(prompts)
         # GRPO repeats each prompt num_generations times in a row: build each distinct teacher prompt once.
         built: dict[str, tuple[list[int], bool, bool]] = {}
-        for prompt, truth, row_tools, solution in zip(prompts, ground_truths, tools, row_solutions, strict=True):
-            key = json.dumps([prompt, truth, row_tools, solution], sort_keys=True, default=str)
+        rows = zip(prompts, ground_truths, tools, row_solutions, row_feedbacks, strict=True)
+        for prompt, truth, row_tools, solution, feedback in rows:
+            key = json.dumps([prompt, truth, row_tools, solution, feedback], sort_keys=True, default=str)
             if key not in built:
-                built[key] = self._build(prompt, truth, row_tools, render, solution)
+                built[key] = self._build(prompt, truth, row_tools, render, solution, feedback)
             row_ids, row_usable, row_truncated = built[key]
             ids.append(list(row_ids))
             usable.append(row_usable)
@@ -135,13 +167,15 @@ class TeacherPromptBuilder:
             answer_only = [ok and not has_ground_truth(s) for ok, s in zip(usable, solutions, strict=True)]
         return TeacherPrompts(ids, usable, truncated, answer_only)
 
-    def _build(self, prompt, truth, tools, render, solution=None) -> tuple[list[int], bool, bool]:
+    def _build(self, prompt, truth, tools, render, solution=None, feedback=None) -> tuple[list[int], bool, bool]:
         if not has_ground_truth(truth):
             # Same prompt as the student: its divergence is computed (every rank runs the same passes) and then
             # discarded by the trainer, which gives the row plain GRPO weights.
             return self.tokenize(prompt, tools), False, False
         text = render(truth) if render is not None else truth
         template = self.tool_template if tools and self.tool_template is not None else self.template
+        if feedback:  # literal text inside the template: its braces escaped
+            template += FEEDBACK_TEMPLATE.format(feedback=str(feedback).replace("{", "{{").replace("}", "}}"))
         row_ids, was_truncated = self._fit(prompt, text, tools, template, solution)
         return row_ids, True, was_truncated
 

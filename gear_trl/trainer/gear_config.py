@@ -265,6 +265,14 @@ class GEARConfig(GRPOConfig):
             "sibling, as under `teacher_reference: sibling`, instead of getting weights 1."
         },
     )
+    teacher_environment_feedback: bool = field(
+        default=False,
+        metadata={
+            "help": "Multi-turn rollouts: append the environment's last message in the rollout (its last tool "
+            "result, at most 2,000 characters, the tail kept) to the teacher's hint, on rows with a reference (ours, "
+            "after SDPO's environment feedback). Each row's teacher prompt then differs, so prefix sharing saves less."
+        },
+    )
     teacher_sibling_min_reward: float = field(
         default=1.0,
         metadata={

@@ -44,7 +44,7 @@ from ..credit import (
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math import REFERENCE_SOLUTION_COLUMN
-from ..data.teacher import has_ground_truth, suffix_attention_bias
+from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
 from ..data.tool_use import json_text
 from ..envs.checks import check_environment
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
@@ -226,8 +226,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         solutions = None
         if self.args.teacher_reference == "solution":
             solutions = [row.get(REFERENCE_SOLUTION_COLUMN) for row in inputs]
+        feedbacks = (
+            [final_observation(c) for c in record.completions] if self.args.teacher_environment_feedback else None
+        )
         teacher = self.teacher.prompts(
-            record.prompts, ground_truths, tools, render=self.teacher.render_reference, solutions=solutions
+            record.prompts, ground_truths, tools, self.teacher.render_reference, solutions, feedbacks
         )
         if mode == "train" and not self._checked_first_batch and not self.args.teacher_reads_siblings:
             self._checked_first_batch = True
