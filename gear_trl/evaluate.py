@@ -639,6 +639,17 @@ def make_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=0)
     add("--output", default=None, help="Report path (JSON). Default: outputs/eval/<model>__<dataset>__<split>.json.")
     add("--no-progress", action="store_true", help="Hide the progress bar.")
+    add(
+        "--as-teacher",
+        "--as_teacher",
+        nargs="?",
+        const="default",
+        default=None,
+        metavar="RECIPE",
+        help="Also score the model as GEAR's teacher: each prompt with the recipe's teacher hint and reference "
+        "(default: GEARConfig's), reported as `as_teacher` beside the student's score, with `teacher_gap` "
+        "(gear_trl/teacher_probe.py).",
+    )
     return parser
 
 
@@ -693,23 +704,31 @@ def main(argv: list[str] | None = None) -> dict:
     multi_turn = {}
     if args.environment is not None:
         multi_turn = {"environment": args.environment, "max_tool_calling_iterations": args.max_tool_calling_iterations}
-    result = (evaluate_multi_turn if multi_turn else evaluate)(
-        model,
-        tokenizer,
-        dataset,
-        reward_funcs,
-        **multi_turn,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        num_samples=args.num_samples,
-        chat_template_kwargs=chat_template_kwargs,
-        seed=args.seed,
-        progress=not args.no_progress,
-        reward_names=reward_names,
-    )
+
+    def run(rows):
+        return (evaluate_multi_turn if multi_turn else evaluate)(
+            model,
+            tokenizer,
+            rows,
+            reward_funcs,
+            **multi_turn,
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            num_samples=args.num_samples,
+            chat_template_kwargs=chat_template_kwargs,
+            seed=args.seed,
+            progress=not args.no_progress,
+            reward_names=reward_names,
+        )
+
+    result = run(dataset)
+    if args.as_teacher is not None:
+        from .teacher_probe import probe_as_teacher
+
+        result = probe_as_teacher(run, result, dataset, tokenizer, args.as_teacher)
     config = {key: value for key, value in vars(args).items() if key != "no_progress"}
     config.update(reward=reward_names, dataset_format=adapter, chat_template_kwargs=chat_template_kwargs)
     per_sample = result.pop("per_sample")

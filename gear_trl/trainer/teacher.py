@@ -71,11 +71,7 @@ class Teacher:
         """Whether the last `hidden` call shared the prompts' prefixes (gear/teacher_prefix_shared_frac)."""
         if args.teacher != "live":
             self._set_up_weights()
-        # Left at its math default (answer or solution), the teacher hint of a prompt with tools is the tool-call one.
-        tool_template = {
-            DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
-            DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
-        }.get(args.teacher_template)
+        tool_template = tool_template_for(args.teacher_template)
         self.prompts = TeacherPromptBuilder(
             trainer._tokenize_prompt,
             trainer._tokenizer,
@@ -239,21 +235,8 @@ class Teacher:
     # Reference
 
     def render_reference(self, ground_truth):
-        """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
-        shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
-        calls = ground_truth
-        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
-            try:
-                calls = json.loads(ground_truth)
-            except (json.JSONDecodeError, RecursionError):
-                return ground_truth
-        if isinstance(calls, dict) and "name" in calls:
-            calls = [calls]
-        if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
-            return tool_calls_text(self.trainer.processing_class, calls, self.trainer.chat_template)
-        if isinstance(ground_truth, (list, dict)):
-            return json.dumps(ground_truth, ensure_ascii=False)
-        return ground_truth
+        """A reference as its teacher prompt shows it (`render_reference`, with the trainer's chat template)."""
+        return render_reference(ground_truth, self.trainer.processing_class, self.trainer.chat_template)
 
     def sibling_references(self, mode: str, ground_truths: list, completions: list, rewards_per_func) -> list:
         """Each local row's reference with successful siblings in play: `teacher_reference: sibling` replaces every
@@ -513,6 +496,33 @@ def sibling_reference(completion: Any) -> str | None:
     if answer:
         return answer
     return text.strip() or None
+
+
+def render_reference(ground_truth, processing_class, chat_template: str | None = None):
+    """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
+    shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
+    calls = ground_truth
+    if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
+        try:
+            calls = json.loads(ground_truth)
+        except (json.JSONDecodeError, RecursionError):
+            return ground_truth
+    if isinstance(calls, dict) and "name" in calls:
+        calls = [calls]
+    if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
+        return tool_calls_text(processing_class, calls, chat_template)
+    if isinstance(ground_truth, (list, dict)):
+        return json.dumps(ground_truth, ensure_ascii=False)
+    return ground_truth
+
+
+def tool_template_for(template: str) -> str | None:
+    """The hint of prompts with tools when `teacher_template` is left at a math default (answer or solution): the
+    tool-call one; None for a template of the user's own."""
+    return {
+        DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
+        DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
+    }.get(template)
 
 
 def prefix_sharing_supported(config) -> bool:
