@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = run(dataset)
     if args.as_teacher is not None:
-        from .teacher_probe import probe_as_teacher
+        from .teacher_probe import probe_as_teacher, probe_summary
 
         result = probe_as_teacher(run, result, dataset, tokenizer, args.as_teacher)
     config = {key: value for key, value in vars(args).items() if key != "no_progress"}
@@ -755,6 +755,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.model} on {args.dataset} [{args.split}]: n={report['n']}, {reward_names[0]} {accuracy}, "
         f"mean reward {mean_reward}{extra}{skipped} -> {output}"
     )
+    if args.as_teacher is not None:
+        print(probe_summary(report, reward_names[0]))
     return report
 
 

@@ -83,3 +83,12 @@ def probe_as_teacher(run: Callable[[list[dict]], dict], student: dict, rows, tok
     if teacher.get("accuracy") is not None and student.get("accuracy") is not None:
         gap = teacher["accuracy"] - student["accuracy"]
     return {**student, "as_teacher": probe, "teacher_gap": gap}
+
+
+def probe_summary(report: dict, reward_name: str) -> str:
+    """The probe's line after the evaluation's own."""
+    teacher = report["as_teacher"]
+    accuracy = "n/a" if teacher.get("accuracy") is None else f"{teacher['accuracy']:.4f}"
+    gap = "n/a" if report.get("teacher_gap") is None else f"{report['teacher_gap']:+.4f}"
+    missing = f", {teacher['without_reference']} rows without a reference" if teacher["without_reference"] else ""
+    return f"  as the teacher: {reward_name} {accuracy}, teacher_gap {gap}{missing}"
