@@ -648,7 +648,7 @@ def make_parser() -> argparse.ArgumentParser:
         metavar="RECIPE",
         help="Also score the model as GEAR's teacher: each prompt with the recipe's teacher hint and reference "
         "(default: GEARConfig's), reported as `as_teacher` beside the student's score, with `teacher_gap` "
-        "(gear_trl/teacher_probe.py).",
+        "(gear_trl/trainer/teacher_probe.py).",
     )
     return parser
 
@@ -726,7 +726,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = run(dataset)
     if args.as_teacher is not None:
-        from .teacher_probe import probe_as_teacher, probe_summary
+        from .trainer.teacher_probe import probe_as_teacher, probe_summary
 
         result = probe_as_teacher(run, result, dataset, tokenizer, args.as_teacher)
     config = {key: value for key, value in vars(args).items() if key != "no_progress"}
