@@ -102,3 +102,32 @@ def test_a_sibling_teacher_step_runs_every_row_through_the_teacher_pass(tmp_path
     assert built_prompts.has_ground_truth == [r is not None for r in references]
     logged = trainer.state.log_history[0]
     assert 0.0 <= logged["gear/no_sibling_frac"] <= 1.0 and 0.0 <= logged["gear/lone_success_frac"] <= 1.0
+
+
+@pytest.mark.slow
+def test_a_tool_rollouts_sibling_is_shown_as_reference_calls(tmp_path):
+    """Multi-turn tool rollouts: the successful sibling's calls reach the teacher as the chat template writes tool
+    calls, under the tool-call hint, as a tool row's reference calls do."""
+    schema = {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {}}}
+    rows = [{"prompt": [{"role": "user", "content": "Add 40 and 92."}], "tools": json.dumps([schema])}] * 4
+    args = tiny_args(tmp_path, teacher_reference="sibling")
+    trainer = make_trainer(tmp_path, args=args, dataset=Dataset.from_list(rows))
+
+    def rollout(a):
+        call = {"type": "function", "function": {"name": "add", "arguments": {"a": a, "b": 92}}}
+        return [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "name": "add", "content": str(a + 92)},
+            {"role": "assistant", "content": f"\\boxed{{{a + 92}}}"},
+        ]
+
+    completions = [rollout(a) for a in (41, 40, 39, 38)]
+    per_func = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    references = trainer.teacher.sibling_references("train", [None] * 4, completions, per_func)
+    assert references[0] == references[2] == references[3] and references[1] is None  # the lone success
+    assert json.loads(references[0]) == [{"name": "add", "arguments": {"a": 40, "b": 92}}]
+    prompt = rows[0]["prompt"]
+    built = trainer.teacher.prompts([prompt] * 4, references, [[schema]] * 4, trainer.teacher.render_reference)
+    text = trainer._tokenizer.decode(built.input_ids[0])
+    assert "Reference tool calls for this request" in text and '"a": 40' in text and "<tool_call>" in text
+    assert built.has_ground_truth == [True, False, True, True]
