@@ -306,7 +306,7 @@ class GEARConfig(GRPOConfig):
             "twice more, without a reference (the student's prompt: its KL is the noise floor, `gear/kl_floor`) and "
             "with another row's reference (`gear/kl_wrong_over_right`: near 1, the teacher's KL is the hint's style, "
             "not knowledge of the answer); 0 = never. Costs 3 x rows extra forwards (the rows' student pass and two "
-            "teacher passes) every N batches: with 2 rows, N = 10 and 8 rows per rank, about 7% of one teacher pass "
+            "teacher passes) every N batches: with 2 rows, N = 10 and 8 rows per rank, about 0.07 of one teacher pass "
             "on average (our default: 10, so that a 100-step run logs 10 points)."
         },
     )
