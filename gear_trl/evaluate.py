@@ -879,6 +879,17 @@ def make_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=0)
     add("--output", default=None, help="Report path (JSON). Default: outputs/eval/<model>__<dataset>__<split>.json.")
     add("--no-progress", action="store_true", help="Hide the progress bar.")
+    add(
+        "--as-teacher",
+        "--as_teacher",
+        nargs="?",
+        const="default",
+        default=None,
+        metavar="RECIPE",
+        help="Also score the model as GEAR's teacher: each prompt with the recipe's teacher hint and reference "
+        "(default: GEARConfig's), reported as `as_teacher` beside the student's score, with `teacher_gap` "
+        "(gear_trl/trainer/teacher_probe.py).",
+    )
     return parser
 
 
@@ -1041,6 +1052,11 @@ def main(argv: list[str] | None = None) -> dict:
         )
     _check_sampling(args.temperature, args.num_samples, args.batch_size)
     _pass_ks(args.pass_k, args.num_samples)
+    if args.as_teacher is not None and bfcl_tasks is not None:
+        raise UserInputError(
+            "--as-teacher scores rows with a reference in the teacher's prompt; the BFCL multi-turn benchmark is "
+            "scored by its own loop, which has no teacher prompt: drop --as-teacher, or probe a training dataset."
+        )
     if backend == "vllm" and args.environment is not None:
         raise UserInputError(
             "--backend vllm does not run --environment rollouts (they go through TRL's own tool loop, on "
@@ -1098,25 +1114,33 @@ def main(argv: list[str] | None = None) -> dict:
     elif args.environment is not None:
         multi_turn = {"environment": args.environment, "max_tool_calling_iterations": args.max_tool_calling_iterations}
     if bfcl_tasks is None:
-        result = (evaluate_multi_turn if multi_turn else evaluate)(
-            model,
-            tokenizer,
-            dataset,
-            reward_funcs,
-            **multi_turn,
-            **({"generator": generator} if generator is not None else {}),
-            batch_size=args.batch_size,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            num_samples=args.num_samples,
-            chat_template_kwargs=chat_template_kwargs,
-            seed=args.seed,
-            progress=not args.no_progress,
-            reward_names=reward_names,
-            pass_ks=args.pass_k,
-        )
+
+        def run(rows):
+            return (evaluate_multi_turn if multi_turn else evaluate)(
+                model,
+                tokenizer,
+                rows,
+                reward_funcs,
+                **multi_turn,
+                **({"generator": generator} if generator is not None else {}),
+                batch_size=args.batch_size,
+                max_new_tokens=args.max_new_tokens,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                top_k=args.top_k,
+                num_samples=args.num_samples,
+                chat_template_kwargs=chat_template_kwargs,
+                seed=args.seed,
+                progress=not args.no_progress,
+                reward_names=reward_names,
+                pass_ks=args.pass_k,
+            )
+
+        result = run(dataset)
+        if args.as_teacher is not None:
+            from .trainer.teacher_probe import probe_as_teacher
+
+            result = probe_as_teacher(run, result, dataset, tokenizer, args.as_teacher)
     if generator is not None and hasattr(generator, "close"):
         generator.close()
     config = {key: value for key, value in vars(args).items() if key != "no_progress"}
@@ -1152,6 +1176,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.model} on {args.dataset} [{args.split}]: n={report['n']}, {reward_names[0]} {accuracy}, "
         f"mean reward {mean_reward}{extra}{skipped} -> {output}"
     )
+    if args.as_teacher is not None:
+        from .trainer.teacher_probe import probe_summary
+
+        print(probe_summary(report, reward_names[0]))
     return report
 
 

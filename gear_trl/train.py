@@ -244,7 +244,7 @@ def load_splits(
     train = prepare(script_args.dataset_train_split)
     users = ground_truth_users(
         training_args.credit,
-        training_args.uses_teacher,
+        training_args.uses_teacher and not training_args.teacher_reads_siblings,
         get_reward_funcs(reward_names(script_args), training_args.ground_truth_column),
     )
     where = f"split {script_args.dataset_train_split!r} of {script_args.dataset_name!r}"

@@ -218,6 +218,8 @@ def test_periodic_teacher_under_zero3_resyncs_each_ranks_shards_and_saves_whole_
         "steps",
         "--save_steps",
         "1",
+        "--save_total_limit",
+        "3",
         "--model_name_or_path",
         "data/tiny-qwen3-arith",
         "--dataset_name",
@@ -240,3 +242,32 @@ def test_periodic_teacher_under_zero3_resyncs_each_ranks_shards_and_saves_whole_
             assert value.shape == theta[0][name].shape, name  # gathered, not a shard
             torch.testing.assert_close(value, theta[synced][name], atol=0, rtol=0)
     assert any(not torch.equal(theta[3][n], theta[2][n]) for n in theta[0]), "the student trained after the sync"
+
+
+def test_sibling_teacher_and_controls_under_zero3_keep_the_ranks_in_lockstep(tmp_path):
+    """`teacher_reference: sibling` (groups gathered over ranks) and a teacher control every generation batch on two
+    ZeRO-3 ranks: a rank whose groups have no success still runs every teacher forward, so the run finishes (a
+    mismatch would hang in ZeRO-3's gathers until the launch times out) and logs the sibling and control metrics."""
+    out = train(
+        "zero3_cpu.yaml",
+        tmp_path,
+        "--teacher_reference",
+        "sibling",
+        "--teacher_control_steps",
+        "1",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--model_name_or_path",
+        "data/tiny-qwen3-arith",
+        "--dataset_name",
+        "data/arith",
+        "--dataset_format",
+        "generic",
+    )
+    logged = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
+    steps = [entry for entry in logged if "gear/no_sibling_frac" in entry]
+    assert len(steps) == 2
+    assert all(0.0 <= entry["gear/no_sibling_frac"] + entry["gear/lone_success_frac"] <= 1.0 for entry in steps)
+    assert all(entry.get("gear/kl_floor") is not None for entry in steps)  # every batch's control rows

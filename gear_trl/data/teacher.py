@@ -49,6 +49,29 @@ def reference_calls(ground_truth: Any) -> list[dict] | None:
     return None
 
 
+FEEDBACK_TEMPLATE = "\n\nThe environment's last message in this attempt:\n{feedback}"
+"""Appended to a teacher hint with `teacher_environment_feedback` (ours)."""
+MAX_FEEDBACK_CHARS = 2000
+"""Longest feedback shown, its tail kept (ours: about 500 tokens, enough for an error message or a final state)."""
+
+
+def final_observation(completion: Any) -> str | None:
+    """The environment's last message in a multi-turn rollout (the content of its last tool message, its last
+    `MAX_FEEDBACK_CHARS` characters), or None for a rollout without one."""
+    if not isinstance(completion, (list, tuple)):
+        return None
+    for message in reversed(completion):
+        if isinstance(message, dict) and message.get("role") == "tool":
+            content = message.get("content")
+            if isinstance(content, list):  # structured content: its text parts
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            text = str(content or "").strip()
+            if not text:
+                return None
+            return text if len(text) <= MAX_FEEDBACK_CHARS else ELLIPSIS + text[-MAX_FEEDBACK_CHARS:]
+    return None
+
+
 def has_ground_truth(value: Any) -> bool:
     """A ground truth is usable unless it is None, NaN-like, or empty after stripping."""
     if value is None:
@@ -130,21 +153,30 @@ class TeacherPromptBuilder:
         """Used instead of `template` for rows whose ground truth is tool calls (None: `template` for every row)."""
 
     def __call__(
-        self, prompts: list, ground_truths: list, tools: list | None = None, render=None, solutions: list | None = None
+        self,
+        prompts: list,
+        ground_truths: list,
+        tools: list | None = None,
+        render=None,
+        solutions: list | None = None,
+        feedbacks: list | None = None,
     ) -> TeacherPrompts:
         """`tools[i]`: tool schemas of prompt i (or None); `render`, when given, turns a ground truth into the text
         the template receives (e.g. tool calls written as the chat template writes them); `solutions[i]`, when
         given, is row i's reference solution for `{reference_solution}` (None or empty: the ground truth instead,
-        flagged in `answer_only`)."""
+        flagged in `answer_only`); `feedbacks[i]`, when given and not None, the environment's last message in row
+        i's rollout, appended to its hint (`FEEDBACK_TEMPLATE`) on rows with a ground truth."""
         ids, usable, truncated = [], [], []
         tools = tools if tools is not None else [None] * len(prompts)
         row_solutions = solutions if solutions is not None else [None] * len(prompts)
+        row_feedbacks = feedbacks if feedbacks is not None else [None] * len(prompts)
         # GRPO repeats each prompt num_generations times in a row: build each distinct teacher prompt once.
         built: dict[str, tuple[list[int], bool, bool]] = {}
-        for prompt, truth, row_tools, solution in zip(prompts, ground_truths, tools, row_solutions, strict=True):
-            key = json.dumps([prompt, truth, row_tools, solution], sort_keys=True, default=str)
+        rows = zip(prompts, ground_truths, tools, row_solutions, row_feedbacks, strict=True)
+        for prompt, truth, row_tools, solution, feedback in rows:
+            key = json.dumps([prompt, truth, row_tools, solution, feedback], sort_keys=True, default=str)
             if key not in built:
-                built[key] = self._build(prompt, truth, row_tools, render, solution)
+                built[key] = self._build(prompt, truth, row_tools, render, solution, feedback)
             row_ids, row_usable, row_truncated = built[key]
             ids.append(list(row_ids))
             usable.append(row_usable)
@@ -154,7 +186,7 @@ class TeacherPromptBuilder:
             answer_only = [ok and not has_ground_truth(s) for ok, s in zip(usable, solutions, strict=True)]
         return TeacherPrompts(ids, usable, truncated, answer_only)
 
-    def _build(self, prompt, truth, tools, render, solution=None) -> tuple[list[int], bool, bool]:
+    def _build(self, prompt, truth, tools, render, solution=None, feedback=None) -> tuple[list[int], bool, bool]:
         if not has_ground_truth(truth):
             # Same prompt as the student: its divergence is computed (every rank runs the same passes) and then
             # discarded by the trainer, which gives the row plain GRPO weights.
@@ -163,6 +195,8 @@ class TeacherPromptBuilder:
         # The hint follows what the ground truth is: tools in a prompt do not make an answer a list of calls.
         calls = self.tool_template is not None and reference_calls(truth) is not None
         template = self.tool_template if calls else self.template
+        if feedback:  # literal text inside the template: its braces escaped
+            template += FEEDBACK_TEMPLATE.format(feedback=str(feedback).replace("{", "{{").replace("}", "}}"))
         row_ids, was_truncated = self._fit(prompt, text, tools, template, solution)
         return row_ids, True, was_truncated
 
@@ -190,6 +224,31 @@ class TeacherPromptBuilder:
             # the ground truth and the generation prompt that the completion must follow.
             row_ids = row_ids[-self.max_length :]
         return row_ids, True
+
+
+def sibling_choice(
+    rewards: list[float], group_size: int, min_reward: float
+) -> tuple[list[int | None], list[bool], list[bool]]:
+    """Which rollout's answer each rollout's teacher is shown under `teacher_reference: sibling`.
+
+    `rewards` [N]: the total reward of every rollout of a generation batch, whose groups are `group_size` consecutive
+    rows (GRPO's order). Row i's sibling is the other rollout of its group with the highest reward at or above
+    `min_reward`, ties to the first; a row is never its own reference. Returns `(choice, no_success, lone)`, each
+    [N]: the sibling's index or None; whether the row's group has no success at all; whether the row is its group's
+    only success (it has no other success to be shown).
+    """
+    choice, no_success, lone = [], [], []
+    for i, reward in enumerate(rewards):
+        start = i - i % group_size
+        others = [
+            j for j in range(start, min(start + group_size, len(rewards))) if j != i and rewards[j] >= min_reward
+        ]
+        best = max(others, key=lambda j: (rewards[j], -j), default=None)
+        choice.append(best)
+        succeeded = reward >= min_reward
+        no_success.append(best is None and not succeeded)
+        lone.append(best is None and succeeded)
+    return choice, no_success, lone
 
 
 def prefix_sharing_plan(prompt_ids: list[list[int]], max_rows: int) -> list[list[tuple[list[int], list[int]]]]:

@@ -21,7 +21,7 @@ from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
 from ..credit.weights import WEIGHT_NORMS
 
 TEACHERS = ("live", "base", "ema", "periodic")
-TEACHER_REFERENCES = ("answer", "solution")
+TEACHER_REFERENCES = ("answer", "solution", "sibling")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
     "\n\nA reference answer to this problem is: {ground_truth}\n"
@@ -252,7 +252,34 @@ class GEARConfig(GRPOConfig):
             "one that shows the solution (on rows whose ground truth is tool calls, a tool-call hint: 'Reference "
             "steps for this request'); a "
             "custom template must contain `{reference_solution}`. Rewards always read the final answer (our default: "
-            "answer, today's behaviour, until a study shows which teaches better)."
+            "answer, today's behaviour, until a study shows which teaches better). `sibling` (ours, after SDPO's "
+            "successful-rollout reprompting): no ground truth is read; the teacher is shown a successful rollout of the "
+            "same group (reward >= `teacher_sibling_min_reward`, the highest, ties to the first): its tool calls, its "
+            "last \\boxed{} answer, or its final text, in the template's `{ground_truth}`. A row whose group has no "
+            "other success gets weights 1 (gear/no_sibling_frac, gear/lone_success_frac)."
+        },
+    )
+    teacher_sibling_fallback: bool = field(
+        default=False,
+        metadata={
+            "help": "With `teacher_reference: answer` or `solution`: rows without a ground truth are shown a successful "
+            "sibling, as under `teacher_reference: sibling`, instead of getting weights 1."
+        },
+    )
+    teacher_environment_feedback: bool = field(
+        default=False,
+        metadata={
+            "help": "Multi-turn rollouts: append the environment's last message in the rollout (its last tool "
+            "result, at most 2,000 characters, the tail kept) to the teacher's hint, on rows with a reference (ours, "
+            "after SDPO's environment feedback). Each row's teacher prompt then differs, so prefix sharing saves less."
+        },
+    )
+    teacher_sibling_min_reward: float = field(
+        default=1.0,
+        metadata={
+            "help": "Total reward (the reward functions' weighted sum) at or above which a rollout counts as a success "
+            "a sibling's teacher may be shown (SDPO's `success_reward_threshold` default, 1.0: a correct answer under "
+            "the accuracy rewards)."
         },
     )
     ground_truth_column: str = field(
@@ -283,6 +310,24 @@ class GEARConfig(GRPOConfig):
         },
     )
     credit_report_rollouts: int = field(default=4, metadata={"help": "Rollouts per credit report."})
+    teacher_control_steps: int = field(
+        default=10,
+        metadata={
+            "help": "Every N generation batches, run `teacher_control_rows` rows of each rank through the teacher "
+            "twice more, without a reference (the student's prompt: its KL is the noise floor, `gear/kl_floor`) and "
+            "with another row's reference (`gear/kl_wrong_over_right`: near 1, the teacher's KL is the hint's style, "
+            "not knowledge of the answer); 0 = never. Costs 3 x rows extra forwards (the rows' student pass and two "
+            "teacher passes) every N batches: with 2 rows, N = 10 and 8 rows per rank, about 0.07 of one teacher pass "
+            "on average (our default: 10, so that a 100-step run logs 10 points)."
+        },
+    )
+    teacher_control_rows: int = field(
+        default=2,
+        metadata={
+            "help": "Rows per rank in each `teacher_control_steps` control (rows with a ground truth first); every "
+            "rank runs this many, whatever its rows hold, so ZeRO-3's gathers stay paired (our default: 2)."
+        },
+    )
     gigpo_gamma: float = field(default=0.95, metadata={"help": "GiGPO discount for step returns, in [0, 1]."})
     gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO weight of the step advantage (paper: 1.0)."})
     gigpo_mode: str = field(default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."})
@@ -353,6 +398,10 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        for name in ("teacher_control_steps", "teacher_control_rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}.")
         if not isinstance(self.teacher_sync_steps, int) or self.teacher_sync_steps < 1:
             raise ValueError(f"`teacher_sync_steps` must be a positive integer, got {self.teacher_sync_steps!r}.")
         for name in (
@@ -435,6 +484,11 @@ class GEARConfig(GRPOConfig):
         """Whether the divergence pass also gives the sampled token's log pT - log pS: `gear-signed` signs its signal
         by it, and `gear` logs `gear/onsets_teacher_supported_frac` from it."""
         return self.credit in ("gear", "gear-signed")
+
+    @property
+    def teacher_reads_siblings(self) -> bool:
+        """Whether teacher prompts may show a successful sibling (`teacher_reference: sibling` or its fallback)."""
+        return self.uses_teacher and (self.teacher_reference == "sibling" or self.teacher_sibling_fallback)
 
     @property
     def uses_teacher(self) -> bool:

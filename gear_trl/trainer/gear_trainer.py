@@ -44,7 +44,7 @@ from ..credit import (
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math import REFERENCE_SOLUTION_COLUMN
-from ..data.teacher import has_ground_truth, suffix_attention_bias
+from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
 from ..data.tool_use import json_text
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
@@ -67,6 +67,7 @@ GEAR_BATCH_KEYS = (
     "gear_has_truth",
     "gear_truncated",
     "gear_teacher_shared",
+    "gear_control_kl",
 )
 
 
@@ -144,7 +145,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         train_dataset = _ground_truth_as_json(train_dataset, args.ground_truth_column)
         if kwargs.get("eval_dataset") is not None:
             kwargs["eval_dataset"] = _ground_truth_as_json(kwargs["eval_dataset"], args.ground_truth_column)
-        if args.uses_teacher:
+        if args.uses_teacher and not args.teacher_reads_siblings:  # a successful sibling needs no ground truth
             if train_dataset is None:
                 raise UserInputError(
                     f"`credit: {args.credit}` runs GEAR's teacher, which reads each row's ground truth from the "
@@ -155,6 +156,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
             _check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
+        if args.uses_teacher:
             _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
         if kwargs.get("environment_factory") is not None:
             # TRL builds tool schemas and calls `reset` only once generation starts: check them now (unless
@@ -218,14 +220,21 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             return output
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
+        if self.args.teacher_reads_siblings:
+            ground_truths = self.teacher.sibling_references(
+                mode, ground_truths, record.completions, record.rewards_per_func
+            )
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         solutions = None
         if self.args.teacher_reference == "solution":
             solutions = [row.get(REFERENCE_SOLUTION_COLUMN) for row in inputs]
-        teacher = self.teacher.prompts(
-            record.prompts, ground_truths, tools, render=self.teacher.render_reference, solutions=solutions
+        feedbacks = (
+            [final_observation(c) for c in record.completions] if self.args.teacher_environment_feedback else None
         )
-        if mode == "train" and not self._checked_first_batch:
+        teacher = self.teacher.prompts(
+            record.prompts, ground_truths, tools, self.teacher.render_reference, solutions, feedbacks
+        )
+        if mode == "train" and not self._checked_first_batch and not self.args.teacher_reads_siblings:
             self._checked_first_batch = True
             self._warn_without_ground_truth(teacher.has_ground_truth)
         if teacher.answer_only is not None:  # decided by the configuration: every rank reduces here
@@ -233,6 +242,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             answer_only, with_truth = self.accelerator.reduce(counts.float(), reduction="sum").tolist()
             self._metrics[mode]["gear/teacher_answer_only_frac"].append(answer_only / max(with_truth, 1.0))
         output["gear_teacher_hidden"] = self.teacher.hidden(output, teacher.input_ids)
+        output["gear_control_kl"] = self.teacher.control_kl(
+            mode, output, record.prompts, ground_truths, tools, solutions
+        )
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
@@ -340,7 +352,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         """Per-token advantages A_i * w_t [B, T] from the batch's reverse KL, student entropy and sampled-token log
         pT - log pS ([B, T] each, the last None unless `wants_log_ratio`)."""
         trace = self._credit(batch, divergence)
-        self._log_gear_metrics(mode, trace, batch["gear_truncated"], batch["gear_teacher_shared"])
+        self._log_gear_metrics(
+            mode, trace, batch["gear_truncated"], batch["gear_teacher_shared"], batch.get("gear_control_kl")
+        )
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
             self.last_credit_trace = trace.to("cpu")
         return trace.advantages
@@ -672,7 +686,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         rows = trace.mask & trace.has_ground_truth[:, None]
         return (((trace.weights - 1).abs() >= bound * (1 - 1e-5)) & rows).float().sum()
 
-    def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor):
+    def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor, control=None):
         kl, mask, segment_ids, weights, has_truth = (
             trace.kl,
             trace.mask,
@@ -685,6 +699,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         num_segments = (segment_ids.max(dim=1).values + 1).clamp(min=0).sum()
         in_segment = ((segment_ids >= 0) & mask).sum()
         w = weights[mask]
+        # The teacher controls (Teacher.control_kl): per-row KL sums without a reference and with a wrong one.
+        if control is None:
+            control = torch.full((kl.size(0), 2), float("nan"), device=device)
+        floor_rows, wrong_rows = ~control[:, 0].isnan(), ~control[:, 1].isnan() & has_truth
+        row_kl, row_tokens = (kl * m).sum(dim=1), m.sum(dim=1)
         sums = torch.stack(
             [
                 (kl * m).sum(),
@@ -698,11 +717,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 torch.tensor(float(has_truth.numel()), device=device),
                 shared.float().sum(),
                 # the noise floor: KL of rows whose teacher prompt is the student's, and rows below onset_min_kl
-                (kl * m * ~has_truth[:, None]).sum(),
-                (m * ~has_truth[:, None]).sum(),
+                (kl * m * ~has_truth[:, None]).sum() + control[floor_rows, 0].sum(),
+                (m * ~has_truth[:, None]).sum() + row_tokens[floor_rows].sum(),
                 trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
                 # rlsd: model tokens whose weight sits at a clip bound, 1 +- lam * eps
                 self._rlsd_clipped(trace),
+                # the wrong-reference control: its KL and the same rows' own-reference KL
+                control[wrong_rows, 1].sum(),
+                row_kl[wrong_rows].sum(),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
                 # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
@@ -726,7 +748,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
-        floor_kl_sum, floor_tokens, n_below, n_clipped = sums[10:14].tolist()
+        floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl = sums[10:16].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -756,7 +778,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         n_supported, n_onsets = sums[-2:].tolist()
         if self.args.wants_log_ratio:
             metrics["onsets_teacher_supported_frac"] = n_supported / n_onsets if n_onsets else float("nan")
-        for name, value in failure_contrast(sums[14:-2]).items():
+        # NaN in a step without a control row (left out of the interval's mean, like kl_floor)
+        metrics["kl_wrong_over_right"] = wrong_kl / right_kl if right_kl > 0 else float("nan")
+        for name, value in failure_contrast(sums[16:-2]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)

@@ -18,21 +18,26 @@ import copy
 import json
 import os
 from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import torch
-from accelerate.utils import is_peft_model
+from accelerate.utils import gather_object, is_peft_model
 from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl.trainer.utils import pad, use_adapter
 
+from ..data.math import last_boxed
 from ..data.teacher import (
     DEFAULT_TOOL_SOLUTION_TEMPLATE,
     DEFAULT_TOOL_TEACHER_TEMPLATE,
     TeacherPromptBuilder,
+    has_ground_truth,
     prefix_sharing_forwards,
     prefix_sharing_plan,
     prefix_sharing_tokens,
+    sibling_choice,
     tool_calls_text,
 )
+from ..rewards.tool_call import parse_tool_calls
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from .teacher_weights import (
     EMA_ADAPTER,
@@ -66,12 +71,7 @@ class Teacher:
         """Whether the last `hidden` call shared the prompts' prefixes (gear/teacher_prefix_shared_frac)."""
         if args.teacher != "live":
             self._set_up_weights()
-        # Left at its math default (answer or solution), the teacher hint of a row whose ground truth is tool calls is
-        # the tool-call one.
-        tool_template = {
-            DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
-            DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
-        }.get(args.teacher_template)
+        tool_template = tool_template_for(args.teacher_template)
         self.prompts = TeacherPromptBuilder(
             trainer._tokenize_prompt,
             trainer._tokenizer,
@@ -235,21 +235,118 @@ class Teacher:
     # Reference
 
     def render_reference(self, ground_truth):
-        """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
-        shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
-        calls = ground_truth
-        if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
-            try:
-                calls = json.loads(ground_truth)
-            except (json.JSONDecodeError, RecursionError):
-                return ground_truth
-        if isinstance(calls, dict) and "name" in calls:
-            calls = [calls]
-        if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
-            return tool_calls_text(self.trainer.processing_class, calls, self.trainer.chat_template)
-        if isinstance(ground_truth, (list, dict)):
-            return json.dumps(ground_truth, ensure_ascii=False)
-        return ground_truth
+        """A reference as its teacher prompt shows it (`render_reference`, with the trainer's chat template)."""
+        return render_reference(ground_truth, self.trainer.processing_class, self.trainer.chat_template)
+
+    def sibling_references(self, mode: str, ground_truths: list, completions: list, rewards_per_func) -> list:
+        """Each local row's reference with successful siblings in play: `teacher_reference: sibling` replaces every
+        row's, `teacher_sibling_fallback` only those of rows without a ground truth (`sibling_choice`). A row left
+        without one gets None (plain GRPO weights, counted). Groups span ranks: every rank gathers the batch's
+        sibling answers (one collective, made by every rank whatever its rows) and chooses alike.
+
+        `rewards_per_func` [N_global, F]: GRPO's rewards of the whole generation batch; `completions`: this rank's.
+        Logs `gear/no_sibling_frac` (rows looking for a sibling whose group has no success) and
+        `gear/lone_success_frac` (rows that are their group's only success) over the rows looking for one.
+        """
+        trainer, args = self.trainer, self.trainer.args
+        group_size = trainer.num_generations if mode == "train" else trainer.num_generations_eval
+        weights = trainer.reward_weights.to(rewards_per_func.device)
+        rewards = torch.nan_to_num((rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).tolist()
+        looks = [args.teacher_reference == "sibling" or not has_ground_truth(truth) for truth in ground_truths]
+        gathered = gather_object([[sibling_reference(c), look] for c, look in zip(completions, looks, strict=True)])
+        answers, looking = [a for a, _ in gathered], [look for _, look in gathered]
+        choice, _, lone = sibling_choice(rewards, group_size, args.teacher_sibling_min_reward)
+        start = trainer.accelerator.process_index * len(completions)
+        references = list(ground_truths)
+        for k, look in enumerate(looks):
+            if look:
+                j = choice[start + k]
+                references[k] = None if j is None else answers[j]
+        rows = sum(looking)
+        lone_rows = sum(1 for i, look in enumerate(looking) if look and lone[i])
+        missing = sum(
+            1 for i, look in enumerate(looking) if look and (choice[i] is None or answers[choice[i]] is None)
+        )
+        trainer._metrics[mode]["gear/no_sibling_frac"].append((missing - lone_rows) / max(rows, 1))
+        trainer._metrics[mode]["gear/lone_success_frac"].append(lone_rows / max(rows, 1))
+        return references
+
+    # ----------------------------------------------------------------------------------------------------------------
+    # Controls: is the teacher's KL knowledge of the answer, or the hint's style?
+
+    _control_batches = 0
+
+    @property
+    def _recent_references(self) -> list:
+        """(reference, solution) of the last generation batches, distinct, at most 32: wrong references."""
+        if "_recent" not in self.__dict__:
+            self._recent = []
+        return self._recent
+
+    @torch.no_grad()
+    def control_kl(self, mode: str, output, prompts: list, references: list, tools: list, solutions) -> torch.Tensor:
+        """Per-row KL sums [B, 2] (NaN outside the control rows) of the teacher without a reference (the student's
+        prompt: the noise floor) and with a wrong reference (the first later row's, cyclically, that differs, else
+        the first different one of the last batches' references, as a rank's batch may hold one prompt; NaN in that
+        column when there is none), at the last of every `teacher_control_steps` generation batches in training.
+
+        The rows are the first `teacher_control_rows` (rows with a reference first); every rank runs that many rows
+        whatever they hold: one student forward and the teacher passes over twice as many rows, so ZeRO-3's gathers
+        stay paired. The sums are over the rows' model tokens, in the unit of the batch's KL, which the trainer
+        compares with the row's own-reference KL (`gear/kl_wrong_over_right`) and adds to `gear/kl_floor`.
+        """
+        trainer, args = self.trainer, self.trainer.args
+        completion_ids = output["completion_ids"]
+        num_rows = completion_ids.size(0)
+        result = torch.full((num_rows, 2), float("nan"), device=completion_ids.device)
+        if mode != "train" or args.credit == "rlsd" or not args.teacher_control_steps or not args.teacher_control_rows:
+            return result
+        due = self._control_batches % args.teacher_control_steps == args.teacher_control_steps - 1
+        self._control_batches += 1
+        usable = [has_ground_truth(r) for r in references]
+        recent = self._recent_references
+        if not due or num_rows == 0:
+            for i in range(num_rows):  # remembered for a later control's wrong reference
+                if usable[i] and str(references[i]) not in [str(r) for r, _ in recent]:
+                    recent.append((references[i], None if solutions is None else solutions[i]))
+            del recent[: max(len(recent) - 32, 0)]
+            return result
+        rows = sorted(range(num_rows), key=lambda i: not usable[i])[: args.teacher_control_rows]
+        rows = (rows * args.teacher_control_rows)[: args.teacher_control_rows]  # a rank with fewer rows repeats them
+        candidates = [(references[j], None if solutions is None else solutions[j]) for j in range(num_rows)]
+        wrong, has_wrong = [], []
+        for i in rows:
+            order = [candidates[(i + step) % num_rows] for step in range(1, num_rows) if usable[(i + step) % num_rows]]
+            choice = next((c for c in order + recent if str(c[0]) != str(references[i])), (None, None))
+            has_wrong.append(choice[0] is not None and usable[i])
+            wrong.append(choice)
+        plain = [trainer._tokenize_prompt(prompts[i], tools[i]) for i in rows]
+        hinted = self.prompts(
+            [prompts[i] for i in rows],
+            [reference for reference, _ in wrong],
+            [tools[i] for i in rows],
+            render=self.render_reference,
+            solutions=None if solutions is None else [solution for _, solution in wrong],
+        ).input_ids
+        index = torch.tensor(rows, device=completion_ids.device)
+        part = {key: output[key][index] for key in ("completion_ids", "completion_mask", "prompt_ids", "prompt_mask")}
+        if "tool_mask" in output:
+            part["tool_mask"] = output["tool_mask"][index]
+        input_ids = torch.cat([part["prompt_ids"], part["completion_ids"]], dim=1)
+        attention_mask = torch.cat([part["prompt_mask"], part["completion_mask"]], dim=1)
+        student = trainer._final_hidden(input_ids, attention_mask, completion_ids.size(1))
+        twice = {key: torch.cat([value, value]) for key, value in part.items()}
+        batch_size = args.per_device_train_batch_size
+        with self.weights():
+            twice["gear_teacher_hidden"] = self._hidden_full(twice, plain + hinted, batch_size)
+        kl = trainer._divergence(twice, torch.cat([student, student]))[0]
+        mask = twice["completion_mask"].bool() & (twice["tool_mask"].bool() if "tool_mask" in twice else True)
+        sums = (kl * mask).sum(dim=1).view(2, len(rows))
+        for k, i in enumerate(rows):
+            result[i, 0] = sums[0, k]
+            if has_wrong[k]:
+                result[i, 1] = sums[1, k]
+        return result
 
     # ----------------------------------------------------------------------------------------------------------------
     # Pass
@@ -382,6 +479,50 @@ class _SharedPrefixLayer(DynamicLayer):
             torch.cat([self.keys.index_select(0, self.which), key_states], dim=-2),
             torch.cat([self.values.index_select(0, self.which), value_states], dim=-2),
         )
+
+
+def sibling_reference(completion: Any) -> str | None:
+    """What a teacher is shown of a successful rollout: its tool calls as JSON (`[{"name", "arguments"}]`, rendered
+    like reference calls), else its last `\\boxed{}` answer, else its final text; None when it wrote nothing."""
+    calls = parse_tool_calls(completion)
+    if calls:
+        return json.dumps([{"name": c.get("name"), "arguments": c.get("arguments")} for c in calls])
+    if isinstance(completion, (list, tuple)):
+        texts = [m.get("content") for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
+        text = next((t for t in reversed(texts) if isinstance(t, str) and t.strip()), "")
+    else:
+        text = completion if isinstance(completion, str) else ""
+    answer = last_boxed(text)
+    if answer:
+        return answer
+    return text.strip() or None
+
+
+def render_reference(ground_truth, processing_class, chat_template: str | None = None):
+    """Reference tool calls (a list of {name, arguments}, or one such call, as JSON text or as Python objects) are
+    shown as the chat template writes tool calls; other lists and dicts as JSON; anything else as text."""
+    calls = ground_truth
+    if isinstance(ground_truth, str) and ground_truth.lstrip().startswith(("[", "{")):
+        try:
+            calls = json.loads(ground_truth)
+        except (json.JSONDecodeError, RecursionError):
+            return ground_truth
+    if isinstance(calls, dict) and "name" in calls:
+        calls = [calls]
+    if isinstance(calls, list) and calls and all(isinstance(c, dict) and "name" in c for c in calls):
+        return tool_calls_text(processing_class, calls, chat_template)
+    if isinstance(ground_truth, (list, dict)):
+        return json.dumps(ground_truth, ensure_ascii=False)
+    return ground_truth
+
+
+def tool_template_for(template: str) -> str | None:
+    """The hint of rows whose ground truth is tool calls when `teacher_template` is left at a math default (answer or
+    solution): the tool-call one; None for a template of the user's own."""
+    return {
+        DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
+        DEFAULT_MATH_SOLUTION_TEMPLATE: DEFAULT_TOOL_SOLUTION_TEMPLATE,
+    }.get(template)
 
 
 def prefix_sharing_supported(config) -> bool:
