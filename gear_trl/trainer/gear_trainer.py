@@ -74,6 +74,7 @@ from .gear_config import (
 )
 from .hub import check_hub_access
 from .preflight import check_trackers, looks_like_local_path
+from .step_metrics import StepMetrics
 from .teacher_weights import (
     EMA_ADAPTER,
     TEACHER_STATE_FILE,
@@ -216,6 +217,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
+        self.step_metrics = StepMetrics(self, logs_teacher=args.uses_teacher)  # perf/ metrics (step_metrics.py)
+        self.add_callback(self.step_metrics)
         # Left at its math default (answer or solution), the teacher hint of a prompt with tools is the tool-call one.
         tool_template = {
             DEFAULT_MATH_TEACHER_TEMPLATE: DEFAULT_TOOL_TEACHER_TEMPLATE,
@@ -268,7 +271,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             counts = torch.tensor([sum(teacher.answer_only), sum(teacher.has_ground_truth)], device=mask.device)
             answer_only, with_truth = self.accelerator.reduce(counts.float(), reduction="sum").tolist()
             self._metrics[mode]["gear/teacher_answer_only_frac"].append(answer_only / max(with_truth, 1.0))
-        output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
+        with self.step_metrics.teacher_pass():
+            output["gear_teacher_hidden"] = self._teacher_hidden(output, teacher.input_ids)
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
