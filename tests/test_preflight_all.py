@@ -183,3 +183,19 @@ def test_train_warns_full_fine_tuning_at_a_lora_rate(tmp_path, monkeypatch):
         with pytest.raises(AssertionError, match="the trainer"):
             cli(["--config", RECIPE, "--output_dir", str(tmp_path), "--use_peft", "false", "--learning_rate", "1e-5"])
     assert any("LoRA-sized" in str(w.message) for w in caught)
+
+
+def test_a_hub_dataset_that_cannot_be_fetched_is_one_problem(monkeypatch):
+    """A gated Hub dataset (the tool-use recipes' xLAM set) whose terms were not accepted: one line naming it."""
+    import datasets
+
+    from gear_trl.trainer import preflight
+
+    def gated(*args, **kwargs):
+        raise FileNotFoundError("Dataset 'Salesforce/xlam-function-calling-60k' is a gated dataset on the Hub.\nmore")
+
+    monkeypatch.setattr(preflight, "hub_offline", lambda: False)
+    monkeypatch.setattr(datasets, "load_dataset", gated)
+    with pytest.raises(PreflightError, match="gated dataset needs its terms accepted") as info:
+        preflight.load_dataset_named("Salesforce/xlam-function-calling-60k")
+    assert "is a gated dataset on the Hub." in str(info.value) and "\n" not in str(info.value)

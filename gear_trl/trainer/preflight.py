@@ -38,6 +38,7 @@ class Problems:
 
     def __init__(self) -> None:
         self.messages: list[str] = []
+        self._errors: list[UserInputError] = []
 
     @contextlib.contextmanager
     def check(self):
@@ -47,14 +48,16 @@ class Problems:
             message = str(err)
             if message not in self.messages:
                 self.messages.append(message)
+                self._errors.append(err)
 
     def __bool__(self) -> bool:
         return bool(self.messages)
 
     def raise_if_any(self) -> None:
-        """Raise one `PreflightError` holding every problem: the message itself for one, a numbered list for more."""
-        if len(self.messages) == 1:
-            raise PreflightError(self.messages[0])
+        """Raise the one problem found as it was raised (a caller may catch its type), or one `PreflightError`
+        listing several, numbered."""
+        if len(self._errors) == 1:
+            raise self._errors[0]
         if self.messages:
             listed = "\n".join(f"  {i}. {message}" for i, message in enumerate(self.messages, 1))
             raise PreflightError(f"{len(self.messages)} problems, found before the model loaded:\n{listed}")
@@ -150,7 +153,15 @@ def load_dataset_named(name: str, config: str | None = None, what: str = "datase
                 f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
                 "is set, so it cannot be downloaded. Unset HF_HUB_OFFLINE to download it, or give a local folder."
             ) from err
-        raise
+        if os.path.exists(os.path.expanduser(name)):
+            raise
+        # A Hub dataset that cannot be fetched: misspelt, private, or gated (xLAM's function-calling set, which the
+        # tool-use recipes train on, is gated): one line saying so, not the Hub client's traceback.
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise PreflightError(
+            f"`{what}` {name!r} could not be loaded from the Hugging Face Hub ({type(err).__name__}: {cause}). Check "
+            "the id; a gated dataset needs its terms accepted on its Hub page and `huggingface-cli login`."
+        ) from err
 
 
 # ---------------------------------------------------------------------------------------------------------------------
