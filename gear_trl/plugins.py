@@ -8,6 +8,7 @@ environment class): the command-line entry points print it as a single `error: .
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Any
 
@@ -33,8 +34,11 @@ def load_plugin(spec: str, what: str, known: dict[str, Any] | None = None) -> An
         return known[spec]
     builtins = f"built-in names: {sorted(known)}" if known else "no built-in names"
     if not isinstance(spec, str) or not is_import_path(spec):
+        close = difflib.get_close_matches(spec, sorted(known), n=1) if isinstance(spec, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UserInputError(
-            f"Unknown {what} {spec!r}; {builtins}, or an import path of your own such as `my_package.module:Name`."
+            f"Unknown {what} {spec!r}{hint}; {builtins}, or an import path of your own such as "
+            "`my_package.module:Name`."
         )
     if ":" in spec:
         module_name, _, attribute = spec.partition(":")

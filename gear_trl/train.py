@@ -154,11 +154,18 @@ def _did_you_mean(keys: list[str]) -> str:
 def parse_args(argv: list[str] | None = None):
     """Parse a recipe and command-line overrides; an unknown key, in the recipe or on the command line, is an error
     that names it with the closest known key."""
+    import yaml
+
     from .trainer.preflight import PreflightError
 
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    check_config_file(argv)
     parser = make_parser()
     try:
         return parser.parse_args_and_config(args=argv)
+    except yaml.YAMLError as err:
+        where = str(err).strip().splitlines()
+        raise PreflightError(f"`--config`: the recipe is not valid YAML ({' '.join(where[:3])}).") from None
     except ValueError as err:
         message = str(err)
         if "'--datasets'" in message:
@@ -180,6 +187,22 @@ def parse_args(argv: list[str] | None = None):
         if not unknown:
             raise PreflightError(message) from err
         raise PreflightError(f"Unknown {where}: {_did_you_mean(unknown)}. Remove or rename them.") from None
+
+
+def check_config_file(argv: list[str]) -> None:
+    """Refuse a `--config` that names no readable file, in one line with the closest file's name (TRL would open it
+    and fail with a traceback)."""
+    from .trainer.preflight import PreflightError, _closest_sibling
+
+    if "--config" not in argv:
+        return
+    index = argv.index("--config")
+    if index + 1 >= len(argv) or argv[index + 1].startswith("--"):
+        raise PreflightError("`--config` needs a recipe file: --config RECIPE.yaml.")
+    path = argv[index + 1]
+    if not os.path.isfile(path):
+        kind = "is a folder, not a recipe file" if os.path.isdir(path) else "no such recipe file"
+        raise PreflightError(f"`--config`: {kind}: {path!r}{_closest_sibling(path)}.")
 
 
 def recipe_adapter(script_args: GEARScriptArguments, column_names: list[str]):
@@ -388,19 +411,54 @@ def build_trainer(
     )
 
 
-def preflight(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig) -> None:
-    """The checks that need no model: each raises `PreflightError` naming what to fix."""
+def preflight(
+    script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig, problems=None
+) -> None:
+    """The checks that need neither model nor data, each run even when another has failed: every problem is recorded
+    in `problems` (a `Problems`); without one, they are raised together at the end as one `PreflightError`."""
     from .trainer.hub import check_hub_access
-    from .trainer.preflight import check_model_source, check_precision, check_trackers, check_writable_dir
+    from .trainer.preflight import (
+        Problems,
+        check_model_source,
+        check_precision,
+        check_trackers,
+        check_vllm,
+        check_writable_dir,
+    )
 
-    check_writable_dir(training_args.output_dir)
-    check_trackers(training_args.report_to)
+    collect = problems if problems is not None else Problems()
+    with collect.check():
+        check_writable_dir(training_args.output_dir)
+    with collect.check():
+        check_trackers(training_args.report_to)
     if training_args.push_to_hub:
-        check_hub_access(training_args.hub_token)
-    check_precision(training_args.bf16, training_args.fp16, deepspeed=training_args.deepspeed)
+        with collect.check():
+            check_hub_access(training_args.hub_token)
+    with collect.check():
+        check_precision(training_args.bf16, training_args.fp16, deepspeed=training_args.deepspeed)
+    with collect.check():
+        check_vllm(training_args.use_vllm)
     if isinstance(model_args.model_name_or_path, str):
         cache_dir = (training_args.model_init_kwargs or {}).get("cache_dir")
-        check_model_source(model_args.model_name_or_path, "model_name_or_path", cache_dir=cache_dir)
+        with collect.check():
+            check_model_source(model_args.model_name_or_path, "model_name_or_path", cache_dir=cache_dir)
+    # The plug-ins the recipe names import (each error says which name, with the closest built-in one).
+    with collect.check():
+        from .rewards import get_reward_funcs
+
+        get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
+    if script_args.environment:
+        with collect.check():
+            from .envs import get_environment_factories
+
+            get_environment_factories(script_args.environment)
+    if script_args.dataset_format not in ("auto", "columns"):
+        with collect.check():
+            from .data import get_adapter
+
+            get_adapter(script_args.dataset_format)
+    if problems is None:
+        collect.raise_if_any()
 
 
 def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=print) -> bool:
@@ -446,15 +504,33 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
     from .run_settings import write_run_settings
     from .trainer.interrupt import InterruptCallback
+    from .trainer.preflight import Problems, full_finetune_learning_rate_warning
     from .trainer.rows import check_prompts_fit
 
-    preflight(script_args, training_args, model_args)
+    # Every problem found before the model loads is reported at once (`Problems`); a check that needs what an
+    # earlier one refused (the data, the tokenizer) runs only when that one passed.
+    problems = Problems()
+    preflight(script_args, training_args, model_args, problems)
     float32_on_cpu(model_args, training_args, print_fn=_print_main)
-    checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
-    train_dataset, eval_dataset = load_splits(script_args, training_args)
-    for message in overlap_warnings(script_args):
+    checkpoint = train_dataset = eval_dataset = None
+    with problems.check():
+        checkpoint = resume_checkpoint(training_args, print_fn=_print_main)
+    with problems.check():
+        train_dataset, eval_dataset = load_splits(script_args, training_args)
+    overlaps = []
+    if train_dataset is not None:
+        with problems.check():
+            overlaps = overlap_warnings(script_args)
+    if not problems:
+        check_prompts_fit(train_dataset, model_args, training_args, f"split {script_args.dataset_train_split!r}")
+    problems.raise_if_any()
+    for message in overlaps:
         warnings.warn(message, stacklevel=1)
-    check_prompts_fit(train_dataset, model_args, training_args, f"split {script_args.dataset_train_split!r}")
+    learning_rate = full_finetune_learning_rate_warning(
+        model_args.use_peft, training_args.learning_rate, model_args.model_name_or_path
+    )
+    if learning_rate:
+        warnings.warn(learning_rate, stacklevel=1)
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
     interrupt = InterruptCallback(trainer.accelerator)
     trainer.add_callback(interrupt)

@@ -7,6 +7,7 @@ fails before any model is loaded.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 
@@ -21,6 +22,8 @@ from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
 from ..credit.weights import WEIGHT_NORMS
 
 TEACHERS = ("live", "base", "ema", "periodic")
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+"""The `loss_type` values TRL 1.16's GRPOTrainer computes (its `_compute_loss`; tests/test_preflight_all.py checks)."""
 TEACHER_REFERENCES = ("answer", "solution", "sibling")
 
 DEFAULT_MATH_TEACHER_TEMPLATE = (
@@ -36,7 +39,9 @@ DEFAULT_MATH_SOLUTION_TEMPLATE = (
 
 def _choice(name: str, value, choices) -> None:
     if value not in choices:
-        raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}.")
+        close = difflib.get_close_matches(value, list(choices), n=1) if isinstance(value, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}{hint}.")
 
 
 def _in_range(name: str, value, low, high, *, low_open=False, high_open=False) -> None:
@@ -368,6 +373,8 @@ class GEARConfig(GRPOConfig):
         _choice("weight_norm", self.weight_norm, WEIGHT_NORMS)
         _choice("teacher", self.teacher, TEACHERS)
         _choice("gigpo_mode", self.gigpo_mode, GIGPO_MODES)
+        # TRL checks `loss_type` only when the first loss is computed, after the model has loaded.
+        _choice("loss_type", self.loss_type, LOSS_TYPES)
         _in_range("onset_threshold", self.onset_threshold, 0.0, 1.0)
         _in_range("entropy_threshold", self.entropy_threshold, 0.0, 1.0)
         _in_range("onset_min_kl", self.onset_min_kl, 0.0, float("inf"))

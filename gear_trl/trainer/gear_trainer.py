@@ -56,6 +56,7 @@ from .fused_head import FusedDivergence, divergence_in_log_probs
 from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .hub import check_hub_access
 from .preflight import check_trackers, looks_like_local_path
+from .step_metrics import StepMetrics
 from .teacher import Teacher, copy_initial_adapter
 
 logger = logging.getLogger(__name__)
@@ -194,6 +195,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
+        self.step_metrics = StepMetrics(self, logs_teacher=args.uses_teacher)  # perf/ metrics (step_metrics.py)
+        self.add_callback(self.step_metrics)
 
     # ----------------------------------------------------------------------------------------------------------------
     # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the
@@ -241,10 +244,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             counts = torch.tensor([sum(teacher.answer_only), sum(teacher.has_ground_truth)], device=mask.device)
             answer_only, with_truth = self.accelerator.reduce(counts.float(), reduction="sum").tolist()
             self._metrics[mode]["gear/teacher_answer_only_frac"].append(answer_only / max(with_truth, 1.0))
-        output["gear_teacher_hidden"] = self.teacher.hidden(output, teacher.input_ids)
-        output["gear_control_kl"] = self.teacher.control_kl(
-            mode, output, record.prompts, ground_truths, tools, solutions
-        )
+        with self.step_metrics.teacher_pass():  # the teacher's share of the step (perf/teacher_time_frac)
+            output["gear_teacher_hidden"] = self.teacher.hidden(output, teacher.input_ids)
+            output["gear_control_kl"] = self.teacher.control_kl(
+                mode, output, record.prompts, ground_truths, tools, solutions
+            )
         output["gear_base_advantages"] = output["advantages"]
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)

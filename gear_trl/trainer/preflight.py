@@ -3,6 +3,7 @@ seconds, not a model load or a training run, and the message names what to fix."
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -18,6 +19,48 @@ _HUB_OFFLINE_VALUES = ("1", "true", "yes", "on")
 
 class PreflightError(UserInputError):
     """A user input that would make the run fail (or train on nothing) later, found before the model loads."""
+
+
+class Problems:
+    """Every problem found before the model loads, reported together: a fresh machine with four problems costs one
+    run to see them all, not four.
+
+        problems = Problems()
+        with problems.check():
+            check_trackers(report_to)
+        with problems.check():
+            check_model_source(name)
+        problems.raise_if_any()
+
+    A check that raises `UserInputError` (or `PreflightError`) is recorded and the next one runs; any other exception
+    is a bug and propagates at once. The same message found twice is kept once.
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self._errors: list[UserInputError] = []
+
+    @contextlib.contextmanager
+    def check(self):
+        try:
+            yield
+        except UserInputError as err:
+            message = str(err)
+            if message not in self.messages:
+                self.messages.append(message)
+                self._errors.append(err)
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+    def raise_if_any(self) -> None:
+        """Raise the one problem found as it was raised (a caller may catch its type), or one `PreflightError`
+        listing several, numbered."""
+        if len(self._errors) == 1:
+            raise self._errors[0]
+        if self.messages:
+            listed = "\n".join(f"  {i}. {message}" for i, message in enumerate(self.messages, 1))
+            raise PreflightError(f"{len(self.messages)} problems, found before the model loaded:\n{listed}")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -110,7 +153,15 @@ def load_dataset_named(name: str, config: str | None = None, what: str = "datase
                 f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
                 "is set, so it cannot be downloaded. Unset HF_HUB_OFFLINE to download it, or give a local folder."
             ) from err
-        raise
+        if os.path.exists(os.path.expanduser(name)):
+            raise
+        # A Hub dataset that cannot be fetched: misspelt, private, or gated (xLAM's function-calling set, which the
+        # tool-use recipes train on, is gated): one line saying so, not the Hub client's traceback.
+        cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise PreflightError(
+            f"`{what}` {name!r} could not be loaded from the Hugging Face Hub ({type(err).__name__}: {cause}). Check "
+            "the id; a gated dataset needs its terms accepted on its Hub page and `huggingface-cli login`."
+        ) from err
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -286,3 +337,67 @@ def check_trackers(report_to) -> None:
             f"`report_to: {name}` needs the {package} package, which is not installed: {install}, or remove {name} "
             "from `report_to`."
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# vLLM and the learning rate of full fine-tuning
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def check_vllm(use_vllm: bool) -> None:
+    """Raise `PreflightError` when `use_vllm` is set and vLLM is not installed (TRL would fail once the trainer is
+    built, after the model has loaded)."""
+    import importlib.util
+    import sys
+
+    if not use_vllm or "vllm" in sys.modules:
+        return
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise PreflightError(
+            "`use_vllm: true` needs vLLM, which is not installed: pip install 'gear_trl[vllm]' (the vLLM versions TRL "
+            "1.16 supports), or set `use_vllm: false` (generation with transformers, much slower)."
+        )
+
+
+FULL_FINETUNE_MAX_LEARNING_RATE = 5e-6
+"""Above this, a full fine-tuning run (`use_peft: false`) is warned that its learning rate is LoRA-sized. Ours: LoRA
+RL fine-tuning of 4B-8B models commonly runs at 1e-5 to 5e-5 (the recipes: 1e-5), full-parameter RL at about 1e-6
+(DAPO, Dr. GRPO); 5e-6 lies between, so only a rate closer to LoRA's than to full fine-tuning's is flagged."""
+
+
+FULL_FINETUNE_MIN_HIDDEN_SIZE = 1024
+"""Models narrower than this (the repository's tiny test models, hidden size 64-128, trained at 1e-4) are not warned:
+the warning is about language models of real size. Ours."""
+
+
+def _hidden_size(model: object) -> int | None:
+    """The `hidden_size` of a model's config.json, read without loading weights; None when it cannot be read."""
+    if not isinstance(model, str):
+        return getattr(getattr(model, "config", None), "hidden_size", None)
+    try:
+        from transformers import AutoConfig
+
+        return getattr(AutoConfig.from_pretrained(model), "hidden_size", None)
+    except (OSError, ValueError, KeyError):  # unreachable Hub id, odd config: warn rather than guess it is small
+        return None
+
+
+def full_finetune_learning_rate_warning(use_peft: bool, learning_rate: float, model: object = None) -> str | None:
+    """The warning for a full fine-tuning run at a LoRA-sized learning rate, or None. LoRA trains a small update on
+    frozen weights and needs a larger rate; the same rate on every weight of the model can wreck it in a few steps.
+    `model` (a name or a model): one whose config says it is narrower than `FULL_FINETUNE_MIN_HIDDEN_SIZE` is not
+    warned."""
+    if use_peft or learning_rate <= FULL_FINETUNE_MAX_LEARNING_RATE:
+        return None
+    hidden = _hidden_size(model) if model is not None else None
+    if hidden is not None and hidden < FULL_FINETUNE_MIN_HIDDEN_SIZE:
+        return None
+    return (
+        f"full fine-tuning (`use_peft: false`) at `learning_rate: {learning_rate:g}`, a LoRA-sized rate: every weight "
+        f"of the model moves at it. Full-parameter RL fine-tuning usually runs near 1e-6; pass e.g. `--learning_rate "
+        f"1e-6`, or keep LoRA (`--use_peft true`). (Warned above {FULL_FINETUNE_MAX_LEARNING_RATE:g}.)"
+    )
