@@ -446,7 +446,9 @@ def preflight(
     with collect.check():
         from .rewards import get_reward_funcs
 
-        get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
+        # Named rewards are checked as named; left out, their default depends on the environment, checked below.
+        names = script_args.reward_funcs if script_args.reward_funcs is not None else reward_names(script_args)
+        get_reward_funcs(names, training_args.ground_truth_column)
     if script_args.environment:
         with collect.check():
             from .envs import get_environment_factories
