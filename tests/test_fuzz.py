@@ -220,6 +220,7 @@ def reward_columns() -> dict[str, dict]:
         "multi_turn_state": {k: multi[k] for k in ("initial_config", "involved_classes", "ground_truth", "tools")},
         "multi_turn_execution": {k: multi[k] for k in ("initial_config", "involved_classes", "ground_truth", "tools")},
         "calculator_answer": {"ground_truth": calc["ground_truth"]},
+        "horizon_accuracy": {"ground_truth": first("data/horizon/chained/k8/train.jsonl")["ground_truth"]},
         "bfcl_official_turn": {"bfcl_task": bfcl_official_row()["bfcl_task"]},
     }
 
