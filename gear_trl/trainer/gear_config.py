@@ -252,6 +252,14 @@ class GEARConfig(GRPOConfig):
         },
     )
     credit_report_rollouts: int = field(default=4, metadata={"help": "Rollouts per credit report."})
+    credit_report_choice: str = field(
+        default="mixed",
+        metadata={
+            "help": "Which rollouts a credit report shows: `mixed` (a passed and a failed rollout of the same prompt "
+            "side by side, from groups whose outcomes differ; the first ones where no group does) or `first` (the "
+            "first N of the batch)."
+        },
+    )
     gigpo_gamma: float = field(default=0.95, metadata={"help": "GiGPO discount for step returns, in [0, 1]."})
     gigpo_omega: float = field(default=1.0, metadata={"help": "GiGPO weight of the step advantage (paper: 1.0)."})
     gigpo_mode: str = field(default="mean_std", metadata={"help": "GiGPO normalization: `mean_std` or `mean`."})
@@ -322,6 +330,8 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if self.credit_report_choice not in ("mixed", "first"):
+            raise ValueError(f"`credit_report_choice` must be 'mixed' or 'first', got {self.credit_report_choice!r}.")
         for name in ("max_segment_len", "max_teacher_prompt_length", "rlsd_lambda_decay_steps"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
