@@ -31,14 +31,27 @@ from .reporting import (
 )
 from .train import build_trainer, load_splits, parse_args
 
+MIXED_SEARCH = 4
+"""`choice="mixed"` samples up to this many prompts for each passed/failed pair it wants, a generation batch at a
+time, stopping as soon as enough prompts mix outcomes: a few more rollouts than the first-N choice needs, so that a
+policy that fails most prompts still shows a pair."""
+
+
+def _mixed_groups(rows: list[dict], prompt_of: list[int]) -> int:
+    signs: dict[int, set] = {}
+    for row, prompt in zip(rows, prompt_of, strict=True):
+        advantage = row.get("advantage") or 0.0
+        signs.setdefault(prompt, set()).add((advantage > 0) - (advantage < 0))
+    return sum({1, -1} <= found for found in signs.values())
+
 
 def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") -> list[tuple[list[str], dict]]:
     """Sample rollouts for the first prompts of `dataset` (each `num_generations` times, as in training, so the
     advantages are GRPO's), compute their credit, and return `num_rollouts` of them as `(tokens, trace_row)`.
 
     choice: `first`, the first `num_rollouts` (every rollout of the first prompts, in order); `mixed`, a passed and
-    a failed rollout of the same prompt side by side, from enough prompts that each could give a pair
-    (`ceil(num_rollouts / 2)`). Either way each row is labelled with its group (`group`, saying whether its prompt's
+    a failed rollout of the same prompt side by side, sampling prompts a generation batch at a time until
+    `ceil(num_rollouts / 2)` of them mix outcomes or `MIXED_SEARCH` times that many were tried. Either way each row is labelled with its group (`group`, saying whether its prompt's
     rollouts mix outcomes; `gear_trl.reporting.choose_rollouts`)."""
     import torch
 
@@ -50,7 +63,9 @@ def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") ->
     if len(dataset) == 0:
         raise UserInputError("The split is empty: choose another with --split.")
     generations = trainer.num_generations
-    wanted = math.ceil(num_rollouts / 2) if choice == "mixed" else math.ceil(num_rollouts / generations)
+    pairs = math.ceil(num_rollouts / 2)
+    # mixed: up to MIXED_SEARCH prompts per pair wanted, sampled a generation batch at a time until enough mix
+    wanted = pairs * MIXED_SEARCH if choice == "mixed" else math.ceil(num_rollouts / generations)
     num_prompts = min(wanted, len(dataset))
     per_call = max(1, trainer.args.generation_batch_size // generations)
     # compute_credit needs the teacher states in the batch; GRPO's own no-grad student pass (num_iterations > 1,
@@ -86,6 +101,8 @@ def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") ->
         for index, row in enumerate(rows_out):
             rendered.append((decode_tokens(tokenizer, row["completion_ids"]), row))
             prompt_of.append(start + index // generations)
+        if choice == "mixed" and _mixed_groups([row for _, row in rendered], prompt_of) >= pairs:
+            break
     for position, (_, row) in enumerate(rendered):
         row["position"] = position
     chosen = choose_rollouts([row for _, row in rendered], num_rollouts, prompt_of, choice)
