@@ -115,12 +115,19 @@ BUDGETS = {
 """Costs, measured. `--quick` (chained, K 2 and 4, none and oracle-prefix x 2 seeds, 2 steps of 2 problems, 8
 held-out problems, 2 probes of 2 problems: 12 jobs) used 12-15 CPU-seconds a job, 160 in all, and took 10.1 minutes
 of wall time on 2 cores that 5 other jobs shared (load average 6-8), with `QUICK_STAND_IN` as the model; on 2 idle
-cores its CPU time would take about 2 minutes (an estimate, not measured here). The full budget (2 variants x 3 K x 13
-arms x 8 seeds = 624 runs of 40 steps of 8 problems x 8 samples, 200 held-out problems) is far beyond a 2-core
-session: arith's 40-step runs cost 81-97 CPU-seconds with 48-token completions; horizon runs generate 12K + 16
-tokens, so a K = 4 run should cost about that and a K = 8 one about twice, some 25 CPU-hours in all. Within the issue's
-8 CPU-hours: the oracles and `none` at every K (7 arms x 48 cells = 336 runs, about 13 CPU-hours; fewer seeds or K 2
-and 4 only to fit), then the teacher arms where the ceiling is measurable."""
+cores its CPU time would take about 2 minutes (an estimate, not measured here). Its stand-in scores 0 on these
+prompts (it writes one line and a boxed answer), so every group is all-failed and no oracle acts in it: the quick
+check runs every step of the pipeline, not the oracles' effect.
+
+The full budget (2 variants x K 2, 4, 8 x 13 arms x 8 seeds = 624 runs of 40 steps of 8 problems x 8 samples, 200
+held-out problems) is far beyond a 2-core session. Estimated from arith's measured 81-97 CPU-seconds a 40-step run
+with 48-token completions, scaled by completion length (12 K + 16 tokens at most): about 70, 90 and 180 CPU-seconds a
+run at K 2, 4, 8, so 13 arms x 8 seeds x 340 CPU-seconds = 9.8 CPU-hours a variant, about 20 in all, plus 78 probes.
+The 6 oracles and `none` (7 arms) at every K of both variants: about 10.6 CPU-hours; of one variant, 5.3. Within
+the issue's 8 CPU-hours: the 6 oracle arms and `none` on `chained` at K 2, 4, 8 (5.3 h), then the teacher arms at the
+K where the ceiling's interval is above 0. Each variant also needs its warm start first (make_warm_start.py: about 5
+CPU-seconds an SFT step of 32 rows measured on `chained`, so 800 steps are about 70 CPU-minutes) and its
+calibration runs of `none` on seeds outside the study (100, 101)."""
 
 METRICS = teacher_sweep.METRICS
 
