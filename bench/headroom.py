@@ -224,12 +224,20 @@ def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple
 
 def error_site_for(name: str):
     from credit_sites import arith_error_site, calc_error_site
+    from horizon_oracles import horizon_error_site
 
-    return {"arith": arith_error_site, "tools": calc_error_site}[name]
+    return {"arith": arith_error_site, "tools": calc_error_site, "horizon": horizon_error_site}[name]
 
 
-def install_oracle(kind: str, site: str) -> None:
-    """Make `gear_trl.train.build_trainer` build an `OracleTrainer` (in this worker process only)."""
+def install_oracle(kind: str, site: str, options: dict | None = None) -> None:
+    """Make `gear_trl.train.build_trainer` build an `OracleTrainer` (in this worker process only). The horizon study's
+    weightings (`kind` in bench/horizon_oracles.py's `WEIGHT_KINDS`, with their `options`) are installed by that
+    module."""
+    import horizon_oracles
+
+    if kind in horizon_oracles.WEIGHT_KINDS:
+        horizon_oracles.install(kind, **(options or {}))
+        return
     import torch
 
     import gear_trl.trainer.gear_trainer as trainer_module
@@ -302,7 +310,10 @@ def probe(job: dict) -> dict:
 
 
 def probe_spec(job: dict) -> dict:
-    return {key: job[key] for key in ("recipe", "recipe_sha", "mode", "overrides", "oracle", "problems")}
+    spec = {key: job[key] for key in ("recipe", "recipe_sha", "mode", "overrides", "oracle", "problems")}
+    if job.get("oracle_options"):  # only where set, so that caches made before the key existed stay valid
+        spec["oracle_options"] = job["oracle_options"]
+    return spec
 
 
 def dispatch(job: dict) -> dict:
@@ -311,7 +322,7 @@ def dispatch(job: dict) -> dict:
     import resource
 
     if job.get("oracle"):
-        install_oracle(job["oracle"], job["error_site"])
+        install_oracle(job["oracle"], job["error_site"], job.get("oracle_options"))
     result = probe(job) if job["kind"] == "probe" else teacher_sweep.dispatch(job)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)

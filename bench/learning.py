@@ -134,6 +134,8 @@ def evaluate_model(model_dir: str, spec: dict, *, temperature: float, num_sample
     ]  # fmt: skip
     if limit:
         argv += ["--limit", str(limit)]
+    if spec.get("reward"):  # a task scored by a reward other than the dataset format's own
+        argv += ["--reward", spec["reward"]]
     if spec.get("environment"):  # multi-turn tool rollouts, tools executed
         argv += ["--environment", spec["environment"]]
         argv += ["--max-tool-calling-iterations", str(spec["max_tool_calling_iterations"])]

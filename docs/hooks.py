@@ -94,6 +94,17 @@ def headroom() -> str:
     return "No headroom results are committed yet."
 
 
+def horizon() -> str:
+    """The horizon study's committed table (bench/horizon.py writes it from its JSON): the full run's if there is one,
+    else an unfinished full run's (`--cached-only`), else the quick check's."""
+    for name in ("horizon.md", "horizon_partial.md", "horizon_quick.md"):
+        if (RESULTS / name).exists():
+            text = (RESULTS / name).read_text(encoding="utf-8")
+            figure = f"\n![Each arm's gain over GRPO against K](bench/results/{name[:-3]}.png)\n"
+            return f"From `bench/results/{name}`:\n\n" + _demote(text + figure)
+    return "No horizon results are committed yet."
+
+
 def quickstart() -> str:
     """The README's Python quickstart, the block tests/test_readme.py runs."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
@@ -118,6 +129,7 @@ GENERATORS = {
     "learning_tools_knobs": lambda: _learning_table("learning_tools_knobs.json"),
     "performance": performance,
     "headroom": headroom,
+    "horizon": horizon,
 }
 
 

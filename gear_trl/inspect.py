@@ -21,13 +21,38 @@ from dataclasses import replace
 
 from .evaluate import is_adapter_dir, load_model
 from .plugins import UserInputError
-from .reporting import decode_tokens, prompt_text, trace_rows, trainer_tokenizer, write_report
+from .reporting import (
+    choose_rollouts,
+    decode_tokens,
+    prompt_text,
+    trace_rows,
+    trainer_tokenizer,
+    write_report,
+)
 from .train import build_trainer, load_splits, parse_args
 
+MIXED_SEARCH = 4
+"""`choice="mixed"` samples up to this many prompts for each passed/failed pair it wants, a generation batch at a
+time, stopping as soon as enough prompts mix outcomes: a few more rollouts than the first-N choice needs, so that a
+policy that fails most prompts still shows a pair."""
 
-def sample_credit(trainer, dataset, num_rollouts: int) -> list[tuple[list[str], dict]]:
+
+def _mixed_groups(rows: list[dict], prompt_of: list[int]) -> int:
+    signs: dict[int, set] = {}
+    for row, prompt in zip(rows, prompt_of, strict=True):
+        advantage = row.get("advantage") or 0.0
+        signs.setdefault(prompt, set()).add((advantage > 0) - (advantage < 0))
+    return sum({1, -1} <= found for found in signs.values())
+
+
+def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") -> list[tuple[list[str], dict]]:
     """Sample rollouts for the first prompts of `dataset` (each `num_generations` times, as in training, so the
-    advantages are GRPO's), compute their credit, and return the first `num_rollouts` as `(tokens, trace_row)`."""
+    advantages are GRPO's), compute their credit, and return `num_rollouts` of them as `(tokens, trace_row)`.
+
+    choice: `first`, the first `num_rollouts` (every rollout of the first prompts, in order); `mixed`, a passed and
+    a failed rollout of the same prompt side by side, sampling prompts a generation batch at a time until
+    `ceil(num_rollouts / 2)` of them mix outcomes or `MIXED_SEARCH` times that many were tried. Either way each row is labelled with its group (`group`, saying whether its prompt's
+    rollouts mix outcomes; `gear_trl.reporting.choose_rollouts`)."""
     import torch
 
     if not trainer.args.uses_teacher:
@@ -38,7 +63,10 @@ def sample_credit(trainer, dataset, num_rollouts: int) -> list[tuple[list[str], 
     if len(dataset) == 0:
         raise UserInputError("The split is empty: choose another with --split.")
     generations = trainer.num_generations
-    num_prompts = min(math.ceil(num_rollouts / generations), len(dataset))
+    pairs = math.ceil(num_rollouts / 2)
+    # mixed: up to MIXED_SEARCH prompts per pair wanted, sampled a generation batch at a time until enough mix
+    wanted = pairs * MIXED_SEARCH if choice == "mixed" else math.ceil(num_rollouts / generations)
+    num_prompts = min(wanted, len(dataset))
     per_call = max(1, trainer.args.generation_batch_size // generations)
     # compute_credit needs the teacher states in the batch; GRPO's own no-grad student pass (num_iterations > 1,
     # vLLM importance sampling) would consume them during generation, so inspection always defers to compute_credit.
@@ -46,7 +74,7 @@ def sample_credit(trainer, dataset, num_rollouts: int) -> list[tuple[list[str], 
     tokenizer = trainer_tokenizer(trainer)
     column = trainer.args.ground_truth_column
     trainer.model.train()  # sample as training does
-    rendered = []
+    rendered, prompt_of = [], []  # prompt_of: each rollout's prompt, its group
     for start in range(0, num_prompts, per_call):
         rows = [dict(dataset[j]) for j in range(start, min(start + per_call, num_prompts)) for _ in range(generations)]
         batch = trainer._generate_and_score_completions(rows)
@@ -70,9 +98,15 @@ def sample_credit(trainer, dataset, num_rollouts: int) -> list[tuple[list[str], 
             prompts=[prompt_text(p) for p in record.prompts],
             ground_truths=[row.get(column) for row in rows],
         )
-        for row in rows_out:
+        for index, row in enumerate(rows_out):
             rendered.append((decode_tokens(tokenizer, row["completion_ids"]), row))
-    return rendered[:num_rollouts]
+            prompt_of.append(start + index // generations)
+        if choice == "mixed" and _mixed_groups([row for _, row in rendered], prompt_of) >= pairs:
+            break
+    for position, (_, row) in enumerate(rendered):
+        row["position"] = position
+    chosen = choose_rollouts([row for _, row in rendered], num_rollouts, prompt_of, choice)
+    return [(rendered[row.pop("position")][0], row) for row in chosen]
 
 
 def parse_cli(argv: list[str] | None = None):
@@ -92,6 +126,13 @@ def parse_cli(argv: list[str] | None = None):
     )
     parser.add_argument("--split", default="test", help="Dataset split to draw prompts from (default: test).")
     parser.add_argument("--num-rollouts", "--num_rollouts", type=int, default=4, help="Rollouts to render.")
+    parser.add_argument(
+        "--first-n",
+        "--first_n",
+        action="store_true",
+        help="Render the first N rollouts in order, rather than (the default) a passed and a failed rollout of the "
+        "same prompt side by side, from prompts whose rollouts mix outcomes.",
+    )
     parser.add_argument("--out", default=os.path.join("outputs", "inspect"), help="Output folder.")
     options, rest = parser.parse_known_args(argv)
     if options.num_rollouts < 1:
@@ -118,7 +159,11 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
     trainer = build_trainer(
         script_args, training_args, model_args, dataset, eval_dataset, model=model, processing_class=tokenizer
     )
-    rollouts = sample_credit(trainer, dataset, options.num_rollouts)
+    rollouts = sample_credit(trainer, dataset, options.num_rollouts, "first" if options.first_n else "mixed")
+    if not options.first_n and not any(
+        "above the group's mean" in row.get("group", "") and "no mix" not in row["group"] for _, row in rollouts
+    ):
+        print("No prompt sampled has rollouts with mixed outcomes: showing the first ones, each said to have no mix.")
     name = options.model or model_args.model_name_or_path
     title = f"GEAR credit: {name} on {script_args.dataset_name} [{options.split}], credit={training_args.credit}"
     html_path, png_path = write_report(rollouts, options.out, f"credit_{options.split}", title)

@@ -108,3 +108,30 @@ def test_report_goes_to_wandb_and_trackio_from_the_main_process_only(tmp_path, m
         assert len(data) == 2 and data[0][0] == 7 and "boxed" in data[0][2]
         assert data[0][columns.index("onsets")] == 1 and data[0][columns.index("advantage")] == pytest.approx(0.5)
         assert logs["credit/tokens"] == ("image", str(tmp_path / "credit" / "step_00007.png"))
+
+
+def mixed_trace(tokenizer):
+    """Four rollouts, two prompts in shuffled order: prompt A's (rows 0 and 2) are all alike (advantage 0), prompt
+    B's (rows 1 and 3) mix a pass (+1) and a fail (-1)."""
+    trace = hand_made_trace(tokenizer, rows=4)
+    signs = torch.tensor([0.0, -1.0, 0.0, 1.0])[:, None]
+    trace.advantages = signs * trace.weights
+    prompts = torch.tensor([[1, 2], [3, 4], [1, 2], [3, 4]])
+    return trace, prompts
+
+
+@pytest.mark.parametrize("choice", ["mixed", "first"])
+def test_a_report_shows_a_passed_and_a_failed_rollout_of_one_prompt_by_default(tmp_path, choice):
+    tokenizer = AutoTokenizer.from_pretrained(TINY)
+    trace, prompts = mixed_trace(tokenizer)
+    trainer = SimpleNamespace(_tokenizer=tokenizer, last_credit_trace=trace, last_credit_prompt_ids=prompts)
+    args = SimpleNamespace(output_dir=str(tmp_path), report_to=[], credit_report_rollouts=2, credit="gear",
+                           credit_report_choice=choice)  # fmt: skip
+    CreditReportCallback(trainer).on_step_end(args, SimpleNamespace(global_step=3, is_world_process_zero=True), None)
+    page = (tmp_path / "credit" / "step_00003.html").read_text()
+    if choice == "mixed":  # prompt B's pass, then its fail
+        assert page.index("advantage +1.000") < page.index("advantage -1.000")
+        assert page.count("prompt 1: 1 of 2 above the group&#39;s mean, 1 below") == 2
+    else:  # the first two rows: prompt A's rollout (no mix), then prompt B's fail
+        assert "prompt 0: no mix, all 2 alike (advantage 0)" in page
+        assert "advantage -1.000" in page and "advantage +1.000" not in page

@@ -196,4 +196,9 @@ def test_cli_on_the_tiny_recipe_writes_html_and_png(tmp_path, capsys):
     assert 2 <= len(parser.tokens) <= 32
     assert "advantage" in page and "accuracy_reward" in page
     assert (out / "credit_test.png").stat().st_size > 1000
-    assert str(out / "credit_test.html") in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert str(out / "credit_test.html") in printed
+    # the default choice looks for a prompt whose rollouts mix outcomes, and says where it found none
+    assert page.count("prompt 0:") == 2
+    if "no mix" in page:
+        assert "No prompt sampled has rollouts with mixed outcomes" in printed

@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from gear_trl.reporting import render_html_report
 from gear_trl.reporting.colors import ENTROPY_COLORS, KL_COLORS, WEIGHT_COLORS, color_scale, weight_color
 from tests.test_inspect import TOKENS, TokenSpans, hand_made_row
@@ -75,3 +77,51 @@ def test_a_completion_below_the_noise_floor_says_so_instead_of_counting_segments
     meta = [section.split('<div class="meta">')[1].split("</div>")[0] for section in (loud_section, quiet_section)]
     assert "KL below the noise floor" in meta[1] and not re.search(r"\d+ segments?", meta[1])
     assert "KL below the noise floor" not in meta[0] and re.search(r"\d+ segments?", meta[0])
+
+
+def _rows(advantages):
+    return [{"advantage": a, "id": i} for i, a in enumerate(advantages)]
+
+
+def test_choose_rollouts_pairs_the_best_and_worst_of_groups_with_mixed_outcomes():
+    from gear_trl.reporting import choose_rollouts
+
+    # prompt 0 (rows 0-3): all failed, advantage 0; prompt 1 (rows 4-7): 1 pass, 3 fails; prompt 2: 2 and 2
+    rows = _rows([0, 0, 0, 0, -0.5, 1.5, -0.5, -0.5, 1, -1, 1, -1])
+    keys = ["a"] * 4 + ["b"] * 4 + ["c"] * 4
+    chosen = choose_rollouts(rows, 4, keys)
+    assert [row["id"] for row in chosen] == [5, 4, 8, 9]
+    assert chosen[0]["group"] == "prompt 1: 1 of 4 above the group's mean, 3 below"
+    assert chosen[2]["group"] == "prompt 2: 2 of 4 above the group's mean, 2 below"
+    # more than the pairs can fill: the first rows not chosen, said to have no mix
+    chosen = choose_rollouts(rows, 6, keys)
+    assert [row["id"] for row in chosen] == [5, 4, 8, 9, 0, 1]
+    assert chosen[4]["group"] == "prompt 0: no mix, all 4 alike (advantage 0)"
+    # an odd limit cuts the last pair to its passed rollout
+    assert [row["id"] for row in choose_rollouts(rows, 3, keys)] == [5, 4, 8]
+    # the first-N choice, labelled all the same
+    chosen = choose_rollouts(rows, 3, keys, "first")
+    assert [row["id"] for row in chosen] == [0, 1, 2] and "no mix" in chosen[0]["group"]
+    assert "group" not in rows[0]  # copies
+
+
+def test_choose_rollouts_without_a_mixed_group_says_so():
+    from gear_trl.reporting import choose_rollouts
+
+    chosen = choose_rollouts(_rows([0, 0, 0, 0]), 2, [0, 0, 1, 1])
+    assert [row["id"] for row in chosen] == [0, 1]
+    assert all("no mix" in row["group"] for row in chosen)
+    # a shuffled batch holding only the failed part of a group: no mix here, not advantage 0
+    (row,) = choose_rollouts(_rows([-0.7]), 1, ["x"])
+    assert row["group"] == "prompt 0: no mix here, the 1 in this batch all below the group's mean"
+    with pytest.raises(ValueError, match="choice"):
+        choose_rollouts(_rows([0]), 1, [0], "best")
+    with pytest.raises(ValueError, match="group keys"):
+        choose_rollouts(_rows([0, 0]), 1, [0])
+
+
+def test_the_group_note_heads_the_rollout():
+    from gear_trl.reporting.rows import header_lines
+
+    head, _ = header_lines({"group": "prompt 1: 1 of 4 above the group's mean, 3 below", "advantage": 1.5, "kl": []})
+    assert head.startswith("prompt 1: 1 of 4") and "advantage +1.500" in head

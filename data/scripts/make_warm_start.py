@@ -101,8 +101,20 @@ TASKS = {
         "max_tool_calling_iterations": 8,  # 4-6 calls, room for a failed call or two
     },
 }
+for _variant in ("independent", "chained"):  # the horizon family (data/horizon/), scored at its main K
+    TASKS[f"horizon-{_variant}"] = {
+        # written by `make_horizon_data.py --no-task --sft-variant VARIANT --sft-out outputs/horizon/sft_VARIANT.jsonl`
+        "sft_file": REPO_ROOT / "outputs" / "horizon" / f"sft_{_variant}.jsonl",
+        "task_dir": REPO_ROOT / "data" / "horizon" / _variant / "k4",
+        "output_dir": REPO_ROOT / "data" / f"tiny-qwen3-horizon-{_variant}",
+        "max_length": 384,  # SFT rows of K <= 8 with a teacher's reference solution: under 300 tokens
+        "max_new_tokens": 64,  # K = 4 lines of 11-12 tokens, the empty think block and the end token
+        "max_tool_calling_iterations": 4,
+    }
 """Per task, the defaults of `--sft-file`, `--task-dir`, `--output-dir`, `--max-length`, `--max-new-tokens` and
 `--max-tool-calling-iterations` (rounds of the calculator tasks' evaluation, as their recipes set them)."""
+TASK_REWARDS = {"horizon-independent": "horizon_accuracy", "horizon-chained": "horizon_accuracy"}
+"""The reward a task's evaluation scores with, where it is not `accuracy`."""
 CALC_TASKS = ("calc_tools", "calc_long")
 
 
@@ -182,13 +194,15 @@ def evaluate(
     reference: str = "answer",
     max_new_tokens: int = 48,
     seed: int = 0,
+    reward=accuracy_reward,
 ) -> dict[str, Any]:
-    """Accuracy (mean of `accuracy_reward`) and the fraction of completions with a `\\boxed{}` on `rows`."""
+    """Accuracy (mean of `reward`, by default `accuracy_reward`) and the fraction of completions with a `\\boxed{}`
+    on `rows`."""
     prompts = [rl_prompt(row, teacher=teacher, reference=reference) for row in rows]
     completions = generate_completions(
         model, tokenizer, prompts, do_sample=do_sample, max_new_tokens=max_new_tokens, seed=seed
     )
-    rewards = accuracy_reward(completions, [row["ground_truth"] for row in rows])
+    rewards = reward(completions, [row["ground_truth"] for row in rows])
     return {
         "accuracy": sum(rewards) / len(rewards),
         "boxed": sum(bool(boxed_spans(c)) for c in completions) / len(completions),
@@ -196,10 +210,12 @@ def evaluate(
     }
 
 
-def evaluate_all(model, tokenizer, rows, max_new_tokens: int = 48, seed: int = 0) -> dict[str, dict[str, Any]]:
+def evaluate_all(
+    model, tokenizer, rows, max_new_tokens: int = 48, seed: int = 0, reward=accuracy_reward
+) -> dict[str, dict[str, Any]]:
     """The accuracies: greedy, sampled (T = 1) and sampled with the teacher prompt (T = 1), and when the rows carry
     worked solutions, sampled with the solution in the teacher prompt."""
-    kwargs = {"max_new_tokens": max_new_tokens, "seed": seed}
+    kwargs = {"max_new_tokens": max_new_tokens, "seed": seed, "reward": reward}
     results = {
         "greedy": evaluate(model, tokenizer, rows, do_sample=False, **kwargs),
         "sampled": evaluate(model, tokenizer, rows, do_sample=True, **kwargs),
@@ -390,12 +406,18 @@ def save_model(model, tokenizer_dir: Path, output_dir: Path) -> None:
     assert size < 20 * 2**20, "the warm-started model must stay under 20 MB"
 
 
+def task_reward(task: str):
+    from gear_trl.rewards import get_reward_funcs
+
+    return get_reward_funcs([TASK_REWARDS.get(task, "accuracy")])[0]
+
+
 def report_evaluation(model, tokenizer, test_rows: list[dict], args: argparse.Namespace) -> None:
     """Print the task's accuracies on the first `args.n_eval` test rows (on the calculator tasks also the tool calls
     per rollout), with an example completion of each."""
     start = time.time()
     is_calc = args.task in CALC_TASKS
-    evaluate_all_fn = evaluate_all
+    evaluate_all_fn = functools.partial(evaluate_all, reward=task_reward(args.task))
     if is_calc:
         evaluate_all_fn = functools.partial(evaluate_all_calc,
                                             max_tool_calling_iterations=args.max_tool_calling_iterations)  # fmt: skip
@@ -536,7 +558,7 @@ def main(argv: list[str] | None = None) -> None:
             snapshot_dir = args.output_dir.with_name(args.output_dir.name + "-snapshots")
             callbacks.append(StopAndSnapshotCallback(args.stop_at_step, args.snapshot_every, snapshot_dir))
         if args.eval_every:
-            evaluate_fn = None
+            evaluate_fn = functools.partial(evaluate, reward=task_reward(args.task))
             if is_calc:
                 evaluate_fn = functools.partial(evaluate_calc,
                                                 max_tool_calling_iterations=args.max_tool_calling_iterations)  # fmt: skip

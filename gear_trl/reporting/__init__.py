@@ -20,7 +20,16 @@ from collections.abc import Sequence
 from .colors import color_scale, weight_color
 from .html import render_html, render_html_report
 from .png import render_png, render_png_report
-from .rows import credit_table, decode_tokens, prompt_text, rollout_summary, trace_rows, trainer_tokenizer
+from .rows import (
+    ROLLOUT_CHOICES,
+    choose_rollouts,
+    credit_table,
+    decode_tokens,
+    prompt_text,
+    rollout_summary,
+    trace_rows,
+    trainer_tokenizer,
+)
 
 
 def write_report(rollouts: Sequence[tuple[Sequence[str], dict]], out_dir: str, stem: str, title: str):
@@ -41,6 +50,8 @@ def write_report(rollouts: Sequence[tuple[Sequence[str], dict]], out_dir: str, s
 
 
 __all__ = [
+    "ROLLOUT_CHOICES",
+    "choose_rollouts",
     "color_scale",
     "credit_table",
     "decode_tokens",

@@ -105,7 +105,7 @@ def display_token(text: str) -> str:
 
 def header_parts(trace_row: dict) -> list[str]:
     summary = rollout_summary(trace_row)
-    parts = []
+    parts = [trace_row["group"]] if trace_row.get("group") else []
     reward = trace_row.get("reward")
     if reward is not None:
         detail = trace_row.get("rewards") or {}
@@ -130,7 +130,7 @@ def header_parts(trace_row: dict) -> list[str]:
 def header_lines(trace_row: dict) -> tuple[str, str]:
     """(reward and advantage, token statistics) for a two-line header."""
     parts = header_parts(trace_row)
-    head = [p for p in parts if p.startswith(("reward", "advantage"))]
+    head = [p for p in parts if p.startswith(("prompt ", "reward", "advantage"))]
     return "  \u00b7  ".join(head) or "(no reward recorded)", "  \u00b7  ".join(p for p in parts if p not in head)
 
 
@@ -226,6 +226,56 @@ def trace_rows(
             row["ground_truth"] = ground_truths[i]
         rows.append(row)
     return rows
+
+
+ROLLOUT_CHOICES = ("mixed", "first")
+"""How a credit report picks its rollouts: `mixed` (a passed and a failed rollout of the same prompt side by side),
+`first` (the first N, in batch order)."""
+
+
+def choose_rollouts(rows: Sequence[dict], limit: int, groups: Sequence[Any], choice: str = "mixed") -> list[dict]:
+    """Up to `limit` of `rows` (`trace_row` dicts with an `advantage`), each labelled with its group (`group`).
+
+    `groups`: per row, a key its prompt's other rollouts share (the prompt's token ids, its text), so that a group
+    is one prompt's rollouts however the batch was shuffled. `mixed`: per group whose rollouts mix outcomes (some
+    advantage above 0 and some below: GRPO's advantage is the reward against the group's mean), in order of first
+    appearance, its best rollout and then its worst side by side, until `limit`; the rest, if any, are the first rows
+    not chosen. With no group mixed, the first `limit` rows, each said to be in a group with no mix. `first`: the
+    first `limit` rows. Returned rows are copies; `group` reads e.g. "prompt 2: 3 of 8 above the group's mean, 5
+    below" or "prompt 0: no mix, all 8 alike (advantage 0)" (counted over the rows given: a training batch may hold
+    part of a group).
+    """
+    if choice not in ROLLOUT_CHOICES:
+        raise ValueError(f"choice must be one of {ROLLOUT_CHOICES}; got {choice!r}.")
+    if len(groups) != len(rows):
+        raise ValueError(f"{len(groups)} group keys for {len(rows)} rows.")
+    members: dict[Any, list[int]] = {}
+    for i, key in enumerate(groups):
+        members.setdefault(key, []).append(i)
+    notes, mixed = {}, []
+    for g, group in enumerate(members.values()):
+        advantages = [rows[i].get("advantage") or 0.0 for i in group]
+        above, below = sum(a > 0 for a in advantages), sum(a < 0 for a in advantages)
+        if above and below:
+            note = f"prompt {g}: {above} of {len(group)} above the group's mean, {below} below"
+            mixed.append(group)
+        elif above or below:  # a shuffled training batch may hold only part of a group
+            side = "above" if above else "below"
+            note = f"prompt {g}: no mix here, the {len(group)} in this batch all {side} the group's mean"
+        else:
+            note = f"prompt {g}: no mix, all {len(group)} alike (advantage 0)"
+        for i in group:
+            notes[i] = note
+    chosen: list[int] = []
+    if choice == "mixed":
+        for group in mixed:
+            if len(chosen) >= limit:
+                break
+            best = max(group, key=lambda i: rows[i].get("advantage") or 0.0)
+            worst = min(group, key=lambda i: rows[i].get("advantage") or 0.0)
+            chosen += [best, worst][: limit - len(chosen)]
+    chosen += [i for i in range(len(rows)) if i not in chosen][: max(0, limit - len(chosen))]
+    return [{**rows[i], "group": notes[i]} for i in chosen]
 
 
 def prompt_text(prompt: Any) -> str:

@@ -1,7 +1,8 @@
 """Training callbacks.
 
 `CreditReportCallback` shows GEAR's credit while a run trains: every `credit_report_steps` steps `GEARTrainer` keeps
-the credit of its first batch (`last_credit_trace`); the callback renders `credit_report_rollouts` of those rollouts
+the credit of its first batch (`last_credit_trace`, and its prompts); the callback renders `credit_report_rollouts`
+of those rollouts (by default a passed and a failed rollout of the same prompt side by side: `credit_report_choice`)
 with `gear_trl.reporting`'s renderers to `output_dir/credit/step_XXXXX.{html,png}` and logs a table (step, rollout,
 text, mean KL, onsets, weight range, reward, advantage) and the PNG through the trackers in `report_to`
 (tensorboard, wandb, trackio).
@@ -14,7 +15,7 @@ import os
 
 from transformers import TrainerCallback
 
-from ..reporting import credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
+from ..reporting import choose_rollouts, credit_table, decode_tokens, trace_rows, trainer_tokenizer, write_report
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,13 @@ class CreditReportCallback(TrainerCallback):
         """Write `output_dir/credit/step_XXXXX.{html,png}` and log them; returns the two paths."""
         tokenizer = trainer_tokenizer(self.trainer) or getattr(processing_class, "tokenizer", processing_class)
         limit = self.num_rollouts or getattr(args, "credit_report_rollouts", 4)
-        rows = trace_rows(trace, pad_token_id=tokenizer.pad_token_id)[:limit]
+        rows = trace_rows(trace, pad_token_id=tokenizer.pad_token_id)
+        prompt_ids = getattr(self.trainer, "last_credit_prompt_ids", None)
+        if prompt_ids is not None and len(prompt_ids) == len(rows):
+            keys = [tuple(ids) for ids in prompt_ids.tolist()]
+        else:  # without the prompts, every rollout is a group of its own: no mix, the first N
+            keys = list(range(len(rows)))
+        rows = choose_rollouts(rows, limit, keys, getattr(args, "credit_report_choice", "mixed"))
         rollouts = [(decode_tokens(tokenizer, row["completion_ids"]), row) for row in rows]
         step = state.global_step
         out_dir = os.path.join(args.output_dir, "credit")

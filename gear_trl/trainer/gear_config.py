@@ -315,6 +315,14 @@ class GEARConfig(GRPOConfig):
         },
     )
     credit_report_rollouts: int = field(default=4, metadata={"help": "Rollouts per credit report."})
+    credit_report_choice: str = field(
+        default="mixed",
+        metadata={
+            "help": "Which rollouts a credit report shows: `mixed` (a passed and a failed rollout of the same prompt "
+            "side by side, from groups whose outcomes differ; the first ones where no group does) or `first` (the "
+            "first N of the batch)."
+        },
+    )
     teacher_control_steps: int = field(
         default=10,
         metadata={
@@ -405,6 +413,8 @@ class GEARConfig(GRPOConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if self.credit_report_choice not in ("mixed", "first"):
+            raise ValueError(f"`credit_report_choice` must be 'mixed' or 'first', got {self.credit_report_choice!r}.")
         for name in ("teacher_control_steps", "teacher_control_rows"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:

@@ -361,6 +361,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         )
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
             self.last_credit_trace = trace.to("cpu")
+            self.last_credit_prompt_ids = batch["prompt_ids"].cpu()  # a report shows rollouts of one prompt together
         return trace.advantages
 
     @torch.no_grad()

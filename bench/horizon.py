@@ -1,0 +1,503 @@
+"""Where credit matters: each credit arm against GRPO (`none`) on a task family with a horizon knob, and the share of
+the ceiling of redistribution that each recovers.
+
+The headroom study (bench/headroom.py) found even its label oracles tied with GRPO on arith and calc_long, where
+GRPO itself barely learns and no oracle removed the blame from a failed rollout's correct prefix. This study asks
+where token credit can pay at all, on the horizon family (`data/horizon/`, data/README.md): K decisions per problem,
+a binary all-correct reward, variants `independent` and `chained`, K a knob. Per variant and K it trains every arm
+from the variant's warm start with the same recipe (`recipes/tiny/config_horizon.yaml`), steps, batch and seeds, and
+reports, per arm:
+
+- the final-window training reward and held-out sampled accuracy, each as the paired difference from `none` with its
+  95% t-interval over seeds (bench/headroom.py's `arm_summary`), and `none`'s start and end accuracy;
+- the **share of the ceiling recovered**, (arm - none) / (oracle-prefix - none) per metric, with a paired bootstrap
+  interval over seeds, wherever the ceiling's own interval lies above 0 (`share_of_ceiling`);
+- localization (onset at the error, blame ratio, advantage mass moved, with their chance levels) and the label-free
+  diagnostics, from bench/headroom.py's probes.
+
+Arms: `none` (GRPO); `gear-answer`, `gear-solution` (GEAR with a teacher shown the K results, or the K lines);
+`gear-signed`, `rlsd`, `token`, `gear_no_entropy` (with the solution teacher); headroom's `oracle-gear` and
+`oracle-strong` (GEAR's weighting fed the label signal); and bench/horizon_oracles.py's `oracle-prefix` (the most any
+sign-preserving weighting inside a rollout can do), `oracle-two-sided-0.5` / `-0.9` (GEAR's shape, able to lower the
+prefix) and `oracle-process` (each decision's correctness as a per-decision advantage).
+
+Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
+bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
+warm start's weights, so an interrupted study resumes where it stopped; `--cached-only` reports what is cached.
+
+    python bench/horizon.py --quick      # chained, K 2 and 4: none and oracle-prefix x 2 seeds, 2 steps
+    python bench/horizon.py              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
+
+Writes `bench/results/horizon[_quick].{json,md,png}`: `variants` -> K -> `arms` -> metric -> `mean`, `ci_low`,
+`ci_high`, `n_seeds`, each arm's `share_of_ceiling`, and per variant and K `none_accuracy` (start and end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = REPO_ROOT / "bench"
+RESULTS_DIR = BENCH_DIR / "results"
+for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-import this file
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import headroom
+import learning
+import teacher_sweep
+
+RECIPE = "recipes/tiny/config_horizon.yaml"
+VARIANTS = {
+    "independent": {"model": "data/tiny-qwen3-horizon-independent"},
+    "chained": {"model": "data/tiny-qwen3-horizon-chained"},
+}
+"""Variant -> its warm start (data/README.md, "Horizon task family"; made by make_warm_start.py --task
+horizon-<variant>)."""
+QUICK_STAND_IN = "data/tiny-qwen3-arith-sol35"
+"""The model `--quick` uses for a variant whose warm start does not exist (yet): the arith warm start writes the same
+`a op b = r` lines, so it exercises every step of the pipeline, rewards and oracles included; what it measures is the
+pipeline, not credit on the horizon task (the report's `config.variants` names the model used)."""
+MAIN_K = 4
+"""The K the warm starts are calibrated at (student sampled accuracy 0.2-0.6 there)."""
+
+ARMS = {
+    **{name: headroom.ARMS[name] for name in ("none", "gear-answer", "gear-solution", "gear-signed", "rlsd")},
+    "token": {"credit": "token"},
+    "gear_no_entropy": {"credit": "gear_no_entropy"},
+    "oracle-gear": headroom.ARMS["oracle-gear"],
+    "oracle-strong": headroom.ARMS["oracle-strong"],
+    "oracle-prefix": {"credit": "gear", "oracle": "prefix"},
+    "oracle-two-sided-0.5": {"credit": "gear", "oracle": "two_sided", "oracle_options": {"eps": 0.5}},
+    "oracle-two-sided-0.9": {"credit": "gear", "oracle": "two_sided", "oracle_options": {"eps": 0.9}},
+    "oracle-process": {"credit": "gear", "oracle": "process"},
+}
+"""Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
+through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
+the advantages), oracle options and recipe overrides. The new oracles run under `credit: gear` only so that the
+trainer computes a credit trace to replace (their teacher pass is wasted, as headroom's oracles' is)."""
+CEILING = "oracle-prefix"
+"""The ceiling of redistribution inside a rollout: `share_of_ceiling` divides by its gain over `none`."""
+
+BUDGETS = {
+    "full": {
+        "variants": list(VARIANTS),
+        "ks": [2, 4, 8],
+        "arms": list(ARMS),
+        "seeds": list(range(8)),
+        "max_steps": 40,
+        "eval_limit": None,
+        "problems": 48,
+        "set": [],
+    },
+    "quick": {
+        "variants": ["chained"],
+        "ks": [2, 4],
+        "arms": ["none", CEILING],
+        "seeds": [0, 1],
+        "max_steps": 2,
+        "eval_limit": 8,
+        "problems": 2,
+        "set": ["per_device_train_batch_size=16"],  # 2 problems x 8 samples per step
+    },
+}
+"""Costs, measured. `--quick` (chained, K 2 and 4, none and oracle-prefix x 2 seeds, 2 steps of 2 problems, 8
+held-out problems, 2 probes of 2 problems: 12 jobs) used 12-15 CPU-seconds a job, 160 in all, and took 10.1 minutes
+of wall time on 2 cores that 5 other jobs shared (load average 6-8), with `QUICK_STAND_IN` as the model; on 2 idle
+cores its CPU time would take about 2 minutes (an estimate, not measured here). Its stand-in scores 0 on these
+prompts (it writes one line and a boxed answer), so every group is all-failed and no oracle acts in it: the quick
+check runs every step of the pipeline, not the oracles' effect.
+
+The full budget (2 variants x K 2, 4, 8 x 13 arms x 8 seeds = 624 runs of 40 steps of 8 problems x 8 samples, 200
+held-out problems) is far beyond a 2-core session. Estimated from arith's measured 81-97 CPU-seconds a 40-step run
+with 48-token completions, scaled by completion length (12 K + 16 tokens at most): about 70, 90 and 180 CPU-seconds a
+run at K 2, 4, 8, so 13 arms x 8 seeds x 340 CPU-seconds = 9.8 CPU-hours a variant, about 20 in all, plus 78 probes.
+The 6 oracles and `none` (7 arms) at every K of both variants: about 10.6 CPU-hours; of one variant, 5.3. Within
+the issue's 8 CPU-hours: the 6 oracle arms and `none` on `chained` at K 2, 4, 8 (5.3 h), then the teacher arms at the
+K where the ceiling's interval is above 0. Each variant also needs its warm start first (make_warm_start.py: about 5
+CPU-seconds an SFT step of 32 rows measured on `chained`, so 800 steps are about 70 CPU-minutes) and its
+calibration runs of `none` on seeds outside the study (100, 101)."""
+
+METRICS = teacher_sweep.METRICS
+
+
+def max_completion_length(k: int) -> int:
+    """12 tokens a line at most ("23 + 5 = 28\\n" is 10 of the tiny tokenizer's), the empty think block and the end
+    token: 12 K + 16."""
+    return 12 * k + 16
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Statistics (pure)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def share_of_ceiling(
+    arm: dict[int, float], ceiling: dict[int, float], ceiling_low: float, draws: int = 2000, seed: int = 0
+) -> dict | None:
+    """The share of the ceiling's gain an arm recovers, paired by seed.
+
+    Args:
+        arm: seed -> the arm's paired difference from `none` (a metric's arm - none on that seed).
+        ceiling: seed -> the ceiling's (oracle-prefix's) paired difference from `none`.
+        ceiling_low: the lower bound of the ceiling's 95% interval; the share is undefined (None) unless it is > 0.
+
+    Returns:
+        {"mean": mean(arm) / mean(ceiling) over the seeds both have, "ci_low", "ci_high": the 2.5th and 97.5th
+        percentiles of that ratio over `draws` bootstrap resamples of those seeds (resamples whose ceiling mean is
+        <= 0 count as a share of -inf / +inf by the arm's sign, so a ceiling that is unsure widens the interval),
+        "n_seeds"}; None where the ceiling's interval is not above 0 or fewer than 2 seeds are shared.
+    """
+    if ceiling_low is None or math.isnan(ceiling_low) or ceiling_low <= 0:
+        return None
+    seeds = sorted(set(arm) & set(ceiling))
+    seeds = [s for s in seeds if not (math.isnan(arm[s]) or math.isnan(ceiling[s]))]
+    if len(seeds) < 2:
+        return None
+    a = [arm[s] for s in seeds]
+    c = [ceiling[s] for s in seeds]
+    mean = statistics.fmean(a) / statistics.fmean(c)
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(draws):
+        picks = [rng.randrange(len(seeds)) for _ in seeds]
+        num = statistics.fmean(a[i] for i in picks)
+        den = statistics.fmean(c[i] for i in picks)
+        ratios.append(num / den if den > 0 else math.copysign(math.inf, num or 1.0))
+    ratios.sort()
+    low = ratios[int(0.025 * (draws - 1))]
+    high = ratios[math.ceil(0.975 * (draws - 1))]
+    return {"mean": mean, "ci_low": low, "ci_high": high, "n_seeds": len(seeds)}
+
+
+def paired_by_seed(runs: list[dict], arm: str, metric: str, window: int, baseline: str = "none") -> dict[int, float]:
+    """seed -> arm's metric minus the baseline's, over the seeds both have run."""
+    mine = {r["seed"]: r for r in runs if r["label"] == arm}
+    base = {r["seed"]: r for r in runs if r["label"] == baseline}
+    out = {}
+    for seed in sorted(set(mine) & set(base)):
+        x = teacher_sweep.run_metric(mine[seed], metric, window)
+        y = teacher_sweep.run_metric(base[seed], metric, window)
+        if x is not None and y is not None:
+            out[seed] = x - y
+    return out
+
+
+def cell_report(cell: dict, window: int) -> dict:
+    """One variant and K: `cell` = {"arms": [...], "runs": [...], "probes": {arm: probe}, "start": start result}.
+
+    Returns {"start": the warm start's held-out scores, "none_accuracy": {"start", "end", "end_ci_low",
+    "end_ci_high"} (held-out sampled accuracy of the warm start, and of `none` after training, mean of its seeds),
+    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling` (metric -> share, or None where undefined)}."""
+    (body,) = headroom.build_report({"cell": cell}, window).values()
+    arms = body["arms"]
+    if CEILING in arms and CEILING != "none":
+        for arm, out in arms.items():
+            if arm in ("none", CEILING):
+                continue
+            out["share_of_ceiling"] = {
+                metric: share_of_ceiling(
+                    paired_by_seed(cell["runs"], arm, metric, window),
+                    paired_by_seed(cell["runs"], CEILING, metric, window),
+                    arms[CEILING][f"{metric}_minus_none"]["ci_low"],
+                )
+                for metric in METRICS
+            }
+    none = arms.get("none", {}).get("sampled_accuracy", {})
+    body["model"] = (cell.get("start") or {}).get("model")
+    body["none_accuracy"] = {
+        "start": body["start"].get("sampled_accuracy"),
+        "end": none.get("mean"),
+        "end_ci_low": none.get("ci_low"),
+        "end_ci_high": none.get("ci_high"),
+    }
+    return body
+
+
+def build_report(cells: dict, window: int) -> dict:
+    """`cells`: variant -> K -> cell (see `cell_report`) -> `variants` -> str(K) -> report."""
+    return {
+        variant: {str(k): cell_report(cell, cell.get("window", window)) for k, cell in by_k.items()}
+        for variant, by_k in cells.items()
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Plot and table
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def plot(report: dict, path: Path) -> None:
+    """Per variant (rows) and metric (columns): each arm's paired gain over `none` against K, with its interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = report["variants"]
+    fig, axes = plt.subplots(len(variants), len(METRICS), figsize=(12, 4.2 * len(variants)), squeeze=False)
+    arms = sorted({a for by_k in variants.values() for body in by_k.values() for a in body["arms"]} - {"none"})
+    colors = {arm: plt.get_cmap("tab20")(i % 20) for i, arm in enumerate(arms)}
+    for row, (variant, by_k) in enumerate(variants.items()):
+        ks = sorted(by_k, key=int)
+        for ax, (metric, title) in zip(axes[row], METRICS.items(), strict=True):
+            for j, arm in enumerate(arms):
+                xs, ys, lows, highs = [], [], [], []
+                for k in ks:
+                    cell = by_k[k]["arms"].get(arm, {}).get(f"{metric}_minus_none")
+                    if cell is None or math.isnan(cell["mean"]):
+                        continue
+                    offset = 1 + 0.012 * (j - len(arms) / 2)  # side by side on the log axis
+                    xs.append(int(k) * offset)
+                    ys.append(cell["mean"])
+                    lows.append(0.0 if math.isnan(cell["ci_low"]) else cell["mean"] - cell["ci_low"])
+                    highs.append(0.0 if math.isnan(cell["ci_high"]) else cell["ci_high"] - cell["mean"])
+                if xs:
+                    style = "--" if arm.startswith("oracle") else "-"
+                    ax.errorbar(xs, ys, yerr=[lows, highs], fmt="o" + style, capsize=3, label=arm, color=colors[arm],
+                                ms=4, lw=1)  # fmt: skip
+            ax.axhline(0, color="gray", lw=1, ls=":")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([int(k) for k in ks], ks)
+            ax.set_xlabel("K (decisions per problem)")
+            ax.set_ylabel(f"arm - none, {title}", fontsize=8)
+            ax.set_title(f"{variant}: {title}, paired by seed, 95% t-interval", fontsize=9)
+            ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
+    fig.suptitle(report["title"], fontsize=9)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _share(cell: dict | None) -> str:
+    if cell is None:
+        return "n/a"
+    low, high = cell["ci_low"], cell["ci_high"]
+    bounds = "" if math.isinf(low) or math.isinf(high) else f" [{low:+.2f}, {high:+.2f}]"
+    return f"{cell['mean']:+.2f}{bounds}"
+
+
+def markdown(report: dict) -> str:
+    """Per variant and K: `none`'s start and end, then each arm's gains, share of the ceiling and localization."""
+    num = teacher_sweep._num
+    lines = []
+    for variant, by_k in report["variants"].items():
+        for k, body in sorted(by_k.items(), key=lambda item: int(item[0])):
+            none = body["none_accuracy"]
+            lines += [
+                (
+                    f"## {variant}, K = {k} (`none`: sampled accuracy {num(none['start'])} at the start, "
+                    f"{num(none['end'])} after training)"
+                ),
+                "",
+                f"Warm start: `{body.get('model')}`.",
+                "",
+                (
+                    "| arm | seeds | reward - none | sampled acc. - none | share of ceiling (reward) "
+                    "| share of ceiling (sampled) | onset at error (chance) | blame ratio (random) | mass moved |"
+                ),
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            for arm, cell in body["arms"].items():
+                loc = cell.get("localization") or {}
+                diffs = [
+                    teacher_sweep._cell(cell[f"{m}_minus_none"]) if f"{m}_minus_none" in cell else "(baseline)"
+                    for m in METRICS
+                ]
+                shares = cell.get("share_of_ceiling") or {}
+                share_cells = [
+                    "(ceiling)" if arm == CEILING else "" if arm == "none" else _share(shares.get(m)) for m in METRICS
+                ]
+                lines.append(
+                    f"| `{arm}` | {cell['reward_last']['n_seeds']} | {diffs[0]} | {diffs[1]} | {share_cells[0]} "
+                    f"| {share_cells[1]} | {num(loc.get('onset_rate'))} ({num(loc.get('onset_rate_random'))}) "
+                    f"| {num(loc.get('blame_ratio'))} ({num(loc.get('blame_ratio_random'))}) "
+                    f"| {num(loc.get('moved_share'), 3)} |"
+                )
+            lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def cell_overrides(variant: str, k: int, model: str, arm: str, budget_overrides: list[str] = ()) -> list[str]:
+    """Recipe overrides of `arm`'s runs at (variant, K): the warm start, the dataset and completion length of K, the
+    budget's and the arm's own (a later flag wins)."""
+    return ["--model_name_or_path", model, "--dataset_name", f"data/horizon/{variant}/k{k}",
+            "--max_completion_length", str(max_completion_length(k)), *budget_overrides,
+            *ARMS[arm].get("overrides", [])]  # fmt: skip
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="chained, K 2 and 4: none, oracle-prefix x 2 seeds.")
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS))
+    parser.add_argument("--ks", nargs="+", type=int)
+    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS))
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--model", action="append", default=[], metavar="VARIANT=DIR",
+                        help="Another warm start for a variant (calibration); repeatable.")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--work-dir", help="Default: outputs/horizon[_quick].")
+    parser.add_argument("--out-dir", default=str(RESULTS_DIR))
+    parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument("--cached-only", action="store_true",
+                        help="Train nothing: report the runs already cached (as horizon[_quick]_partial.* while any "
+                        "is missing).")  # fmt: skip
+    return parser
+
+
+def main(argv: list[str] | None = None, log=print) -> dict:
+    import yaml
+
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    name = "horizon" + ("_quick" if args.quick else "")
+    budget = dict(BUDGETS["quick" if args.quick else "full"])
+    variants = args.variants or budget["variants"]
+    ks = args.ks or budget["ks"]
+    arms = ["none", *(a for a in (args.arms or budget["arms"]) if a != "none")]
+    seeds = args.seeds or budget["seeds"]
+    max_steps = args.max_steps or budget["max_steps"]
+    models = {v: spec["model"] for v, spec in VARIANTS.items()}
+    for item in args.model:
+        variant, sep, model = item.partition("=")
+        if not sep or variant not in VARIANTS:
+            parser.error(f"--model takes VARIANT=DIR with VARIANT one of {sorted(VARIANTS)}; got {item!r}")
+        models[variant] = model
+    for variant in variants:
+        exists = (REPO_ROOT / models[variant] / "model.safetensors").exists()
+        if not exists and args.quick and models[variant] == VARIANTS[variant]["model"]:
+            log(f"{variant}: no warm start at {models[variant]}; the quick check uses {QUICK_STAND_IN}")
+            models[variant] = QUICK_STAND_IN
+        elif not exists:
+            parser.error(
+                f"the {variant} warm start {models[variant]} does not exist: make it with `python "
+                f'data/scripts/make_warm_start.py --task horizon-{variant}` (data/README.md, "Horizon task family") '
+                "or name another with --model VARIANT=DIR"
+            )
+    if min(ks) < 1:
+        parser.error("every K must be at least 1")
+    work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
+    overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
+    recipe = yaml.safe_load((REPO_ROOT / RECIPE).read_text())
+    recipe_sha = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+    wall = time.perf_counter()
+
+    jobs, plan = [], {}
+    for variant in variants:
+        for k in ks:
+            evaluation = {"dataset": f"data/horizon/{variant}/k{k}", "split": "test", "dataset_format": "generic",
+                          "max_new_tokens": max_completion_length(k), "reward": "horizon_accuracy"}  # fmt: skip
+            common = {
+                "recipe": RECIPE,
+                "eval": evaluation,
+                "eval_limit": budget["eval_limit"],
+                "train_eval": None,
+                "temperature": float(recipe.get("temperature", 1.0)),
+                "recipe_sha": recipe_sha,
+                "error_site": "horizon",
+                # keyed on the weights: a remade warm start is never mixed with old runs
+                "work_dir": str(work_root / f"{variant}-k{k}-{teacher_sweep.sha_of(models[variant])}"),
+                "task": f"{variant}-k{k}",
+            }
+            start = {"kind": "start", "key": "start", "model": models[variant], **common}
+            cell = {"start": start, "arms": arms, "probes": {}, "train": []}
+            for arm in arms:
+                spec = ARMS[arm]
+                if spec["credit"] != "none":
+                    cell["probes"][arm] = {
+                        "kind": "probe", "key": f"probe__{learning.run_key(arm, 0)}", "mode": spec["credit"],
+                        "oracle": spec.get("oracle"), "oracle_options": spec.get("oracle_options"),
+                        "overrides": cell_overrides(variant, k, models[variant], arm),
+                        "problems": budget["problems"], **common,
+                    }  # fmt: skip
+            for seed in seeds:  # seed-major: a cut-off study has every arm's first seeds
+                for arm in arms:
+                    spec = ARMS[arm]
+                    cell["train"].append({
+                        "kind": "train", "key": learning.run_key(arm, seed), "label": arm, "mode": spec["credit"],
+                        "oracle": spec.get("oracle"), "oracle_options": spec.get("oracle_options"), "seed": seed,
+                        "max_steps": max_steps,
+                        "overrides": cell_overrides(variant, k, models[variant], arm, overrides), **common,
+                    })  # fmt: skip
+            plan[(variant, k)] = cell
+            jobs += [start, *cell["probes"].values(), *cell["train"]]
+
+    results = teacher_sweep.run_jobs(
+        jobs, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=headroom.dispatch,
+        cached=headroom.cached,
+    )  # fmt: skip
+
+    def got(job):
+        return results.get((job["work_dir"], job["key"]))
+
+    missing = sum(got(job) is None for job in jobs)
+    if missing:
+        name += "_partial"
+    window = max(1, max_steps // 4)
+    cells: dict = {}
+    for (variant, k), cell in plan.items():
+        cells.setdefault(variant, {})[k] = {
+            "arms": cell["arms"],
+            "window": window,
+            "start": got(cell["start"]),
+            "probes": {arm: got(job) for arm, job in cell["probes"].items() if got(job) is not None},
+            "runs": [got(job) for job in cell["train"] if got(job) is not None],
+        }
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    report = {
+        "title": f"Horizon: each arm against GRPO, paired by seed ({max_steps} steps, seeds {seeds}"
+        + (", quick" if args.quick else "")
+        + (f"; partial: {len(jobs) - missing} of {len(jobs)} jobs done)" if missing else ")"),
+        "config": {
+            "arms": {arm: ARMS[arm] for arm in arms},
+            "variants": {v: {"model": models[v]} for v in variants},
+            "budget": {
+                **budget,
+                "variants": variants,
+                "ks": ks,
+                "arms": arms,
+                "seeds": seeds,
+                "max_steps": max_steps,
+                "window": window,
+            },
+            "recipe": RECIPE,
+            "ceiling": CEILING,
+            "main_k": MAIN_K,
+        },
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "git": commit.stdout.strip() or None,
+        "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
+        "jobs": {"planned": len(jobs), "missing": missing},
+        "variants": build_report(cells, window),
+        "runs": {f"{v}-k{k}": cell["runs"] for v, by_k in cells.items() for k, cell in by_k.items()},
+    }
+    out_dir = Path(args.out_dir)
+    teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
+    log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")
+    return report
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

@@ -1,0 +1,121 @@
+"""bench/horizon.py: the share of the ceiling, the report's schema on synthetic runs, the plot and table (no
+training)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.utils import load_file
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def horizon():
+    for path in (REPO_ROOT, REPO_ROOT / "bench"):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    return load_file(REPO_ROOT / "bench" / "horizon.py", "gear_bench_horizon")
+
+
+def test_share_of_ceiling_by_hand(horizon):
+    # the arm gains half the ceiling's gain on every seed: the share is 0.5 and so is every bootstrap resample
+    share = horizon.share_of_ceiling({0: 0.1, 1: 0.2, 2: 0.3}, {0: 0.2, 1: 0.4, 2: 0.6}, ceiling_low=0.1)
+    assert share["mean"] == pytest.approx(0.5)
+    assert share["ci_low"] == pytest.approx(0.5) and share["ci_high"] == pytest.approx(0.5)
+    assert share["n_seeds"] == 3
+    # ratio of the means, not mean of the ratios: (0.0 + 0.3) / 2 over (0.1 + 0.5) / 2
+    share = horizon.share_of_ceiling({0: 0.0, 1: 0.3, 5: 9.0}, {0: 0.1, 1: 0.5}, ceiling_low=0.05)
+    assert share["mean"] == pytest.approx(0.5) and share["n_seeds"] == 2
+    assert share["ci_low"] <= 0.0 + 1e-12 and share["ci_high"] >= 0.6 - 1e-12  # resamples of one seed: 0 and 0.6
+
+
+def test_share_of_ceiling_is_undefined_without_a_ceiling(horizon):
+    arm, ceiling = {0: 0.1, 1: 0.2}, {0: 0.2, 1: 0.4}
+    assert horizon.share_of_ceiling(arm, ceiling, ceiling_low=0.0) is None  # the interval touches 0
+    assert horizon.share_of_ceiling(arm, ceiling, ceiling_low=-0.1) is None
+    assert horizon.share_of_ceiling(arm, ceiling, ceiling_low=math.nan) is None  # one seed: no interval
+    assert horizon.share_of_ceiling({0: 0.1}, {0: 0.2}, ceiling_low=0.1) is None  # one seed shared
+
+
+def run(label, seed, rewards, accuracy):
+    return {"label": label, "seed": seed, "reward": rewards, "eval": {"sampled_accuracy": accuracy}}
+
+
+def synthetic_cell(ceiling_gain):
+    """3 seeds; window 1 (the last step's reward). none: reward 0.2 + 0.01 s, accuracy 0.30 + 0.01 s; the ceiling
+    gains `ceiling_gain` (+ 0.01 s) on both; oracle-gear half of that."""
+    runs = []
+    for s in range(3):
+        runs += [
+            run("none", s, [0.1, 0.2 + 0.01 * s], 0.30 + 0.01 * s),
+            run("oracle-prefix", s, [0.1, 0.2 + 0.01 * s + ceiling_gain + 0.01 * s],
+                0.30 + 0.01 * s + ceiling_gain + 0.01 * s),
+            run("oracle-gear", s, [0.1, 0.2 + 0.01 * s + (ceiling_gain + 0.01 * s) / 2],
+                0.30 + 0.01 * s + (ceiling_gain + 0.01 * s) / 2),
+        ]  # fmt: skip
+    return {
+        "arms": ["none", "oracle-prefix", "oracle-gear"],
+        "window": 1,
+        "start": {"eval": {"sampled_accuracy": 0.25, "greedy_accuracy": 0.3}},
+        "probes": {},
+        "runs": runs,
+    }
+
+
+def test_report_schema_and_share_of_ceiling_on_synthetic_runs(horizon):
+    report = horizon.build_report({"chained": {4: synthetic_cell(0.1), 8: synthetic_cell(0.0)}}, window=1)
+    assert set(report) == {"chained"} and set(report["chained"]) == {"4", "8"}
+    body = report["chained"]["4"]
+    for arm in ("none", "oracle-prefix", "oracle-gear"):
+        for metric in ("reward_last", "sampled_accuracy"):
+            cell = body["arms"][arm][metric]
+            assert set(cell) >= {"mean", "ci_low", "ci_high", "n_seeds"} and cell["n_seeds"] == 3
+    assert body["arms"]["none"]["sampled_accuracy"]["mean"] == pytest.approx(0.31)
+    assert body["none_accuracy"]["start"] == 0.25
+    assert body["none_accuracy"]["end"] == pytest.approx(0.31)
+    gain = body["arms"]["oracle-prefix"]["reward_last_minus_none"]
+    assert gain["mean"] == pytest.approx(0.11) and gain["ci_low"] > 0
+    share = body["arms"]["oracle-gear"]["share_of_ceiling"]
+    for metric in ("reward_last", "sampled_accuracy"):
+        assert share[metric]["mean"] == pytest.approx(0.5)
+        assert share[metric]["ci_low"] == pytest.approx(0.5) and share[metric]["n_seeds"] == 3
+    assert "share_of_ceiling" not in body["arms"]["none"] and "share_of_ceiling" not in body["arms"]["oracle-prefix"]
+    # K = 8: the ceiling gains 0.00, 0.01, 0.02: its interval reaches below 0, so no share is defined
+    assert report["chained"]["8"]["arms"]["oracle-gear"]["share_of_ceiling"] == {
+        "reward_last": None,
+        "sampled_accuracy": None,
+    }
+    json.dumps(report)  # the report is JSON as written
+
+
+def test_plot_and_table_from_a_synthetic_report(horizon, tmp_path):
+    report = {
+        "title": "synthetic",
+        "variants": horizon.build_report({"chained": {2: synthetic_cell(0.1), 4: synthetic_cell(0.05)}}, window=1),
+    }
+    path = tmp_path / "horizon.png"
+    horizon.plot(report, path)
+    assert path.stat().st_size > 5000
+    table = horizon.markdown(report)
+    assert "## chained, K = 2 (`none`: sampled accuracy 0.25 at the start, 0.31 after training)" in table
+    assert "| `oracle-prefix` | 3 |" in table and "(ceiling)" in table
+    assert "+0.50 [+0.50, +0.50]" in table
+
+
+def test_every_arm_has_a_known_credit_and_oracle(horizon):
+    import horizon_oracles
+
+    assert set(horizon.BUDGETS["full"]["arms"]) == set(horizon.ARMS)
+    for arm, spec in horizon.ARMS.items():
+        assert spec["credit"] in ("none", "gear", "gear-signed", "rlsd", "token", "gear_no_entropy"), arm
+        assert spec.get("oracle") in (None, "from_error", "error_token", *horizon_oracles.WEIGHT_KINDS), arm
+    assert horizon.cell_overrides("chained", 8, "m", "oracle-strong")[:6] == [
+        "--model_name_or_path", "m", "--dataset_name", "data/horizon/chained/k8", "--max_completion_length", "112",
+    ]  # fmt: skip
+    assert horizon.cell_overrides("chained", 8, "m", "oracle-strong")[-6:] == horizon.headroom.ORACLE_STRONG
