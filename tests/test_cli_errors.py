@@ -6,18 +6,12 @@ from __future__ import annotations
 import pytest
 
 from gear_trl.trainer import hub
-from gear_trl.trainer.gear_trainer import GEARTrainer
 from gear_trl.trainer.preflight import check_trackers
 
 RECIPE = "recipes/tiny/config_math.yaml"
 
 
-@pytest.fixture(autouse=True)
-def never_load_a_model(monkeypatch):
-    def fail(*args, **kwargs):
-        raise AssertionError("the trainer (and its model) was built although the input was wrong")
-
-    monkeypatch.setattr(GEARTrainer, "__init__", fail)
+pytestmark = pytest.mark.usefixtures("never_load_a_model")  # tests/conftest.py
 
 
 def error_line(cli, argv) -> str:

@@ -11,7 +11,6 @@ import warnings
 import pytest
 
 from gear_trl.trainer.gear_config import LOSS_TYPES
-from gear_trl.trainer.gear_trainer import GEARTrainer
 from gear_trl.trainer.preflight import (
     PreflightError,
     Problems,
@@ -22,12 +21,7 @@ from gear_trl.trainer.preflight import (
 RECIPE = "recipes/tiny/config_math.yaml"
 
 
-@pytest.fixture(autouse=True)
-def never_load_a_model(monkeypatch):
-    def fail(*args, **kwargs):
-        raise AssertionError("the trainer (and its model) was built although the input was wrong")
-
-    monkeypatch.setattr(GEARTrainer, "__init__", fail)
+pytestmark = pytest.mark.usefixtures("never_load_a_model")  # tests/conftest.py
 
 
 def error_of(argv) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from datasets import Dataset
 
-from tests.utils import make_trainer, tiny_args, weighted
+from tests.utils import make_trainer, report_and_leave, tiny_args, weighted
 
 TOOLS = json.dumps(
     [
@@ -65,20 +64,7 @@ def main() -> None:
         "kl_mean": metrics["gear/kl_mean"],
         "advantages_shape": list(batch["advantages"].shape),
     }
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    if rank == 0:
-        Path(known.report).write_text(json.dumps(everyone))
-    # Enter teardown together. Without it rank 1 could destroy its process group while rank 0 still wrote the report:
-    # the suspected cause of a rare abort at exit ("terminate called without an active exception", ~1 in 100 runs).
-    dist.barrier()
-    trainer.accelerator.end_training()
-    # And leave without interpreter finalization: the abort above was seen in all three two-rank scripts (once each,
-    # ~1 in 100 runs, after the rank's work) before the barrier, whose effect one day's runs cannot show. These
-    # scripts test the ranks' work, which the report carries; tool_lockstep.py keeps the normal exit.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    report_and_leave(trainer, mine, known.report)
 
 
 if __name__ == "__main__":

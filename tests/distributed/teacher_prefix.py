@@ -7,8 +7,6 @@ one-token forwards that match the other rank's count), and how far its states ar
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from datasets import Dataset
 from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.trainer.teacher import Teacher
+from tests.utils import report_and_leave
 
 # With shuffling off, per-device batch 2, two steps per generation and two generations per prompt, rank 0 gets rows
 # 0, 0, 1, 1 (the same prompt twice: one distinct teacher prompt) and rank 1 rows 2, 2, 3, 3 (two).
@@ -99,20 +98,7 @@ def main() -> None:
     trainer.args.teacher_prefix_sharing_max_ratio = 1e-9 if dist.get_rank() == 0 else 1.0
     trainer.train()
     mine = {"rank": dist.get_rank(), "step": trainer.state.global_step, "passes": Recording.report}
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    if dist.get_rank() == 0:
-        Path(known.report).write_text(json.dumps(everyone))
-    # Enter teardown together. Without it rank 1 could destroy its process group while rank 0 still wrote the report:
-    # the suspected cause of a rare abort at exit ("terminate called without an active exception", ~1 in 100 runs).
-    dist.barrier()
-    trainer.accelerator.end_training()
-    # And leave without interpreter finalization: the abort above was seen in all three two-rank scripts (once each,
-    # ~1 in 100 runs, after the rank's work) before the barrier, whose effect one day's runs cannot show. These
-    # scripts test the ranks' work, which the report carries; tool_lockstep.py keeps the normal exit.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    report_and_leave(trainer, mine, known.report)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ tests/test_vllm_standin.py through `accelerate launch`; writes a JSON report."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from transformers import AutoTokenizer
 
 from gear_trl.testing.vllm_standin import colocated_vllm_standin
 from tests.standin_credit import standin_trainer, tool_script
+from tests.utils import report_and_leave
 
 
 def main() -> None:
@@ -45,16 +45,7 @@ def main() -> None:
         else [],
         "zero_stage": trainer.accelerator.state.deepspeed_plugin.zero_stage if trainer.is_deepspeed_enabled else 0,
     }
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    if dist.get_rank() == 0:
-        Path(known.report).write_text(json.dumps(everyone))
-    # Enter teardown together, and leave without interpreter finalization (see teacher_prefix.py).
-    dist.barrier()
-    trainer.accelerator.end_training()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    report_and_leave(trainer, mine, known.report)
 
 
 if __name__ == "__main__":
