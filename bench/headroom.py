@@ -48,9 +48,7 @@ import hashlib
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -571,8 +569,6 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         }
         for task_name, task_jobs in plan.items()
     }
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=False)  # fmt: skip
     report = {
         "title": "Headroom: each arm against GRPO, paired by seed ("
         + "; ".join(f"{t}: {b['max_steps']} steps, seeds {b['seeds']}" for t, b in budgets.items())
@@ -585,9 +581,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                 for t, b in budgets.items()
             },
         },
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "git": commit.stdout.strip() or None,
-        "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
+        **teacher_sweep.provenance(wall),
         "jobs": {"planned": len(jobs), "missing": missing},
         "tasks": build_report(tasks, window=1),
         "runs": {t: body["runs"] for t, body in tasks.items()},

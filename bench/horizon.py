@@ -39,10 +39,8 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -463,8 +461,6 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "probes": {arm: got(job) for arm, job in cell["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in cell["train"] if got(job) is not None],
         }
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=False)  # fmt: skip
     report = {
         "title": f"Horizon: each arm against GRPO, paired by seed ({max_steps} steps, seeds {seeds}"
         + (", quick" if args.quick else "")
@@ -485,9 +481,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "ceiling": CEILING,
             "main_k": MAIN_K,
         },
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "git": commit.stdout.strip() or None,
-        "wall_s_this_invocation": round(time.perf_counter() - wall, 1),
+        **teacher_sweep.provenance(wall),
         "jobs": {"planned": len(jobs), "missing": missing},
         "variants": build_report(cells, window),
         "runs": {f"{v}-k{k}": cell["runs"] for v, by_k in cells.items() for k, cell in by_k.items()},

@@ -768,22 +768,31 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "eval_limit": budget["eval_limit"],
         "problems_probed": budget["problems"],
     }
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=False)  # fmt: skip
+    where = provenance(start)
     report = {
         "title": f"GEAR vs GRPO by teacher quality ({'quick, ' if args.quick else ''}{RECIPE}, {max_steps} steps, "
         f"seeds {seeds})",
         "config": config,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "git": commit.stdout.strip() or None,
-        "runs_git": args.runs_git or commit.stdout.strip() or None,
-        "wall_s_this_invocation": round(time.perf_counter() - start, 1),
+        **where,
+        "runs_git": args.runs_git or where["git"],
         **build_report(teachers, probes, starts, runs, best, config),
         "runs": runs,
     }
     write_results(report, Path(args.out_dir), name, plot, tables, log)
     log(f"wrote {Path(args.out_dir) / (name + '.json')}, .png and .md")
     return report
+
+
+def provenance(wall_start: float) -> dict:
+    """What every study report records of where it ran: the machine, the commit (None outside git) and this
+    invocation's wall seconds since `wall_start` (a `time.perf_counter()` reading)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    return {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "git": commit.stdout.strip() or None,
+        "wall_s_this_invocation": round(time.perf_counter() - wall_start, 1),
+    }
 
 
 def write_results(report: dict, out_dir: Path, name: str, plot_fn, table_fn, log=print) -> str:
