@@ -189,7 +189,20 @@ def test_model_card_names_local_paths_as_paths_links_hub_ids_and_states_the_cred
         "fine-tuned version of `data/tiny-qwen3` (a local path) on the `data/math/gsm8k_style` (a local path)" in card
     )
     assert "- credit: `gear`" in card and "- onset_threshold: `0.3`" in card and "- teacher: `live`" in card
+    assert "- weight_eps: `" in card and "- teacher_reference: `" in card
+    assert "teacher_sync_steps" not in card and "teacher_ema_decay" not in card  # a live teacher has neither
     assert "GEAR" in card and "2605.11853" in card  # TRL's paper line is kept
     trainer.create_model_card(dataset_name="openai/gsm8k")
     card = (tmp_path / "out" / "README.md").read_text()
     assert "[openai/gsm8k](https://huggingface.co/datasets/openai/gsm8k)" in card
+
+
+@pytest.mark.parametrize(
+    ("teacher", "field", "value"), [("periodic", "teacher_sync_steps", 7), ("ema", "teacher_ema_decay", 0.9)]
+)
+def test_model_card_states_the_teacher_kinds_own_setting(tmp_path, teacher, field, value):
+    args = tiny_args(tmp_path, credit="gear", teacher=teacher, **{field: value})
+    trainer = make_trainer(tmp_path, args=args)
+    trainer.create_model_card()
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert f"- teacher: `{teacher}`" in card and f"- {field}: `{value}`" in card

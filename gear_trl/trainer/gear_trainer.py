@@ -662,6 +662,20 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 weight_alpha=args.weight_alpha,
                 weight_lambda=args.weight_lambda,
                 weight_norm=args.weight_norm,
+                weight_eps=args.weight_eps,
+                teacher_reference=args.teacher_reference,
+            )
+            # The teacher kind's own knob: two runs differing only in it must not have the same card.
+            if args.teacher == "periodic":
+                settings.update(teacher_sync_steps=args.teacher_sync_steps)
+            elif args.teacher == "ema":
+                settings.update(teacher_ema_decay=args.teacher_ema_decay)
+        if args.credit == "rlsd":
+            settings.update(
+                rlsd_lambda=args.rlsd_lambda,
+                rlsd_eps=args.rlsd_eps,
+                rlsd_lambda_decay_steps=args.rlsd_lambda_decay_steps,
+                rlsd_lambda_warmup_steps=args.rlsd_lambda_warmup_steps,
             )
         if args.credit in ("gigpo", "gear+gigpo"):
             settings.update(gigpo_gamma=args.gigpo_gamma, gigpo_omega=args.gigpo_omega, gigpo_mode=args.gigpo_mode)
