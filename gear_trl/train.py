@@ -438,6 +438,20 @@ def preflight(
         check_precision(training_args.bf16, training_args.fp16, deepspeed=training_args.deepspeed)
     with collect.check():
         check_vllm(training_args.use_vllm)
+    if training_args.uses_teacher:
+        import torch
+
+        from .trainer.devices import check_planned_devices
+
+        with collect.check():
+            device_type = training_args.device.type  # sets up `distributed_state` too
+            check_planned_devices(
+                training_args.model_init_kwargs,
+                training_args.credit,
+                distributed=training_args.distributed_state.distributed_type in ("MULTI_GPU", "DEEPSPEED"),
+                device_type=device_type,
+                num_gpus=torch.cuda.device_count(),
+            )
     if isinstance(model_args.model_name_or_path, str):
         cache_dir = (training_args.model_init_kwargs or {}).get("cache_dir")
         with collect.check():
