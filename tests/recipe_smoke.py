@@ -117,26 +117,7 @@ def build_stand_in(model_id: str, path: Path, layers: int = STAND_IN_LAYERS) -> 
     return path
 
 
-def short_tool_data(path: Path) -> Path:
-    """data/bfcl_tiny (BFCL multi-turn rows, the recipes' schema and environment) with each row's tool list cut to the
-    tools its reference calls use, as a `multi_turn` config like data/bfcl's: prompts of ~300 tokens, not ~700."""
-    if (path / "train.jsonl").exists():
-        return path
-    path.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for line in (REPO / "data" / "bfcl_tiny" / "train.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        used = {call["name"] for call in json.loads(row["ground_truth"])}
-        tools = [tool for tool in json.loads(row["tools"]) if tool["function"]["name"] in used]
-        rows.append({**row, "tools": json.dumps(tools)})
-    (path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (path / "README.md").write_text(
-        "---\nconfigs:\n- config_name: multi_turn\n  data_files:\n  - split: train\n    path: train.jsonl\n---\n"
-    )
-    return path
-
-
-def smoke_argv(recipe_path: Path, stand_in: Path, output_dir: Path, tool_data: Path | None = None) -> list[str]:
+def smoke_argv(recipe_path: Path, stand_in: Path, output_dir: Path) -> list[str]:
     """`gear_trl.train` arguments: the recipe, then `CPU_OVERRIDES`, the stand-in, a local dataset where needed, and
     the smoke reward beside the shipped ones."""
     import yaml
@@ -147,8 +128,8 @@ def smoke_argv(recipe_path: Path, stand_in: Path, output_dir: Path, tool_data: P
         argv += [f"--{key}", value]
     if recipe["dataset_name"] in LOCAL_DATA:
         argv += ["--dataset_name", str(REPO / LOCAL_DATA[recipe["dataset_name"]])]
-    elif recipe["dataset_name"] == "data/bfcl":
-        argv += ["--dataset_name", str(tool_data)]
+    elif not recipe["dataset_name"].startswith("data/"):  # a Hub id with no local stand-in would fail offline, later
+        raise KeyError(f"{recipe_path}: no local stand-in for {recipe['dataset_name']!r} in LOCAL_DATA")
     held_out = recipe.get("held_out_datasets") or []
     if held_out:
         argv += ["--held_out_datasets", *sorted({s if s.startswith("data/") else LOCAL_HELD_OUT for s in held_out})]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.recipe_smoke import CPU_OVERRIDES, build_stand_in, short_tool_data, smoke_argv
+from tests.recipe_smoke import CPU_OVERRIDES, build_stand_in, smoke_argv
 from tests.utils import free_port, run_ranks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,10 +52,9 @@ def smoke(recipe: str, smoke_dir: Path, tmp_path: Path, launcher: list[str] | No
     path = REPO / "recipes" / recipe
     model_id = yaml.safe_load(path.read_text())["model_name_or_path"]
     stand_in = build_stand_in(model_id, smoke_dir / model_id.split("/")[-1])
-    tool_data = short_tool_data(smoke_dir / "bfcl_short")
     out = tmp_path / "run"
     result = tmp_path / "result.json"
-    argv = smoke_argv(path, stand_in, out, tool_data)
+    argv = smoke_argv(path, stand_in, out)
     launch = launcher or [sys.executable]
     run_ranks([*launch, "-m", "tests.recipe_smoke", str(result), "--", *argv], _env(), TIMEOUT_S, recipe)
     ranks = sorted(tmp_path.glob("result.json.rank*"))
@@ -91,6 +90,19 @@ def test_overrides_are_the_ones_cpu_forces():
     shaping = {"use_peft", "lora_r", "lora_target_modules", "gradient_checkpointing", "loss_type", "credit"}
     shaping |= {"gradient_accumulation_steps", "steps_per_generation", "learning_rate", "teacher", "beta"}
     assert not shaping & set(CPU_OVERRIDES)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_smoked_recipe_has_local_data(recipe, tmp_path):
+    """A recipe whose Hub dataset has no local stand-in would reach the Hub offline, minutes into its slow smoke."""
+    path = REPO / "recipes" / recipe
+    argv = smoke_argv(path, tmp_path / "model", tmp_path / "out")
+    data = (
+        argv[argv.index("--dataset_name") + 1]
+        if "--dataset_name" in argv
+        else yaml.safe_load(path.read_text())["dataset_name"]
+    )
+    assert (REPO / data).is_dir() or Path(data).is_dir()
 
 
 @pytest.mark.slow
