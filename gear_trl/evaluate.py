@@ -946,6 +946,31 @@ def _bfcl_tasks(args) -> list[dict]:
     return [task for category in categories for task in load_tasks(category, limit=args.max_samples)]
 
 
+BFCL_SINGLE_TURN = "bfcl_single_turn"
+"""`--dataset_format` of the BFCL single-turn presets read from the installed bfcl-eval (live, Java, JavaScript,
+irrelevance, relevance): rows from `gear_trl.rewards.bfcl_ast.load_rows`, scored by BFCL's checker (`bfcl_ast`)."""
+
+
+def _bfcl_single_turn_rows(args):
+    """The rows of the BFCL categories `--split` names (a category or `live`), the first `--max-samples` of each."""
+    from datasets import Dataset
+
+    from .rewards.bfcl_ast import categories_of, load_rows
+
+    return Dataset.from_list([row for c in categories_of(args.split) for row in load_rows(c, limit=args.max_samples)])
+
+
+def _single_turn_categories(result: dict, rows) -> dict:
+    """The report with `categories` (each category's accuracy); `accuracy` stays the mean over all rows, which over
+    the live categories is the leaderboard's live column (weighted by each category's number of entries)."""
+    categories = rows["category"]
+    per_category: dict[str, list[float]] = {}
+    for sample in result["per_sample"]:
+        per_category.setdefault(categories[sample["index"]], []).append(sample["reward"])
+    result["categories"] = {name: _mean(values) for name, values in per_category.items()}
+    return result
+
+
 def _by_category(result: dict, tasks: list[dict]) -> dict:
     """The report with `categories` (each category's accuracy) and `accuracy` their unweighted mean, as the
     leaderboard's multi-turn column averages its categories."""
@@ -1028,7 +1053,8 @@ def main(argv: list[str] | None = None) -> dict:
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
     check_model_source(args.model, "--model")
     bfcl_tasks = _bfcl_tasks(args) if args.dataset_format == BFCL_MULTI_TURN else None
-    if bfcl_tasks is None:
+    bfcl_rows = _bfcl_single_turn_rows(args) if args.dataset_format == BFCL_SINGLE_TURN else None
+    if bfcl_tasks is None and bfcl_rows is None:
         check_dataset_source(args.dataset, "--dataset")
     backend = _backend(args)
 
@@ -1062,7 +1088,11 @@ def main(argv: list[str] | None = None) -> dict:
             "--backend vllm does not run --environment rollouts (they go through TRL's own tool loop, on "
             "transformers); use --backend transformers, or --benchmark bfcl_multi_turn for BFCL."
         )
-    if bfcl_tasks is None:
+    if bfcl_rows is not None:
+        dataset, adapter = bfcl_rows, BFCL_SINGLE_TURN
+        reward_names = reward_names or ["bfcl_ast"]
+        reward_funcs = get_reward_funcs(reward_names)
+    elif bfcl_tasks is None:
         dataset, adapter = load_eval_split(
             args.dataset,
             args.split,
@@ -1137,6 +1167,8 @@ def main(argv: list[str] | None = None) -> dict:
             )
 
         result = run(dataset)
+        if bfcl_rows is not None:
+            result = _single_turn_categories(result, bfcl_rows)
         if args.as_teacher is not None:
             from .trainer.teacher_probe import probe_as_teacher
 
