@@ -248,6 +248,7 @@ def test_the_decoder_reads_tool_call_blocks_and_never_raises_on_model_text():
     assert decode(f"<think>maybe <tool_call>x</tool_call></think>Sure. {block}") == [{"f": {"a": 1}}]
     assert decode([{"role": "assistant", "content": block}]) == [{"f": {"a": 1}}]
     assert decode("No call here.") == []
+    assert decode('<tool_call>{"name": "f"}</tool_call>') == [{"f": {}}]  # a call without arguments
     for text in ['<tool_call>{"name": "f"', "<tool_call>[1, 2]</tool_call>", '<tool_call>{"name": 3}</tool_call>',
                  '<tool_call>{"name": "f", "arguments": [1]}</tool_call>', f"{block}<tool_call>oops</tool_call>"]:  # fmt: skip
         assert decode(text) is None, text

@@ -17,11 +17,13 @@ a completion's `<tool_call>` blocks into the checker's call format, and `bfcl_as
 checker on it. Function names with `.` are shown and checked with `_` (many chat templates refuse dots), as BFCL's
 checker does for models whose config sets `underscore_to_dot`.
 
-The decode rule follows BFCL's Qwen function-calling handler (`QwenFCHandler.decode_ast`): every `<tool_call>` block
-must hold a JSON object with a string `name` and an object `arguments`; anything else makes the whole output a decode
-failure (the handler drops a block that is not JSON and raises on one without `arguments`; we count both as failures,
-so a broken block next to right ones is wrong, as `tool_call_accuracy` has it). Text outside the blocks and
-`<think>` reasoning are ignored. Nothing a model writes makes these functions raise.
+The decode rule follows BFCL's Qwen function-calling handler (`QwenFCHandler.decode_ast`, the format Qwen3's chat
+template asks for): each `<tool_call>` block holds a JSON object `{"name": ..., "arguments": {...}}`; text outside
+the blocks and `<think>` reasoning are ignored. Where the handler differs we keep `tool_call_accuracy`'s rule: a
+block that is not such an object (not JSON, a name that is not a string, arguments that are not an object, an
+unclosed block) makes the whole output a decode failure, where the handler drops a block that is not JSON (so a
+broken block beside right calls is wrong here); a block without `arguments` is a call without arguments, where the
+handler fails the whole output. Nothing a model writes makes these functions raise.
 """
 
 from __future__ import annotations
