@@ -357,3 +357,19 @@ def test_the_live_preset_reports_each_category_and_the_entry_weighted_mean(tmp_p
     with pytest.raises(Exception, match="live_simple"):
         _cli(tmp_path, monkeypatch, "bfcl_live", None, "--split", "live_simpel")
     assert get_reward_funcs(["bfcl_ast"]) == [bfcl_ast]
+
+
+def test_the_leaderboard_columns_average_the_presets_as_bfcl_does():
+    from gear_trl.rewards.bfcl_ast import leaderboard_columns
+
+    accuracy = {"bfcl_simple": 0.9, "bfcl_java": 0.6, "bfcl_javascript": 0.3, "bfcl_multiple": 0.8,
+                "bfcl_parallel": 0.7, "bfcl_parallel_multiple": 0.5, "bfcl_live": 0.75, "bfcl_irrelevance": 1.0,
+                "bfcl_live_irrelevance": 0.5, "bfcl_live_relevance": 0.25, "bfcl_multi_turn": 0.1}  # fmt: skip
+    columns = leaderboard_columns(accuracy)
+    # simple = (0.9 + 0.6 + 0.3) / 3 = 0.6; non-live = (0.6 + 0.8 + 0.7 + 0.5) / 4 = 0.65
+    assert columns == pytest.approx(
+        {"non_live": 0.65, "live": 0.75, "irrelevance": 0.75, "relevance": 0.25, "multi_turn": 0.1}
+    )
+    del accuracy["bfcl_java"], accuracy["bfcl_live_irrelevance"]
+    columns = leaderboard_columns(accuracy)
+    assert columns["non_live"] is None and columns["irrelevance"] is None and columns["live"] == 0.75

@@ -222,3 +222,31 @@ def bfcl_ast(completions: list[Any], bfcl_entry: list[Any] | None = None, **kwar
         except Exception:  # noqa: BLE001 - what the model wrote is untrusted; the checker's failure is a wrong answer
             rewards.append(0.0)
     return rewards
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(values) / len(values)
+
+
+def leaderboard_columns(accuracy: dict[str, float | None]) -> dict[str, float | None]:
+    """The leaderboard's score columns from our presets' `accuracy` values (`{preset name: accuracy}`, as in each
+    `gear_trl.evaluate` report), as bfcl-eval's `generate_leaderboard_csv` averages its categories:
+
+    - `non_live`: the unweighted mean of simple (itself the mean of Python, Java and JavaScript simple), multiple,
+      parallel and parallel_multiple;
+    - `live`: `bfcl_live`'s accuracy, the mean over the entries of the four live AST categories (the leaderboard
+      weighs them by their number of entries);
+    - `irrelevance`: the unweighted mean of non-live and live irrelevance; `relevance`: live relevance;
+    - `multi_turn`: `bfcl_multi_turn`'s accuracy, the unweighted mean of its four categories.
+
+    A column is None when one of its presets is missing (BFCL shows N/A). The overall score also needs the agentic
+    categories (web_search, memory), which have no preset, so it is not given."""
+    get = accuracy.get
+    simple = _mean([get("bfcl_simple"), get("bfcl_java"), get("bfcl_javascript")])
+    return {
+        "non_live": _mean([simple, get("bfcl_multiple"), get("bfcl_parallel"), get("bfcl_parallel_multiple")]),
+        "live": get("bfcl_live"),
+        "irrelevance": _mean([get("bfcl_irrelevance"), get("bfcl_live_irrelevance")]),
+        "relevance": get("bfcl_live_relevance"),
+        "multi_turn": get("bfcl_multi_turn"),
+    }
