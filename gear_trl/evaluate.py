@@ -23,7 +23,9 @@ with that environment's reward (`calculator_answer`, `multi_turn_execution`); wi
     python -m gear_trl.evaluate --model outputs/run --benchmark bfcl_multi_turn --backend vllm
 
 `--benchmark NAME` (`gear_trl.benchmarks`) presets the paper's benchmarks; `bfcl_multi_turn` rolls out BFCL's tasks
-in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`). `--backend vllm` generates
+in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`); `bfcl_live`, `bfcl_java`,
+`bfcl_javascript` and the (ir)relevance presets read BFCL's entries from bfcl-eval and score them with its
+`ast_checker` or relevance rule (`gear_trl.rewards.bfcl_ast`). `--backend vllm` generates
 with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` the report gives avg@n and the unbiased
 pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
 (`gear_run_settings.json`), used unless overridden.
@@ -966,7 +968,8 @@ def _single_turn_categories(result: dict, rows) -> dict:
     categories = rows["category"]
     per_category: dict[str, list[float]] = {}
     for sample in result["per_sample"]:
-        per_category.setdefault(categories[sample["index"]], []).append(sample["reward"])
+        task_reward = next(iter(sample["rewards"].values()))  # the first reward is the task's (`accuracy`'s)
+        per_category.setdefault(categories[sample["index"]], []).append(task_reward)
     result["categories"] = {name: _mean(values) for name, values in per_category.items()}
     return result
 
