@@ -252,7 +252,11 @@ def test_the_decoder_reads_tool_call_blocks_and_never_raises_on_model_text():
     for text in ['<tool_call>{"name": "f"', "<tool_call>[1, 2]</tool_call>", '<tool_call>{"name": 3}</tool_call>',
                  '<tool_call>{"name": "f", "arguments": [1]}</tool_call>', f"{block}<tool_call>oops</tool_call>"]:  # fmt: skip
         assert decode(text) is None, text
-    assert decode(None) is None and decode(42) is None
+    assert decode(None) == decode(42) == []
+    parsed = [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"a": 1}'}}]}
+    ]
+    assert decode(parsed) == [{"f": {"a": 1}}]  # TRL's parsed calls
     # what a model writes never makes the reward raise: odd values for the checker's converters score 0
     entry = json.loads(load_rows("simple_java", limit=1)[0]["bfcl_entry"])
     name = entry["function"][0]["name"]

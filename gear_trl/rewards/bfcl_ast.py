@@ -39,7 +39,7 @@ from typing import Any
 
 from ..data.bfcl import bfcl_function_to_tool_schema, bfcl_tool_name, rename_possible_answer
 from ..plugins import UserInputError
-from .tool_call import column_value, parse_text_tool_calls
+from .tool_call import column_value, parse_tool_calls
 
 AST_CATEGORIES = (
     "live_simple",
@@ -150,15 +150,9 @@ def load_rows(category: str, limit: int | None = None) -> list[dict]:
 def decode(completion: Any) -> list[dict] | None:
     """The calls of a completion in the checker's format, `[{name: {param: value}}]`, or None where it does not
     decode (a `<tool_call>` block that is not a JSON object with a string name and object arguments). `[]` when it
-    holds no block. A completion is text or TRL's list of assistant messages (their `content` is read)."""
-    if isinstance(completion, list):
-        texts = [m.get("content") for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
-        text = "\n".join(t for t in texts if isinstance(t, str))
-    elif isinstance(completion, str):
-        text = completion
-    else:
-        return None
-    calls = parse_text_tool_calls(text)
+    holds no call. A completion is text or a list of messages (an assistant's `tool_calls` as TRL parses them, else
+    its `content`'s blocks; see `gear_trl.rewards.tool_call.parse_tool_calls`); anything else holds no call."""
+    calls = parse_tool_calls(completion)
     if any(call["name"] is None for call in calls):
         return None
     return [{call["name"]: call["arguments"]} for call in calls]
