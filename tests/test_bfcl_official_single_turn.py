@@ -377,3 +377,21 @@ def test_the_leaderboard_columns_average_the_presets_as_bfcl_does():
     del accuracy["bfcl_java"], accuracy["bfcl_live_irrelevance"]
     columns = leaderboard_columns(accuracy)
     assert columns["non_live"] is None and columns["irrelevance"] is None and columns["live"] == 0.75
+
+
+def test_a_missing_bfcl_eval_is_named_not_scored_zero(monkeypatch):
+    import importlib
+    import sys
+
+    from gear_trl.plugins import UserInputError
+
+    module = importlib.import_module("gear_trl.rewards.bfcl_ast")  # the package's `bfcl_ast` is the function
+
+    entry = load_rows("live_simple", limit=1)[0]["bfcl_entry"]
+    module._checker.cache_clear()
+    monkeypatch.setitem(sys.modules, "bfcl_eval", None)  # `import bfcl_eval` raises ImportError
+    try:
+        with pytest.raises(UserInputError, match="pip install --no-deps bfcl-eval"):
+            bfcl_ast(["x"], [entry])
+    finally:
+        module._checker.cache_clear()

@@ -203,7 +203,9 @@ def check(entry: dict, calls: list[dict] | None) -> tuple[bool, str]:
 def bfcl_ast(completions: list[Any], bfcl_entry: list[Any] | None = None, **kwargs: Any) -> list[float | None]:
     """1.0 where BFCL's checker accepts a completion for its row's `bfcl_entry` (see `check`), else 0.0; None for a
     row without one. The checker raising on what a model wrote (a Java collection type it does not implement, a
-    value it cannot convert) scores 0.0."""
+    value it cannot convert) scores 0.0; a missing bfcl-eval is a UserInputError, not a row of zeros."""
+    if bfcl_entry is not None:
+        _checker()  # imported outside the per-row guard below
     rewards: list[float | None] = []
     for i, completion in enumerate(completions):
         raw = column_value(bfcl_entry, i) if bfcl_entry is not None else None
