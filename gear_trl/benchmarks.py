@@ -160,6 +160,55 @@ PRESETS: dict[str, Preset] = {
             )
             for category in ("simple", "multiple", "parallel", "parallel_multiple")
         ),
+        *(
+            Preset(
+                name=name,
+                title=title,
+                dataset="bfcl-eval",
+                split=split,
+                dataset_format="bfcl_single_turn",
+                columns="the installed bfcl-eval's entries: question -> prompt, function -> tools (with BFCL's "
+                "language hints), possible_answer -> checker"
+                + (" (`--split` live or one live category; `--max-samples` per category)" if split == "live" else ""),
+                reward=("bfcl_ast",),
+                temperature=0.0,
+                top_p=1.0,
+                max_new_tokens=4096,
+                source="BFCL v4 (bfcl-eval 2026.3.23): temperature 0.001 (here greedy)",
+                notes=notes,
+            )
+            for name, title, split, notes in (
+                (
+                    "bfcl_live",
+                    "BFCL live",
+                    "live",
+                    (
+                        "live_simple, live_multiple, live_parallel, live_parallel_multiple (258/1053/16/24 entries): "
+                        "BFCL's ast_checker; accuracy weighted by entries"
+                    ),
+                ),
+                ("bfcl_java", "BFCL Java", "simple_java", "100 entries; ast_checker with Java's type rules"),
+                (
+                    "bfcl_javascript",
+                    "BFCL JavaScript",
+                    "simple_javascript",
+                    "50 entries; ast_checker with JavaScript's type rules",
+                ),
+                ("bfcl_irrelevance", "BFCL irrelevance", "irrelevance", "240 entries; right when no call decodes"),
+                (
+                    "bfcl_live_irrelevance",
+                    "BFCL live irrelevance",
+                    "live_irrelevance",
+                    "884 entries; right when no call decodes",
+                ),
+                (
+                    "bfcl_live_relevance",
+                    "BFCL live relevance",
+                    "live_relevance",
+                    "16 entries; right when a call decodes (its content is not checked)",
+                ),
+            )
+        ),
     )
 }
 """The presets by name (`--benchmark`)."""

@@ -23,7 +23,9 @@ with that environment's reward (`calculator_answer`, `multi_turn_execution`); wi
     python -m gear_trl.evaluate --model outputs/run --benchmark bfcl_multi_turn --backend vllm
 
 `--benchmark NAME` (`gear_trl.benchmarks`) presets the paper's benchmarks; `bfcl_multi_turn` rolls out BFCL's tasks
-in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`). `--backend vllm` generates
+in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`); `bfcl_live`, `bfcl_java`,
+`bfcl_javascript` and the (ir)relevance presets read BFCL's entries from bfcl-eval and score them with its
+`ast_checker` or relevance rule (`gear_trl.rewards.bfcl_ast`). `--backend vllm` generates
 with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` the report gives avg@n and the unbiased
 pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
 (`gear_run_settings.json`), used unless overridden.
@@ -946,6 +948,32 @@ def _bfcl_tasks(args) -> list[dict]:
     return [task for category in categories for task in load_tasks(category, limit=args.max_samples)]
 
 
+BFCL_SINGLE_TURN = "bfcl_single_turn"
+"""`--dataset_format` of the BFCL single-turn presets read from the installed bfcl-eval (live, Java, JavaScript,
+irrelevance, relevance): rows from `gear_trl.rewards.bfcl_ast.load_rows`, scored by BFCL's checker (`bfcl_ast`)."""
+
+
+def _bfcl_single_turn_rows(args):
+    """The rows of the BFCL categories `--split` names (a category or `live`), the first `--max-samples` of each."""
+    from datasets import Dataset
+
+    from .rewards.bfcl_ast import categories_of, load_rows
+
+    return Dataset.from_list([row for c in categories_of(args.split) for row in load_rows(c, limit=args.max_samples)])
+
+
+def _single_turn_categories(result: dict, rows) -> dict:
+    """The report with `categories` (each category's accuracy); `accuracy` stays the mean over all rows, which over
+    the live categories is the leaderboard's live column (weighted by each category's number of entries)."""
+    categories = rows["category"]
+    per_category: dict[str, list[float]] = {}
+    for sample in result["per_sample"]:
+        task_reward = next(iter(sample["rewards"].values()))  # the first reward is the task's (`accuracy`'s)
+        per_category.setdefault(categories[sample["index"]], []).append(task_reward)
+    result["categories"] = {name: _mean(values) for name, values in per_category.items()}
+    return result
+
+
 def _by_category(result: dict, tasks: list[dict]) -> dict:
     """The report with `categories` (each category's accuracy) and `accuracy` their unweighted mean, as the
     leaderboard's multi-turn column averages its categories."""
@@ -1028,7 +1056,8 @@ def main(argv: list[str] | None = None) -> dict:
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
     check_model_source(args.model, "--model")
     bfcl_tasks = _bfcl_tasks(args) if args.dataset_format == BFCL_MULTI_TURN else None
-    if bfcl_tasks is None:
+    bfcl_rows = _bfcl_single_turn_rows(args) if args.dataset_format == BFCL_SINGLE_TURN else None
+    if bfcl_tasks is None and bfcl_rows is None:
         check_dataset_source(args.dataset, "--dataset")
     backend = _backend(args)
 
@@ -1062,7 +1091,11 @@ def main(argv: list[str] | None = None) -> dict:
             "--backend vllm does not run --environment rollouts (they go through TRL's own tool loop, on "
             "transformers); use --backend transformers, or --benchmark bfcl_multi_turn for BFCL."
         )
-    if bfcl_tasks is None:
+    if bfcl_rows is not None:
+        dataset, adapter = bfcl_rows, BFCL_SINGLE_TURN
+        reward_names = reward_names or ["bfcl_ast"]
+        reward_funcs = get_reward_funcs(reward_names)
+    elif bfcl_tasks is None:
         dataset, adapter = load_eval_split(
             args.dataset,
             args.split,
@@ -1137,6 +1170,8 @@ def main(argv: list[str] | None = None) -> dict:
             )
 
         result = run(dataset)
+        if bfcl_rows is not None:
+            result = _single_turn_categories(result, bfcl_rows)
         if args.as_teacher is not None:
             from .trainer.teacher_probe import probe_as_teacher
 

@@ -22,6 +22,7 @@ from gear_trl.envs import API_CLASSES, ENVIRONMENTS, FUNCTION_OWNERS, BFCLEnviro
 from gear_trl.envs.bfcl_official import BFCLOfficialEnvironment, function_owners, load_tasks, turn_rows
 from gear_trl.envs.rollout import encodable_text, harden_response_parser, tool_stats
 from gear_trl.rewards import REWARD_FUNCS
+from gear_trl.rewards.bfcl_ast import load_rows
 from gear_trl.rewards.guard import guard_reward_func
 from gear_trl.rewards.tool_call import parse_text_tool_calls
 
@@ -222,6 +223,7 @@ def reward_columns() -> dict[str, dict]:
         "calculator_answer": {"ground_truth": calc["ground_truth"]},
         "horizon_accuracy": {"ground_truth": first("data/horizon/chained/k8/train.jsonl")["ground_truth"]},
         "bfcl_official_turn": {"bfcl_task": bfcl_official_row()["bfcl_task"]},
+        "bfcl_ast": {"bfcl_entry": load_rows("simple_java", limit=1)[0]["bfcl_entry"]},  # Java: the type converters
     }
 
 
