@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..envs.bfcl_official import bfcl_official_turn_reward
 from ..plugins import UserInputError, load_plugin
+from .acebench import acebench_accuracy
 from .calculator import calculator_answer_reward
 from .horizon import horizon_accuracy
 from .math import accuracy_reward, format_reward
@@ -28,6 +29,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "calculator_answer": calculator_answer_reward,
     "horizon_accuracy": horizon_accuracy,
     "bfcl_official_turn": bfcl_official_turn_reward,
+    "acebench_accuracy": acebench_accuracy,
 }
 
 
@@ -75,6 +77,7 @@ __all__ = [
     "REWARD_FUNCS",
     "RewardFunc",
     "accuracy_reward",
+    "acebench_accuracy",
     "calculator_answer_reward",
     "format_reward",
     "get_reward_funcs",
