@@ -1149,6 +1149,10 @@ def main(argv: list[str] | None = None) -> dict:
             )
 
         result = run(dataset)
+        if adapter == ACEBENCH:  # ACEBench counts a multi-turn dialogue correct when all of its turns are
+            from .rewards.acebench import by_dialogue
+
+            result = by_dialogue(result, dataset["dialogue"])
         if args.as_teacher is not None:
             from .trainer.teacher_probe import probe_as_teacher
 

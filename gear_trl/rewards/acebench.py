@@ -106,7 +106,7 @@ class AceBenchRaises(Exception):
     """A case on which ACEBench's checker raises instead of giving a verdict; scored 0.0 here."""
 
 
-_MAX_POWER_RESULT_DIGITS = 4300  # Python's own int-to-text limit: larger results are no answer anyone means
+_MAX_POWER_BITS = 64_000  # past Python's 4300-digit int-to-text limit: no argument anyone means
 _MAX_REPEAT = 100_000
 
 
@@ -127,10 +127,9 @@ def _arithmetic(node: ast.AST) -> Any:
         if isinstance(node.op, ast.Pow):
             if isinstance(left, str) or isinstance(right, str):
                 raise Unreadable("** on a string")
-            if isinstance(right, int) and abs(right) > 64 and abs(left) > 1:
-                bits = abs(right) * max(abs(left), 2).bit_length() if isinstance(left, int) else 0
-                if bits > _MAX_POWER_RESULT_DIGITS * 4:
-                    raise Unreadable("power too large")
+            big = isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1
+            if big and right * abs(left).bit_length() > _MAX_POWER_BITS:
+                raise Unreadable("power too large")
             return left**right
         if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
             count = right if isinstance(left, str) else left
@@ -522,9 +521,34 @@ def acebench_accuracy(
     return rewards
 
 
+def by_dialogue(report: dict, dialogues: list[str]) -> dict:
+    """An evaluation report (`gear_trl.evaluate`'s) with ACEBench's multi-turn figures: each row is one turn of the
+    dialogue `dialogues[row]`, and ACEBench counts a dialogue correct when every turn of it is (`accuracy`, also
+    under `avg@k`, over dialogues and samples), its `process_accuracy` the mean over dialogues of the fraction of
+    turns correct; the mean over turns stays as `turn_accuracy`. A row of a single-turn category is its own dialogue,
+    so there the figures do not change.
+    """
+    names = list(report.get("rewards") or {})
+    turns: dict[tuple[str, int], list[bool]] = {}
+    for sample in report["per_sample"]:
+        value = sample["rewards"].get(names[0]) if names else None
+        if value is not None:
+            key = (dialogues[sample["index"]], sample["sample"])
+            turns.setdefault(key, []).append(value >= 1.0)
+    if not turns:
+        return report
+    k = report["num_samples"]
+    report["turn_accuracy"] = report["accuracy"]
+    report["accuracy"] = report[f"avg@{k}"] = sum(all(t) for t in turns.values()) / len(turns)
+    report["process_accuracy"] = sum(sum(t) / len(t) for t in turns.values()) / len(turns)
+    report["dialogues"] = len({dialogue for dialogue, _ in turns})
+    return report
+
+
 __all__ = [
     "SPECIAL_PHRASES",
     "acebench_accuracy",
+    "by_dialogue",
     "call_holds",
     "calls_hold",
     "completion_text",
