@@ -394,4 +394,24 @@ def test_acebenchs_own_evaluation_agrees_on_generated_answers():
 @pytest.mark.parametrize("category", NON_INTERACTIVE_CATEGORIES)
 def test_the_sample_is_what_the_script_makes_from_the_checkout(category):
     made = acebench_data.convert_category(CHECKOUT, category, limit=3)
-    assert made == list(load_acebench(SAMPLE, category))
+    assert made == list(load_acebench(SAMPLE, category)) == list(load_acebench(CHECKOUT, category, limit=3))
+
+
+@needs_checkout
+def test_the_presets_download_acebenchs_files_at_the_pinned_commit_once(tmp_path, monkeypatch):
+    fetched = []
+
+    def from_checkout(url, timeout=None):  # GitHub's raw files, served from the checkout
+        prefix = f"https://raw.githubusercontent.com/ACEBench/ACEBench/{acebench_data.ACEBENCH_COMMIT}/"
+        assert url.startswith(prefix)
+        fetched.append(url)
+        return open(os.path.join(CHECKOUT, url[len(prefix) :]), "rb")
+
+    monkeypatch.setattr(acebench_data.urllib.request, "urlopen", from_checkout)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    source = get_preset("acebench_parallel").dataset
+    rows = list(load_acebench(source, "normal_single_turn_parallel_function", limit=3))
+    assert rows == list(load_acebench(SAMPLE, "normal_single_turn_parallel_function"))
+    assert len(fetched) == 1 + 2 * len(NON_INTERACTIVE_CATEGORIES)
+    load_acebench(source, "special_irrelevant")
+    assert len(fetched) == 1 + 2 * len(NON_INTERACTIVE_CATEGORIES)  # cached

@@ -525,8 +525,8 @@ def by_dialogue(report: dict, dialogues: list[str]) -> dict:
     """An evaluation report (`gear_trl.evaluate`'s) with ACEBench's multi-turn figures: each row is one turn of the
     dialogue `dialogues[row]`, and ACEBench counts a dialogue correct when every turn of it is (`accuracy`, also
     under `avg@k`, over dialogues and samples), its `process_accuracy` the mean over dialogues of the fraction of
-    turns correct; the mean over turns stays as `turn_accuracy`. A row of a single-turn category is its own dialogue,
-    so there the figures do not change.
+    turns correct; the mean over turns stays as `turn_accuracy` (and pass@k, when sampled, is per turn). A row of a
+    single-turn category is its own dialogue, so there the figures do not change.
     """
     names = list(report.get("rewards") or {})
     turns: dict[tuple[str, int], list[bool]] = {}
