@@ -24,6 +24,7 @@ import contextlib
 import io
 import json
 import os
+import subprocess
 import sys
 import time
 import types
@@ -251,6 +252,14 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     eval_main = import_acebench(args.acebench)
+
+    def commit(path: str) -> str:
+        found = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                               check=False)  # fmt: skip
+        return found.stdout.strip() or "unknown"
+
+    where = {"acebench": commit(args.acebench), "gear_trl": commit(os.path.dirname(os.path.abspath(__file__)))}
+    print(f"ACEBench checkout at {where['acebench']}, gear_trl at {where['gear_trl']}")
     start = time.perf_counter()
     table: dict[str, Counter] = {}
     disagreements: dict[tuple[str, str], list] = defaultdict(list)
@@ -326,6 +335,7 @@ def main(argv: list[str] | None = None) -> dict:
         "raises": {f"{c}/{w}": n for (c, w), n in raises.items()},
         "disagreements": {f"{c}/{k}": v for (c, k), v in disagreements.items()},
         "seconds": seconds,
+        "commits": where,
     }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
