@@ -137,6 +137,15 @@ def _wrong_values(value: Any) -> list[tuple[str, Any]]:
     return [("wrong type", "zzqx")]
 
 
+_SOURCE_MARK = "zz-source-mark-zz"
+ODD_VALUES = (
+    "-5", "+5", "-2.5", "x[0]", "some_name", "true", "None", "...", "f(a=1)", "g()", "(1, 2)", "{1, 2}", "{'k': 'v'}",
+    "1+2", "'a'*2", "2**3", "7//2", "'true'", "'false'", "3.0", "[]", "{}", "''", "[1, 'a', True]", "x.y", "f'{x}'",
+    "1 if x else 2", "[['a b']]", "[{'k': 1}]", "-x", "not True", "b'x'", "1j",
+)  # fmt: skip
+"""Argument values as a model might write them, each exercising one path of ACEBench's reader and type check."""
+
+
 def _strip_index(name: str) -> str:
     import re
 
@@ -180,6 +189,11 @@ def normal_answers(ground_truth: Any, functions: Any) -> list[tuple[str, str]]:
                 for kind, wrong in _wrong_values(value):
                     out.append((kind, with_call(name, {**args, key: wrong})))
             out.append(("made-up extra argument", with_call(name, {**args, "zzqx_extra": "x"})))
+            if args:  # values of every kind the reader knows, written as source, in place of the first argument
+                key = next(iter(args))
+                for source in ODD_VALUES:
+                    answer = with_call(name, {**args, key: _SOURCE_MARK})
+                    out.append((f"odd value {source}", answer.replace(repr(_SOURCE_MARK), source)))
             function = next((f for f in functions if isinstance(f, dict) and f.get("name") == name), None) if \
                 isinstance(functions, list) else None  # fmt: skip
             properties = function.get("parameters", {}).get("properties", {}) if isinstance(function, dict) else {}
