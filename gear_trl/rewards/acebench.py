@@ -60,6 +60,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -208,7 +209,9 @@ def parse_calls(text: str) -> list[dict]:
     answer is not a list of calls once every whitespace character is removed."""
     squeezed = "".join(text.split())
     try:
-        tree = ast.parse(squeezed, mode="eval")
+        with warnings.catch_warnings():  # `1if` and the like, which squeezing makes: no warning per model answer
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(squeezed, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as err:
         raise Unreadable(f"{type(err).__name__}") from err
     if not isinstance(tree.body, (ast.List, ast.Tuple, ast.Set)):
