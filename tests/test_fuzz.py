@@ -222,6 +222,10 @@ def reward_columns() -> dict[str, dict]:
         "calculator_answer": {"ground_truth": calc["ground_truth"]},
         "horizon_accuracy": {"ground_truth": first("data/horizon/chained/k8/train.jsonl")["ground_truth"]},
         "bfcl_official_turn": {"bfcl_task": bfcl_official_row()["bfcl_task"]},
+        "acebench_accuracy": {
+            k: first("data/acebench/normal_single_turn_parallel_function.jsonl")[k]
+            for k in ("ground_truth", "functions", "category")
+        },
     }
 
 
