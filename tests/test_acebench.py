@@ -187,6 +187,8 @@ HOSTILE = [
     "(" * 300 + ")" * 300,
     "[hotel_book(city=9**9**9**9)]",
     "[hotel_book(city='x'*10**12)]",
+    "[hotel_book(city=" + "*".join(["2**60000"] * 50) + ")]",
+    "[hotel_book(city=b'x'*10**9)]",
     "[hotel_book(city=1/0)]",
     "[hotel_book(city=-'x')]",
     "[hotel_book(city={[1]: 2})]",

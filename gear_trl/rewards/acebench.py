@@ -114,7 +114,7 @@ _MAX_REPEAT = 100_000
 def _arithmetic(node: ast.AST) -> Any:
     # The part of Python's `eval` that ACEBench needs for `a + b` arguments: arithmetic on literal numbers and string
     # concatenation or repetition, bounded so that `9**9**9` cannot stall the scorer.
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float, complex, str, bool):
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, complex, str, bytes, bool):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _arithmetic(node.operand)
@@ -126,15 +126,15 @@ def _arithmetic(node: ast.AST) -> Any:
     left, right = _arithmetic(node.left), _arithmetic(node.right)
     try:
         if isinstance(node.op, ast.Pow):
-            if isinstance(left, str) or isinstance(right, str):
+            if isinstance(left, (str, bytes)) or isinstance(right, (str, bytes)):
                 raise Unreadable("** on a string")
             big = isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1
             if big and right * abs(left).bit_length() > _MAX_POWER_BITS:
                 raise Unreadable("power too large")
             return left**right
-        if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
-            count = right if isinstance(left, str) else left
-            text = left if isinstance(left, str) else right
+        if isinstance(node.op, ast.Mult) and (isinstance(left, (str, bytes)) or isinstance(right, (str, bytes))):
+            count = right if isinstance(left, (str, bytes)) else left
+            text = left if isinstance(left, (str, bytes)) else right
             if isinstance(count, int) and count * len(text) > _MAX_REPEAT:
                 raise Unreadable("repetition too long")
         operators = {
@@ -146,9 +146,12 @@ def _arithmetic(node: ast.AST) -> Any:
             ast.Mod: lambda a, b: a % b,
         }
         operator = operators.get(type(node.op))
-        if operator is None or (isinstance(node.op, ast.Mod) and isinstance(left, str)):
+        if operator is None or (isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes))):
             raise Unreadable(f"operator {type(node.op).__name__}")
-        return operator(left, right)
+        result = operator(left, right)
+        if isinstance(result, int) and result.bit_length() > _MAX_POWER_BITS:  # a chain of products
+            raise Unreadable("number too large")
+        return result
     except (ArithmeticError, TypeError, ValueError) as err:
         raise Unreadable(str(err)) from err
 
