@@ -342,6 +342,14 @@ def _run(tmp_path, monkeypatch, name, answer_of):
     return json.loads(output.read_text()), oracle, rows
 
 
+def test_one_preset_for_each_non_interactive_category_and_the_help_lists_them():
+    assert sorted(ACEBENCH_PRESETS.values()) == sorted(NON_INTERACTIVE_CATEGORIES)
+    from gear_trl.evaluate import make_parser
+
+    help_text = make_parser().format_help()
+    assert all(f"  {name} " in help_text for name in ACEBENCH_PRESETS)
+
+
 @pytest.mark.parametrize("name", list(ACEBENCH_PRESETS))
 def test_every_acebench_preset_runs_on_the_local_rows_and_scores_the_reference_answers(tmp_path, monkeypatch, name):
     preset = get_preset(name)
