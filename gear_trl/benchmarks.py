@@ -24,7 +24,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .data.acebench import ACEBENCH_GITHUB
 from .plugins import UserInputError
+
+ACEBENCH_PRESETS = {
+    "acebench_single_function": "normal_single_turn_single_function",
+    "acebench_parallel": "normal_single_turn_parallel_function",
+    "acebench_multi_adjust": "normal_multi_turn_user_adjust",
+    "acebench_multi_switch": "normal_multi_turn_user_switch",
+    "acebench_similar_api": "normal_similar_api",
+    "acebench_preference": "normal_preference",
+    "acebench_atom_bool": "normal_atom_bool",
+    "acebench_atom_enum": "normal_atom_enum",
+    "acebench_atom_number": "normal_atom_number",
+    "acebench_atom_list": "normal_atom_list",
+    "acebench_object_deep": "normal_atom_object_deep",
+    "acebench_object_short": "normal_atom_object_short",
+    "acebench_incomplete": "special_incomplete",
+    "acebench_error_param": "special_error_param",
+    "acebench_irrelevant": "special_irrelevant",
+}
+"""The ACEBench presets by name, each one of its non-interactive categories (the `--split`)."""
 
 R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948); Qwen3 report (arXiv 2505.09388)"
 
@@ -208,6 +228,25 @@ PRESETS: dict[str, Preset] = {
                     "16 entries; right when a call decodes (its content is not checked)",
                 ),
             )
+        ),
+        *(
+            Preset(
+                name=name,
+                title=f"ACEBench {category}",
+                dataset=ACEBENCH_GITHUB,
+                split=category,
+                dataset_format="acebench",
+                columns="prompt (ACEBench's system prompt with the functions, the question), functions, ground_truth, "
+                "category (converted by gear_trl.data.acebench)",
+                reward=("acebench_accuracy",),
+                temperature=0.0,
+                top_p=1.0,
+                max_new_tokens=4096,
+                source="ACEBench (commit e6db74b): its local-model runner decodes greedily, 1024 new tokens (here 4096, "
+                "room for a thinking model's reasoning)",
+                notes="English; `acebench_accuracy` agrees with ACEBench's checker (bench/acebench_agreement.py)",
+            )
+            for name, category in ACEBENCH_PRESETS.items()
         ),
     )
 }

@@ -48,8 +48,12 @@ from .plugins import UserInputError
 from .run_settings import RUN_SETTINGS, read_run_settings
 
 ADAPTER_CONFIG = "adapter_config.json"
-TASK_REWARDS = {"tool_use": "tool_call_accuracy"}
+TASK_REWARDS = {"tool_use": "tool_call_accuracy", "acebench": "acebench_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
+ACEBENCH = "acebench"
+"""`--dataset_format` of the ACEBench presets: rows read by `gear_trl.data.acebench.load_acebench` (`--split` the
+category), scored by `acebench_accuracy`."""
+
 ENVIRONMENT_REWARDS = {
     "bfcl": "multi_turn_execution",  # multi_turn_state gives a model that calls nothing 85/159 (read-only turns)
     "bfcl_official": "bfcl_official_turn",
@@ -126,6 +130,14 @@ def load_eval_split(
     from .data import column_adapter, detect_adapter, get_adapter, prepare_dataset
     from .trainer.preflight import PreflightError, load_dataset_named
 
+    if dataset_format == ACEBENCH:  # not on the Hub: a checkout, converted rows, or GitHub (gear_trl.data.acebench)
+        from .data.acebench import load_acebench
+
+        data = load_acebench(dataset, split, limit)
+        prepared = prepare_dataset(
+            data, adapter="trl", ground_truth_column=ground_truth_column, system_prompt=system_prompt
+        )
+        return prepared, ACEBENCH
     splits = load_dataset_named(dataset, dataset_config, what="dataset")
     if split not in splits:
         raise PreflightError(f"`--split` {split!r} is not in {dataset!r}; its splits are {list(splits)}.")
@@ -1172,6 +1184,10 @@ def main(argv: list[str] | None = None) -> dict:
         result = run(dataset)
         if bfcl_rows is not None:
             result = _single_turn_categories(result, bfcl_rows)
+        if adapter == ACEBENCH:  # ACEBench counts a multi-turn dialogue correct when all of its turns are
+            from .rewards.acebench import by_dialogue
+
+            result = by_dialogue(result, dataset["dialogue"])
         if args.as_teacher is not None:
             from .trainer.teacher_probe import probe_as_teacher
 

@@ -224,6 +224,10 @@ def reward_columns() -> dict[str, dict]:
         "horizon_accuracy": {"ground_truth": first("data/horizon/chained/k8/train.jsonl")["ground_truth"]},
         "bfcl_official_turn": {"bfcl_task": bfcl_official_row()["bfcl_task"]},
         "bfcl_ast": {"bfcl_entry": load_rows("simple_java", limit=1)[0]["bfcl_entry"]},  # Java: the type converters
+        "acebench_accuracy": {
+            k: first("data/acebench/normal_single_turn_parallel_function.jsonl")[k]
+            for k in ("ground_truth", "functions", "category")
+        },
     }
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ..envs.bfcl_official import bfcl_official_turn_reward
 from ..plugins import UserInputError, load_plugin
+from .acebench import acebench_accuracy
 from .bfcl_ast import bfcl_ast
 from .calculator import calculator_answer_reward
 from .horizon import horizon_accuracy
@@ -30,6 +31,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "horizon_accuracy": horizon_accuracy,
     "bfcl_official_turn": bfcl_official_turn_reward,
     "bfcl_ast": bfcl_ast,
+    "acebench_accuracy": acebench_accuracy,
 }
 
 
@@ -77,6 +79,7 @@ __all__ = [
     "REWARD_FUNCS",
     "RewardFunc",
     "accuracy_reward",
+    "acebench_accuracy",
     "bfcl_ast",
     "calculator_answer_reward",
     "format_reward",
