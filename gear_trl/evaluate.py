@@ -28,6 +28,13 @@ with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` th
 pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
 (`gear_run_settings.json`), used unless overridden.
 
+    python -m gear_trl.evaluate --model outputs/run --dataset my_tasks/agent --environment my_tasks.envs:Env \
+        --reward my_tasks.rewards:goal_reached --user-simulator llm --user-simulator-kwargs '{"goal_column": "goal"}'
+
+`--user-simulator` (`gear_trl.user_sim`) plays the user of a conversation: with `--environment` each row becomes one
+(`evaluate_interactive`: the agent's tool steps, then the simulator's next user turn, until it stops or
+`--max-user-turns`); with `bfcl_multi_turn` it replaces BFCL's own turns.
+
 `evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
 evaluations as functions, for benchmarks that hold a model in memory.
 """
@@ -1039,7 +1046,8 @@ def make_parser() -> argparse.ArgumentParser:
         "--max_tool_calling_iterations",
         type=int,
         default=None,
-        help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited).",
+        help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited); with "
+        "--user-simulator, tool steps per agent turn (default: 20).",
     )
     add(
         "--user-simulator",
@@ -1416,7 +1424,7 @@ def main(argv: list[str] | None = None) -> dict:
             simulator,
             num_samples=args.num_samples,
             max_user_turns=args.max_user_turns,
-            max_steps_per_turn=args.max_tool_calling_iterations or 20,
+            max_steps_per_turn=20 if args.max_tool_calling_iterations is None else args.max_tool_calling_iterations,
             chat_template_kwargs=chat_template_kwargs,
             max_prompt_tokens=_max_prompt_tokens(args),
             progress=not args.no_progress,

@@ -9,7 +9,13 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.envs.bfcl_official import _named_arguments, load_tasks, parse_call_string
+from gear_trl.envs.bfcl_official import (
+    ADDED_FUNCTIONS_PROMPT,
+    _named_arguments,
+    load_tasks,
+    parse_call_string,
+    turn_messages,
+)
 from gear_trl.evaluate import BFCLScriptedUser, evaluate_bfcl_multi_turn, evaluate_interactive, main
 from gear_trl.generation import Sampling
 from gear_trl.plugins import UserInputError
@@ -199,7 +205,9 @@ def test_the_scripted_bfcl_user_reproduces_the_loop_without_a_simulator(tokenize
 
     from gear_trl.generation import TransformersGenerator
 
-    tasks = load_tasks("multi_turn_base", limit=2)
+    tasks = load_tasks(
+        "multi_turn_miss_func", limit=1
+    )  # one task, with a turn where BFCL adds the held-back functions
     model = AutoModelForCausalLM.from_pretrained(TINY)
 
     def run(**kwargs):
@@ -209,10 +217,12 @@ def test_the_scripted_bfcl_user_reproduces_the_loop_without_a_simulator(tokenize
     default, scripted = run(), run(user_simulator=BFCLScriptedUser())
     scripted.pop("user_simulator_failures")
     assert scripted == default
-    # every turn of each task was played, one user message each, as BFCL's data has them
-    for sample, task in zip(default["per_sample"], tasks, strict=True):
-        users = [m for m in sample["completion"] if m["role"] == "user"]
-        assert users == [m for turn in task["turns"] for m in turn]
+    # every turn of the task was played with BFCL's own user messages
+    (sample,) = default["per_sample"]
+    users = [m for m in sample["completion"] if m["role"] == "user"]
+    assert users == [m for turn in range(len(tasks[0]["turns"])) for m in turn_messages(tasks[0], turn)]
+    assert {"role": "user", "content": ADDED_FUNCTIONS_PROMPT} in users
+    tasks = load_tasks("multi_turn_base", limit=2)
     oracle = evaluate_bfcl_multi_turn(
         Agent(tokenizer, _oracle(tasks)), tokenizer, tasks, progress=False, user_simulator=BFCLScriptedUser()
     )
@@ -339,3 +349,33 @@ def test_a_simulator_needs_a_conversation_to_play_in(no_model, bank_data):
         main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--user-simulator", "llm", "--max-user-turns", "2"])
     with pytest.raises(UserInputError, match="column 'user_goal'"):
         main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--max-samples", "1", "--user-simulator", "llm"])
+
+
+def test_with_vllm_the_llm_user_shares_the_agents_engine_with_its_own_sampling(monkeypatch, bank_data, tmp_path):
+    monkeypatch.syspath_prepend("tests/fake_vllm")
+    import sys
+
+    sys.modules.pop("vllm", None)
+    import vllm
+
+    asked = []
+    generate = vllm.LLM.generate
+
+    def recording(self, prompts, sampling_params):
+        asked.append((len(prompts), sampling_params.kwargs["max_tokens"]))
+        return generate(self, prompts, sampling_params)
+
+    monkeypatch.setattr(vllm.LLM, "generate", recording)
+    try:
+        report = main(
+            ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--backend", "vllm", "--data-parallel", "1",
+             "--user-simulator", "llm", "--user-simulator-kwargs", '{"max_new_tokens": 9}', "--max-user-turns", "2",
+             "--max-new-tokens", "16", "--no-progress", "--output", str(tmp_path / "r.json")]
+        )  # fmt: skip
+    finally:
+        sys.modules.pop("vllm", None)
+    # one engine: the agent's step (both rows), the simulated users' turn (its own budget), the agent's second step
+    assert asked == [(2, 16), (2, 9), (2, 16)] and len(vllm.CREATED) >= 1
+    assert report["user_turn_cap"] == 2 and report["config"]["backend"] == "vllm"
+    users = [m["content"] for m in report["per_sample"][0]["completion"] if m["role"] == "user"]
+    assert len(users) == 1 and users[0].startswith("\\boxed{")
