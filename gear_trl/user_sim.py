@@ -177,9 +177,13 @@ class LLMUserSimulator:
                 raise ValueError("LLMUserSimulator without a model of its own needs the agent's generator.")
             self.generator, self.tokenizer = generator, tokenizer
             return
+        import torch
+
         from .evaluate import load_model
 
-        sim_model, self.tokenizer = load_model(self.model_path, dtype=self.dtype, device=self.device or device)
+        # evaluate's own default: a simulator of its own beside a vLLM agent must not fall back to the CPU
+        device = self.device or device or ("cuda" if torch.cuda.is_available() else "cpu")
+        sim_model, self.tokenizer = load_model(self.model_path, dtype=self.dtype, device=device)
         self.generator = TransformersGenerator(sim_model, self.tokenizer, self.sampling, batch_size=self.batch_size)
 
     def user_view(self, messages: list[dict], row: dict) -> list[dict]:

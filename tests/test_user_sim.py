@@ -274,6 +274,15 @@ def test_the_llm_user_shares_the_agents_generator_with_its_own_sampling_and_caps
     assert "bob should end with 35" in agent.prompts[0][0]  # its system prompt holds the row's goal
 
 
+def test_the_llm_user_with_a_model_of_its_own_loads_it_and_answers_a_batch():
+    simulator = LLMUserSimulator(model=TINY, max_new_tokens=4, temperature=1.0)
+    simulator.setup(device="cpu")
+    assert simulator.generator.model.device.type == "cpu" and simulator.generator.sampling.max_new_tokens == 4
+    requests = [([{"role": "user", "content": row["prompt"][0]["content"]}], row, 1) for row in ROWS]
+    answers = simulator.next_turns(requests)
+    assert len(answers) == 2 and all(isinstance(answer, str) for answer in answers)
+
+
 def test_the_llm_user_runs_end_to_end_with_the_tiny_model_and_stops_at_the_cap(bank_data, tmp_path):
     output = tmp_path / "report.json"
     report = main(
