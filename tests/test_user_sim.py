@@ -335,6 +335,7 @@ def no_model(monkeypatch):
         (["--user-simulator", "llm", "--user-simulator-kwargs", "[1]"], "must be a JSON object"),
         (["--user-simulator", "llm", "--max-user-turns", "0"], "at least 1"),
         (["--max-user-turns", "3"], "--max-user-turns needs --user-simulator"),
+        (["--user-simulator", "scripted"], "reads the column 'user_turns', which the rows do not have"),
     ],
 )
 def test_preflight_refuses_a_bad_simulator_before_the_model_loads(no_model, bank_data, extra, message):
