@@ -794,6 +794,10 @@ def _call_tool(tools: dict[str, Callable], name, arguments) -> str:
         return str(result)
 
 
+def _is_user_text(message) -> bool:
+    return isinstance(message, dict) and message.get("role") == "user" and bool(str(message.get("content") or ""))
+
+
 def evaluate_interactive(
     generator,
     tokenizer,
@@ -817,7 +821,8 @@ def evaluate_interactive(
 
     Each row is played `num_samples` times, each play with its own environment (`environment_factory()`, then
     `reset(**row)` as TRL calls it; a string it returns is appended to the prompt's last message, as TRL does). The
-    row's prompt is the first user turn. The agent is stepped as `evaluate_bfcl_multi_turn` steps it: each step's
+    row's prompt is the first user turn; a prompt without a user message (only the agent's system prompt) has the
+    simulator write the first turn too (`turn` 0), as ACEBench's user opens its dialogues. The agent is stepped as `evaluate_bfcl_multi_turn` steps it: each step's
     `<tool_call>` blocks run as the environment's methods (an unknown tool or an exception is answered with an error
     text), and a step without a call ends the agent's turn; then the simulator is asked for the next user turn, which
     is appended, until it answers None (or `STOP`), the conversation holds `max_user_turns` user turns
@@ -870,7 +875,20 @@ def evaluate_interactive(
                                   "schemas": schemas, "prompt": prompt, "messages": list(prompt), "ids": [],
                                   "user_turns": 1, "steps": 0, "n_calls": 0, "ended_by": None})  # fmt: skip
     bar = tqdm(total=len(conversations), desc="Conversations", unit="rollout", disable=not progress)
-    stepping = list(conversations)
+    # A prompt without a user message (only the agent's system prompt): the simulated user opens, as ACEBench's does.
+    openers = [c for c in conversations if not any(_is_user_text(m) for m in c["prompt"])]
+    answers = ask(user_simulator, [(list(c["messages"]), c["row"], 0) for c in openers])
+    for conversation, (messages, error) in zip(openers, answers, strict=True):
+        conversation["user_turns"] = 0
+        if error is not None:
+            conversation["ended_by"], conversation["user_error"] = "user_simulator_error", error
+        elif messages is None:
+            conversation["ended_by"] = "user"
+        else:
+            conversation["messages"] += messages
+            conversation["user_turns"] = 1
+    stepping = [c for c in conversations if c["ended_by"] is None]
+    bar.update(len(conversations) - len(stepping))
     while stepping:
         stepped = len(stepping)
         prompts = [

@@ -131,6 +131,8 @@ class LLMUserSimulator:
         max_new_tokens, temperature, top_p, top_k, seed: its sampling (greedy by default: a reproducible user).
         chat_template_kwargs: for its chat template (default `{"enable_thinking": False}`: a user writes no
             reasoning; templates without the switch ignore it).
+        opening: what the user reads as the agent's first line when it writes the first turn itself (a row whose
+            prompt has no user message).
         dtype, device, batch_size: for a `model` of its own.
     """
 
@@ -146,6 +148,7 @@ class LLMUserSimulator:
         top_k: int = 0,
         seed: int | None = 0,
         chat_template_kwargs: dict | None = None,
+        opening: str = "Hello! What can I do for you today?",
         dtype: str = "auto",
         device: str | None = None,
         batch_size: int = 16,
@@ -161,7 +164,7 @@ class LLMUserSimulator:
 
             check_model_source(model, "--user-simulator-kwargs model")
         self.model_path, self.goal_column, self.system_prompt = model, goal_column, system_prompt
-        self.max_turns = max_turns
+        self.max_turns, self.opening = max_turns, opening
         self.sampling = Sampling(max_new_tokens, temperature, top_p, top_k, seed)
         self.chat_template_kwargs = {"enable_thinking": False, **(chat_template_kwargs or {})}
         self.dtype, self.device, self.batch_size = dtype, device, batch_size
@@ -201,7 +204,9 @@ class LLMUserSimulator:
                     view[-1]["content"] += "\n\n" + content
                     continue
             view.append({"role": "assistant" if role == "user" else "user", "content": content})
-        if view[-1]["role"] != "user":  # the agent said nothing visible; the user still answers its silence
+        if len(view) == 1:
+            view.append({"role": "user", "content": self.opening})  # the user opens the dialogue
+        elif view[-1]["role"] != "user":  # the agent said nothing visible; the user still answers its silence
             view.append({"role": "user", "content": ""})
         return view
 

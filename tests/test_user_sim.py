@@ -157,6 +157,24 @@ def test_a_simulator_loaded_by_import_path_drives_a_three_turn_episode(tokenizer
     assert len(agent.prompts) == 6  # two steps (call, then text) per user turn, both rows stepping together
 
 
+def test_a_prompt_without_a_user_message_has_the_simulator_open_the_dialogue(tokenizer):
+    rows = [{**row, "prompt": [{"role": "system", "content": "You are a bank."}]} for row in ROWS]
+    customer = load_user_simulator(CUSTOMER, {"turns": 2})
+    report = evaluate_interactive(
+        Agent(tokenizer, _deposits), tokenizer, rows, [balance_reward], BankEnv, customer, progress=False
+    )
+    first = report["per_sample"][0]
+    assert first["user_turns"] == 2 and first["ended_by"] == "user"
+    assert first["completion"][0] == {
+        "role": "user",
+        "content": "Please deposit 5 more into bob's account (bob should end with 35, turn 0).",
+    }
+    assert [m["content"] for m in first["completion"] if m["role"] == "tool"] == ["25", "30"]
+    assert customer.seen[0] == ([{"role": "system", "content": "You are a bank."}], 0)
+    llm = LLMUserSimulator(opening="Hi, how can I help?")
+    assert llm.user_view(rows[0]["prompt"], ROWS[0])[1:] == [{"role": "user", "content": "Hi, how can I help?"}]
+
+
 def test_the_cap_ends_a_conversation_whose_user_never_stops(tokenizer):
     endless = load_user_simulator(CUSTOMER, {"turns": 100})
     report = evaluate_interactive(
