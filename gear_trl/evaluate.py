@@ -30,6 +30,13 @@ with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` th
 pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
 (`gear_run_settings.json`), used unless overridden.
 
+    python -m gear_trl.evaluate --model outputs/run --dataset my_tasks/agent --environment my_tasks.envs:Env \
+        --reward my_tasks.rewards:goal_reached --user-simulator llm --user-simulator-kwargs '{"goal_column": "goal"}'
+
+`--user-simulator` (`gear_trl.user_sim`) plays the user of a conversation: with `--environment` each row becomes one
+(`evaluate_interactive`: the agent's tool steps, then the simulator's next user turn, until it stops or
+`--max-user-turns`); with `bfcl_multi_turn` it replaces BFCL's own turns.
+
 `evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
 evaluations as functions, for benchmarks that hold a model in memory.
 """
@@ -44,10 +51,10 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
+from .generation import ADAPTER_CONFIG, _row_tools, is_adapter_dir, load_model, prompt_ids
 from .plugins import UserInputError
 from .run_settings import RUN_SETTINGS, read_run_settings
 
-ADAPTER_CONFIG = "adapter_config.json"
 TASK_REWARDS = {"tool_use": "tool_call_accuracy", "acebench": "acebench_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
 ACEBENCH = "acebench"
@@ -66,52 +73,6 @@ EXECUTING_REWARDS = ("multi_turn_state", "multi_turn_execution", "calculator_ans
 # ---------------------------------------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-def is_adapter_dir(path: str) -> bool:
-    """Whether `path` is a local PEFT adapter directory (it holds `adapter_config.json`)."""
-    return os.path.isfile(os.path.join(path, ADAPTER_CONFIG))
-
-
-def _torch_dtype(dtype):
-    import torch
-
-    if dtype is None or dtype == "auto" or isinstance(dtype, torch.dtype):
-        return dtype or "auto"
-    value = getattr(torch, str(dtype), None)
-    if isinstance(value, torch.dtype):
-        return value
-    raise UserInputError(f"Unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
-
-
-def load_model(path: str, *, dtype="auto", device: str | None = None, merge: bool = True, is_trainable: bool = False):
-    """(model, tokenizer) from a model directory / Hub id, or from a LoRA adapter directory.
-
-    An adapter is loaded on the base model its `adapter_config.json` names, and merged into it when `merge` (faster
-    generation; `merge=False` keeps the `PeftModel`). The tokenizer comes from the adapter directory when training
-    saved one there, else from the base model. `device`: None leaves the model where it was loaded (CPU).
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dtype = _torch_dtype(dtype)
-    if is_adapter_dir(path):
-        from peft import AutoPeftModelForCausalLM
-
-        with open(os.path.join(path, ADAPTER_CONFIG)) as handle:
-            base = json.load(handle).get("base_model_name_or_path")
-        model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, is_trainable=is_trainable)
-        if merge:
-            model = model.merge_and_unload()
-        has_tokenizer = any(
-            os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")
-        )
-        tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer or not base else base)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    if device is not None:
-        model = model.to(device)
-    return model, tokenizer
 
 
 def load_eval_split(
@@ -178,30 +139,6 @@ def is_multi_turn_row(row: dict) -> bool:
     return bool(classes) or bool(row.get("initial_config"))
 
 
-def _row_tools(row: dict):
-    tools = row.get("tools")
-    if tools is None or tools == "":
-        return None
-    tools = json.loads(tools) if isinstance(tools, str) else tools
-    return list(tools) or None
-
-
-def prompt_ids(tokenizer, row: dict, chat_template_kwargs: dict | None = None) -> list[int]:
-    """Token ids of a row's prompt with the generation prompt, as GRPO tokenizes prompts (its own tools rendered)."""
-    prompt = row["prompt"]
-    if isinstance(prompt, str):
-        return list(tokenizer(text=[prompt])["input_ids"][0])
-    encoded = tokenizer.apply_chat_template(
-        conversation=[prompt],
-        tools=_row_tools(row),
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=True,
-        **(chat_template_kwargs or {}),
-    )
-    return list(encoded["input_ids"][0])
-
-
 def _stop_ids(model, tokenizer) -> list[int]:
     eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if eos is None:
@@ -213,12 +150,14 @@ def _noop(*args, **kwargs):
     return None
 
 
-def score(reward_funcs: Sequence[Callable], rows: list[dict], completions: list, completion_ids: list) -> list[list]:
+def score(
+    reward_funcs: Sequence[Callable], rows: list[dict], completions: list, completion_ids: list, **extra
+) -> list[list]:
     """Per completion, each reward (None where a reward does not apply), called as TRL calls reward functions: the
-    prompts, completions and completion ids, plus every other dataset column."""
+    prompts, completions and completion ids, plus every other dataset column and `extra` (e.g. `environments`)."""
     keys = [key for key in rows[0] if key not in ("prompt", "completion", "completion_ids")]
     kwargs = {key: [row[key] for row in rows] for key in keys}
-    kwargs.update(trainer_state=None, log_extra=_noop, log_metric=_noop)
+    kwargs.update(trainer_state=None, log_extra=_noop, log_metric=_noop, **extra)
     prompts = [row["prompt"] for row in rows]
     columns = []
     for func in reward_funcs:
@@ -621,6 +560,7 @@ def evaluate_bfcl_multi_turn(
     max_prompt_tokens: int | None = None,
     progress: bool = True,
     pass_ks: Sequence[int] | None = None,
+    user_simulator=None,
 ) -> dict:
     """BFCL multi-turn tasks rolled out as BFCL's inference does and scored by its own checker.
 
@@ -635,6 +575,12 @@ def evaluate_bfcl_multi_turn(
     grows past `max_prompt_tokens` (the model's context less the completion budget) is ended there instead of
     overflowing the model, and counted in `context_overflow`; it fails like a force-terminated one.
 
+    `user_simulator` (`gear_trl.user_sim`) writes the user turns; the default, `BFCLScriptedUser`, replays the
+    task's own, as BFCL does. Another is asked for turn `t` with the conversation so far and the task as the row,
+    never for more turns than the task's ground truth has (the checker scores those); one that stops early leaves
+    the checker too few turns, one that raises or answers junk ends the task there, counted in
+    `user_simulator_failures`.
+
     Returns the report of `evaluate` (`accuracy` the fraction of tasks passed over every sample; per sample the
     `completion` is the conversation and `rewards` `{"bfcl_multi_turn": 0 or 1}`, plus `checker`, the verdict's
     error type) and `tool_calls`, the mean number of calls per conversation.
@@ -648,11 +594,12 @@ def evaluate_bfcl_multi_turn(
         check_task,
         involved_functions,
         task_tools,
-        turn_messages,
     )
     from .rewards.tool_call import parse_text_tool_calls
+    from .user_sim import ask
 
     _pass_ks(pass_ks, num_samples)
+    simulator = BFCLScriptedUser() if user_simulator is None else user_simulator
     limit = MAX_STEPS_PER_TURN if max_steps_per_turn is None else max_steps_per_turn
     conversations = []
     for i, task in enumerate(tasks):
@@ -663,10 +610,18 @@ def evaluate_bfcl_multi_turn(
                                   "calls": [], "terminated": False, "n_calls": 0})  # fmt: skip
     bar = tqdm(total=len(conversations), desc="BFCL tasks", unit="rollout", disable=not progress)
     for turn in range(max((len(task["ground_truth"]) for task in tasks), default=0)):
-        active = [c for c in conversations if turn < len(c["task"]["ground_truth"]) and not c["terminated"]]
-        for conversation in active:
-            conversation["messages"] += turn_messages(conversation["task"], turn)
+        asked = [c for c in conversations if turn < len(c["task"]["ground_truth"]) and not c["terminated"]]
+        answers = ask(simulator, [(list(c["messages"]), c["task"], turn) for c in asked])
+        active = []
+        for conversation, (messages, error) in zip(asked, answers, strict=True):
+            if messages is None:  # the user stopped, or failed: no later turn runs
+                conversation["terminated"] = True
+                conversation["user_error"] = error
+                continue
+            conversation["messages"] += messages
             conversation["tools"] = task_tools(conversation["task"], turn)
+            active.append(conversation)
+        for conversation in active:
             conversation["calls"].append([])
             conversation["steps"] = 0
         stepping = list(active)
@@ -732,13 +687,255 @@ def evaluate_bfcl_multi_turn(
                 "rewards": {"bfcl_multi_turn": value},
                 "finished": not conversation["terminated"],
                 "checker": verdict.get("error_type"),
+                **({"user_simulator_error": conversation["user_error"]} if conversation.get("user_error") else {}),
             }
         )
     bar.close()
     tool_calls = _mean(c["n_calls"] for c in conversations)
     overflow = sum(bool(c.get("overflow")) for c in conversations)
+    failures = sum(bool(c.get("user_error")) for c in conversations)
+    extra = {"user_simulator_failures": failures} if user_simulator is not None else {}
     return _report(len(tasks), num_samples, ["bfcl_multi_turn"], per_sample, pass_ks, tool_calls=tool_calls,
-                   context_overflow=overflow, skipped_multi_turn=0)  # fmt: skip
+                   context_overflow=overflow, **extra, skipped_multi_turn=0)  # fmt: skip
+
+
+class BFCLScriptedUser:
+    """BFCL's own user turns, as its inference replays them (`turn_messages`): the default user of
+    `evaluate_bfcl_multi_turn`."""
+
+    def next_turn(self, messages: list[dict], task: dict, turn: int):
+        from .envs.bfcl_official import turn_messages
+
+        return turn_messages(task, turn) if turn < len(task["turns"]) else None
+
+
+def _environment_tools(environment) -> dict[str, Callable]:
+    """The tools of an environment instance as TRL's `environment_factory` lists them: its public functions but
+    `reset` and `get_reward` (plus `state_key`, which GEARTrainer hides), bound to the instance."""
+    import inspect
+
+    return {
+        name: getattr(environment, name)
+        for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward", "state_key") and not name.startswith("_")
+    }
+
+
+def _call_tool(tools: dict[str, Callable], name, arguments) -> str:
+    """A tool's result as text; an unknown tool or any exception is an error text (what a model writes is
+    untrusted), as TRL's tool loop answers them."""
+    try:
+        if name not in tools:
+            raise ValueError(f"Tool {name} not found.")
+        result = tools[name](**arguments)
+    except Exception as err:  # noqa: BLE001 - reported to the model, never raised
+        return json.dumps({"error": str(err)})
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(result)
+
+
+def _is_user_text(message) -> bool:
+    return isinstance(message, dict) and message.get("role") == "user" and bool(str(message.get("content") or ""))
+
+
+def evaluate_interactive(
+    generator,
+    tokenizer,
+    dataset,
+    reward_funcs: Sequence[Callable],
+    environment_factory: Callable,
+    user_simulator,
+    *,
+    num_samples: int = 1,
+    max_user_turns: int | None = None,
+    max_steps_per_turn: int = 20,
+    chat_template_kwargs: dict | None = None,
+    max_prompt_tokens: int | None = None,
+    ground_truth_column: str = "ground_truth",
+    progress: bool = True,
+    reward_names: Sequence[str] | None = None,
+    pass_ks: Sequence[int] | None = None,
+) -> dict:
+    """Conversations with a simulated user: the agent's tools run in an environment, the user's later turns come
+    from `user_simulator` (`gear_trl.user_sim`), and the rewards score each whole conversation.
+
+    Each row is played `num_samples` times, each play with its own environment (`environment_factory()`, then
+    `reset(**row)` as TRL calls it; a string it returns is appended to the prompt's last message, as TRL does). The
+    row's prompt is the first user turn; a prompt without a user message (only the agent's system prompt) has the
+    simulator write the first turn too (`turn` 0), as ACEBench's user opens its dialogues. The agent is stepped as `evaluate_bfcl_multi_turn` steps it: each step's
+    `<tool_call>` blocks run as the environment's methods (an unknown tool or an exception is answered with an error
+    text), and a step without a call ends the agent's turn; then the simulator is asked for the next user turn, which
+    is appended, until it answers None (or `STOP`), the conversation holds `max_user_turns` user turns
+    (`user_turn_cap`), a turn runs more than `max_steps_per_turn` steps (20, BFCL's limit; the episode is force-ended,
+    `finished` false) or the prompt outgrows `max_prompt_tokens` (`context_overflow`). A simulator that raises or
+    answers something that is not a user message ends that episode (`user_simulator_failures`, the error in the
+    sample's `user_simulator_error`), which is then scored as it stands. All conversations step together: one
+    `generator.generate` call per step, one simulator call (`next_turns`, batched when the simulator has it) per step
+    for the conversations whose agent turn ended.
+
+    The rewards are called as TRL calls them, on the conversation after the prompt (the agent's messages, tool
+    results and the later user turns) with `environments` (each play's environment, in its final state) and every
+    column of the row; an environment with `get_reward()` adds it as a reward named after its class, as TRL does.
+
+    Everything runs in this one process: the simulator is asked here, the generator may spread the agent's prompts
+    over vLLM engines (data parallel), and nothing is split across ranks.
+
+    Returns the report of `evaluate` plus `tool_calls` (mean tool results per conversation), `user_turns` (mean user
+    turns, the prompt's included), `user_simulator_failures`, `user_turn_cap` and `context_overflow` (counts); each
+    sample adds `user_turns` and `ended_by` (`user`, `cap`, `user_simulator_error`, `step_limit`,
+    `context_overflow`).
+    """
+    from tqdm.auto import tqdm
+
+    from .rewards.tool_call import parse_text_tool_calls
+    from .user_sim import DEFAULT_MAX_USER_TURNS, ask
+
+    _pass_ks(pass_ks, num_samples)
+    cap = DEFAULT_MAX_USER_TURNS if max_user_turns is None else max_user_turns
+    if cap < 1:
+        raise UserInputError(f"`max_user_turns` must be at least 1, got {cap}.")
+    rows = [dict(row) for row in dataset]
+    if not rows:
+        raise UserInputError("The evaluation split is empty: choose another with --split.")
+    names = _reward_names(reward_funcs, reward_names)
+    from transformers.utils import get_json_schema
+
+    conversations = []
+    for i, row in enumerate(rows):
+        for j in range(num_samples):
+            environment = environment_factory()
+            observation = environment.reset(**row)
+            prompt = row["prompt"]
+            prompt = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+            if isinstance(observation, str) and prompt and isinstance(prompt[-1].get("content"), str):
+                prompt[-1]["content"] += observation
+            tools = _environment_tools(environment)
+            schemas = _row_tools(row) or [get_json_schema(tool) for tool in tools.values()] or None
+            conversations.append({"i": i, "j": j, "row": row, "environment": environment, "tools": tools,
+                                  "schemas": schemas, "prompt": prompt, "messages": list(prompt), "ids": [],
+                                  "user_turns": 1, "steps": 0, "n_calls": 0, "ended_by": None})  # fmt: skip
+    bar = tqdm(total=len(conversations), desc="Conversations", unit="rollout", disable=not progress)
+    # A prompt without a user message (only the agent's system prompt): the simulated user opens, as ACEBench's does.
+    openers = [c for c in conversations if not any(_is_user_text(m) for m in c["prompt"])]
+    answers = ask(user_simulator, [(list(c["messages"]), c["row"], 0) for c in openers])
+    for conversation, (messages, error) in zip(openers, answers, strict=True):
+        conversation["user_turns"] = 0
+        if error is not None:
+            conversation["ended_by"], conversation["user_error"] = "user_simulator_error", error
+        elif messages is None:
+            conversation["ended_by"] = "user"
+        else:
+            conversation["messages"] += messages
+            conversation["user_turns"] = 1
+    stepping = [c for c in conversations if c["ended_by"] is None]
+    bar.update(len(conversations) - len(stepping))
+    while stepping:
+        stepped = len(stepping)
+        prompts = [
+            prompt_ids(tokenizer, {"prompt": c["messages"], "tools": c["schemas"]}, chat_template_kwargs)
+            for c in stepping
+        ]
+        if max_prompt_tokens is not None:
+            fits = [len(ids) <= max_prompt_tokens for ids in prompts]
+            for conversation, fit in zip(stepping, fits, strict=True):
+                if not fit:
+                    conversation["ended_by"] = "context_overflow"
+            stepping = [c for c, fit in zip(stepping, fits, strict=True) if fit]
+            prompts = [ids for ids, fit in zip(prompts, fits, strict=True) if fit]
+            if not stepping:
+                bar.update(stepped)
+                break
+        outputs = generator.generate(prompts, 1)
+        still, turn_over = [], []
+        for conversation, samples in zip(stepping, outputs, strict=True):
+            ids, text, _ = samples[0]
+            conversation["ids"] += list(ids)
+            calls = parse_text_tool_calls(text)
+            message = {"role": "assistant", "content": _without_calls(text) if calls else text}
+            if calls:
+                message["tool_calls"] = [
+                    {"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+                    for c in calls
+                    if isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict)
+                ]
+            conversation["messages"].append(message)
+            if not calls:
+                turn_over.append(conversation)
+                continue
+            for call in calls:
+                arguments = call.get("arguments")
+                result = _call_tool(conversation["tools"], call.get("name"), arguments if isinstance(
+                    arguments, dict) else {})  # fmt: skip
+                conversation["messages"].append({"role": "tool", "name": str(call.get("name")), "content": result})
+            conversation["n_calls"] += len(calls)
+            conversation["steps"] += 1
+            if conversation["steps"] > max_steps_per_turn:
+                conversation["ended_by"] = "step_limit"
+            else:
+                still.append(conversation)
+        asking = []
+        for conversation in turn_over:
+            if conversation["user_turns"] >= cap:
+                conversation["ended_by"] = "cap"
+            else:
+                asking.append(conversation)
+        answers = ask(user_simulator, [(list(c["messages"]), c["row"], c["user_turns"]) for c in asking])
+        for conversation, (messages, error) in zip(asking, answers, strict=True):
+            if error is not None:
+                conversation["ended_by"], conversation["user_error"] = "user_simulator_error", error
+            elif messages is None:
+                conversation["ended_by"] = "user"
+            else:
+                conversation["messages"] += messages
+                conversation["user_turns"] += 1
+                conversation["steps"] = 0
+                still.append(conversation)
+        bar.update(stepped - len(still))
+        stepping = still
+    bar.close()
+
+    reward_funcs, names = list(reward_funcs), list(names)
+    environment_type = type(conversations[0]["environment"])
+    if callable(getattr(environment_type, "get_reward", None)):
+        reward_funcs.append(lambda environments, **kwargs: [e.get_reward() for e in environments])
+        names.append(environment_type.__name__)
+    completions = [c["messages"][len(c["prompt"]) :] for c in conversations]
+    scores = score(
+        reward_funcs,
+        [c["row"] for c in conversations],
+        completions,
+        [c["ids"] for c in conversations],
+        environments=[c["environment"] for c in conversations],
+    )
+    per_sample = []
+    for conversation, completion, values in zip(conversations, completions, scores, strict=True):
+        sample = _sample(conversation["i"], conversation["j"], conversation["row"], completion, values, names,
+                         conversation["ended_by"] not in ("step_limit", "context_overflow"), ground_truth_column)  # fmt: skip
+        sample.update(user_turns=conversation["user_turns"], ended_by=conversation["ended_by"])
+        if conversation.get("user_error"):
+            sample["user_simulator_error"] = conversation["user_error"]
+        per_sample.append(sample)
+
+    def count(reason: str) -> int:
+        return sum(c["ended_by"] == reason for c in conversations)
+
+    return _report(
+        len(rows),
+        num_samples,
+        names,
+        per_sample,
+        pass_ks,
+        tool_calls=_mean(c["n_calls"] for c in conversations),
+        user_turns=_mean(c["user_turns"] for c in conversations),
+        user_simulator_failures=count("user_simulator_error"),
+        user_turn_cap=count("cap"),
+        context_overflow=count("context_overflow"),
+        skipped_multi_turn=0,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -811,7 +1008,33 @@ def make_parser() -> argparse.ArgumentParser:
         "--max_tool_calling_iterations",
         type=int,
         default=None,
-        help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited).",
+        help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited); with "
+        "--user-simulator, tool steps per agent turn (default: 20).",
+    )
+    add(
+        "--user-simulator",
+        "--user_simulator",
+        default=None,
+        metavar="SPEC",
+        help="Who writes the user's later turns (gear_trl/user_sim.py): `llm` (a model plays the user from the "
+        "row's goal column), `scripted` (replays a column of turns) or an import path pkg.module:factory. With "
+        "--environment the rows are played as conversations (evaluate_interactive); with --benchmark "
+        "bfcl_multi_turn it replaces BFCL's own turns. Default: none (the data's turns).",
+    )
+    add(
+        "--user-simulator-kwargs",
+        "--user_simulator_kwargs",
+        type=json.loads,
+        default=None,
+        help='Keyword arguments of the user simulator as JSON, e.g. \'{"model": "Qwen/Qwen3-8B", "goal_column": '
+        '"instruction"}\'.',
+    )
+    add(
+        "--max-user-turns",
+        "--max_user_turns",
+        type=int,
+        default=None,
+        help="With --user-simulator: user turns per conversation, the prompt's included (default: 8).",
     )
     add("--batch-size", "--batch_size", type=int, default=16, help="Prompts per generate call.")
     add("--max-new-tokens", "--max_new_tokens", type=int, default=None, help="Default: 256.")
@@ -1024,7 +1247,9 @@ def _backend(args) -> str:
     from .generation import visible_gpus, vllm_available
 
     if args.backend == "auto":
-        return "vllm" if vllm_available() and visible_gpus() > 0 and args.environment is None else "transformers"
+        # TRL's tool loop runs on transformers; the user-simulator loop takes any generator
+        on_trl = args.environment is not None and args.user_simulator is None
+        return "vllm" if vllm_available() and visible_gpus() > 0 and not on_trl else "transformers"
     if args.backend == "vllm" and not vllm_available():
         raise UserInputError("--backend vllm: vLLM is not installed (pip install 'gear_trl[vllm]').")
     return args.backend
@@ -1056,6 +1281,32 @@ def _vllm_generator(args, sampling):
         max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization,
     )
+
+
+def _user_simulator(args, bfcl: bool):
+    """The `--user-simulator`, built (no model loaded yet), or None; refuses the options that would do nothing."""
+    if args.user_simulator is None:
+        given = [name for name in ("user_simulator_kwargs", "max_user_turns") if getattr(args, name) is not None]
+        if given:
+            raise UserInputError(f"--{given[0].replace('_', '-')} needs --user-simulator.")
+        return None
+    if not bfcl and args.environment is None:
+        raise UserInputError(
+            "--user-simulator plays the user of multi-turn conversations: give --environment (the agent's tools, "
+            "e.g. my_pkg.envs:MyEnv) or --benchmark bfcl_multi_turn."
+        )
+    if bfcl and args.max_user_turns is not None:
+        raise UserInputError(
+            "--max-user-turns: BFCL's checker scores each task's own number of turns, so the BFCL loop asks the "
+            "simulator for exactly those; drop --max-user-turns."
+        )
+    if args.as_teacher is not None:
+        raise UserInputError("--as-teacher probes single prompts; it does not run with --user-simulator.")
+    if args.max_user_turns is not None and args.max_user_turns < 1:
+        raise UserInputError(f"--max-user-turns must be at least 1, got {args.max_user_turns}.")
+    from .user_sim import load_user_simulator
+
+    return load_user_simulator(args.user_simulator, args.user_simulator_kwargs)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -1098,7 +1349,8 @@ def main(argv: list[str] | None = None) -> dict:
             "--as-teacher scores rows with a reference in the teacher's prompt; the BFCL multi-turn benchmark is "
             "scored by its own loop, which has no teacher prompt: drop --as-teacher, or probe a training dataset."
         )
-    if backend == "vllm" and args.environment is not None:
+    simulator = _user_simulator(args, bfcl_tasks is not None)
+    if backend == "vllm" and args.environment is not None and simulator is None:
         raise UserInputError(
             "--backend vllm does not run --environment rollouts (they go through TRL's own tool loop, on "
             "transformers); use --backend transformers, or --benchmark bfcl_multi_turn for BFCL."
@@ -1121,6 +1373,12 @@ def main(argv: list[str] | None = None) -> dict:
         reward_funcs = get_reward_funcs(reward_names)
     else:
         adapter = BFCL_MULTI_TURN
+    if simulator is not None:
+        from .user_sim import check_rows
+
+        check_rows(
+            simulator, bfcl_tasks if bfcl_tasks is not None else [dict(r) for r in dataset], args.user_simulator
+        )
     if args.chat_template_kwargs is not None and not isinstance(args.chat_template_kwargs, dict):
         raise UserInputError("--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
     run_settings, run_settings_path = read_run_settings(args.model)
@@ -1139,12 +1397,34 @@ def main(argv: list[str] | None = None) -> dict:
         generator = None
 
     multi_turn = {}
-    if bfcl_tasks is not None:
+    if bfcl_tasks is not None or simulator is not None:
         from .generation import TransformersGenerator
 
         if generator is None:
             torch.manual_seed(args.seed)
             generator = TransformersGenerator(model, tokenizer, sampling, batch_size=args.batch_size)
+        if simulator is not None and callable(getattr(simulator, "setup", None)):
+            simulator.setup(generator=generator, tokenizer=tokenizer, model=model, device=args.device)
+    if simulator is not None and bfcl_tasks is None:
+        from .envs import get_environment_factory
+
+        result = evaluate_interactive(
+            generator,
+            tokenizer,
+            dataset,
+            reward_funcs,
+            get_environment_factory(args.environment),
+            simulator,
+            num_samples=args.num_samples,
+            max_user_turns=args.max_user_turns,
+            max_steps_per_turn=20 if args.max_tool_calling_iterations is None else args.max_tool_calling_iterations,
+            chat_template_kwargs=chat_template_kwargs,
+            max_prompt_tokens=_max_prompt_tokens(args),
+            progress=not args.no_progress,
+            reward_names=reward_names,
+            pass_ks=args.pass_k,
+        )
+    elif bfcl_tasks is not None:
         result = evaluate_bfcl_multi_turn(
             generator,
             tokenizer,
@@ -1154,11 +1434,12 @@ def main(argv: list[str] | None = None) -> dict:
             max_prompt_tokens=_max_prompt_tokens(args),
             progress=not args.no_progress,
             pass_ks=args.pass_k,
+            user_simulator=simulator,
         )
         result = _by_category(result, bfcl_tasks)
     elif args.environment is not None:
         multi_turn = {"environment": args.environment, "max_tool_calling_iterations": args.max_tool_calling_iterations}
-    if bfcl_tasks is None:
+    if bfcl_tasks is None and simulator is None:
 
         def run(rows):
             return (evaluate_multi_turn if multi_turn else evaluate)(
@@ -1223,6 +1504,8 @@ def main(argv: list[str] | None = None) -> dict:
         f", pass@{k} {value:.4f}" for k, value in (report.get("pass_at") or {}).items() if value is not None
     )
     skipped = f", {report['skipped_multi_turn']} multi-turn rows skipped" if report["skipped_multi_turn"] else ""
+    if report.get("user_simulator_failures"):
+        skipped += f", {report['user_simulator_failures']} conversations ended by a user-simulator failure"
     print(
         f"{args.model} on {args.dataset} [{args.split}]: n={report['n']}, {reward_names[0]} {accuracy}, "
         f"mean reward {mean_reward}{extra}{skipped} -> {output}"

@@ -14,11 +14,89 @@ order. With one GPU (or `data_parallel=1`) the engine runs in this process.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .plugins import UserInputError
+
 Completion = tuple[list[int], str, bool]
+
+# Loading a model and rendering a row's prompt, shared by `gear_trl.evaluate` and the simulated user
+# (`gear_trl.user_sim`), which needs them without importing the evaluation entry point.
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def is_adapter_dir(path: str) -> bool:
+    """Whether `path` is a local PEFT adapter directory (it holds `adapter_config.json`)."""
+    return os.path.isfile(os.path.join(path, ADAPTER_CONFIG))
+
+
+def _torch_dtype(dtype):
+    import torch
+
+    if dtype is None or dtype == "auto" or isinstance(dtype, torch.dtype):
+        return dtype or "auto"
+    value = getattr(torch, str(dtype), None)
+    if isinstance(value, torch.dtype):
+        return value
+    raise UserInputError(f"Unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
+
+
+def load_model(path: str, *, dtype="auto", device: str | None = None, merge: bool = True, is_trainable: bool = False):
+    """(model, tokenizer) from a model directory / Hub id, or from a LoRA adapter directory.
+
+    An adapter is loaded on the base model its `adapter_config.json` names, and merged into it when `merge` (faster
+    generation; `merge=False` keeps the `PeftModel`). The tokenizer comes from the adapter directory when training
+    saved one there, else from the base model. `device`: None leaves the model where it was loaded (CPU).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = _torch_dtype(dtype)
+    if is_adapter_dir(path):
+        from peft import AutoPeftModelForCausalLM
+
+        with open(os.path.join(path, ADAPTER_CONFIG)) as handle:
+            base = json.load(handle).get("base_model_name_or_path")
+        model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, is_trainable=is_trainable)
+        if merge:
+            model = model.merge_and_unload()
+        has_tokenizer = any(
+            os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")
+        )
+        tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer or not base else base)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    if device is not None:
+        model = model.to(device)
+    return model, tokenizer
+
+
+def _row_tools(row: dict):
+    tools = row.get("tools")
+    if tools is None or tools == "":
+        return None
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    return list(tools) or None
+
+
+def prompt_ids(tokenizer, row: dict, chat_template_kwargs: dict | None = None) -> list[int]:
+    """Token ids of a row's prompt with the generation prompt, as GRPO tokenizes prompts (its own tools rendered)."""
+    prompt = row["prompt"]
+    if isinstance(prompt, str):
+        return list(tokenizer(text=[prompt])["input_ids"][0])
+    encoded = tokenizer.apply_chat_template(
+        conversation=[prompt],
+        tools=_row_tools(row),
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        **(chat_template_kwargs or {}),
+    )
+    return list(encoded["input_ids"][0])
 
 
 @dataclass

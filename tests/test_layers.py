@@ -39,6 +39,7 @@ PLACES = {
     "gear_trl.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each benchmark
     "gear_trl.generation": "entry points",  # evaluation's generation backends (transformers, vLLM)
     "gear_trl.run_settings": "entry points",  # what `train` records for `evaluate` to render prompts the same way
+    "gear_trl.user_sim": "entry points",  # simulated users of an interactive evaluation (`evaluate --user-simulator`)
 }
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gear_trl"
