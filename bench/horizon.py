@@ -353,6 +353,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--model", action="append", default=[], metavar="VARIANT=DIR",
                         help="Another warm start for a variant (calibration); repeatable.")  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="A recipe override for every training run (learning_rate=1e-3, say: calibration); "
+                        "repeatable, recorded in the report's budget.")  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work-dir", help="Default: outputs/horizon[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
@@ -394,6 +397,10 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             )
     if min(ks) < 1:
         parser.error("every K must be at least 1")
+    for item in args.set:
+        if not item.partition("=")[0] or "=" not in item:
+            parser.error(f"--set takes KEY=VALUE; got {item!r}")
+    budget["set"] = [*budget["set"], *args.set]
     work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
     overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
     recipe = yaml.safe_load((REPO_ROOT / RECIPE).read_text())
