@@ -1,15 +1,18 @@
 r"""Generate the horizon task family under `data/horizon/` (and, optionally, its SFT warm-start rows).
 
 K decisions per problem, K a parameter (`--ks`, default 2 4 8 16), each decision the two-digit result of a two-digit
-number plus or minus a single digit, written on a line of its own among execution tokens (the operands, the operator,
-`=`); the reward is binary, 1 only when every decision is right (`gear_trl.rewards.horizon`). Two variants:
+number plus or minus a single digit that does not cross a tens boundary (`--carries` lets it), written on a line of
+its own among execution tokens (the operands, the operator, `=`); the reward is binary, 1 only when every decision is
+right (`gear_trl.rewards.horizon`). Two variants:
 
-    independent   "Work out each line: 23 + 5, 41 - 3, 67 + 8."     23 + 5 = 28 / 41 - 3 = 38 / 67 + 8 = 75
-    chained       "Start from 23 and apply in turn: + 5, - 3, + 8."  23 + 5 = 28 / 28 - 3 = 25 / 25 + 8 = 33
+    independent   "Work out each line: 23 + 5, 48 - 3, 61 + 7."     23 + 5 = 28 / 48 - 3 = 45 / 61 + 7 = 68
+    chained       "Start from 23 and apply in turn: + 5, - 3, + 4."  23 + 5 = 28 / 28 - 3 = 25 / 25 + 4 = 29
 
 In `independent` a wrong result changes nothing that later lines must write; in `chained` each line starts from the
 previous result, so an early error propagates. Every result (and, in `chained`, every running value) lies in
-[10, 99], so each decision is two digit tokens of the tiny tokenizer.
+[10, 99], so each decision is two digit tokens of the tiny tokenizer. Without carries a decision's tens digit is its
+left operand's and its units digit one of 90 sums or differences of single digits: the tiny warm start learns these
+in about 150 SFT steps, where with carries it had 0.07 of its decisions right after 500 (data/README.md).
 
 Outputs (a pure function of `--seed`; per variant and K the test split is drawn first, so `--n-train` does not
 change it, and test problems never occur in train or in the SFT rows):
