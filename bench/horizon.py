@@ -127,7 +127,7 @@ K where the ceiling's interval is above 0. Measured since: a `none` run at K = 4
 178-207 CPU-seconds (docs/results/horizon.md, "Status"), twice the estimate above, so these totals are low. Each
 variant also needs its warm start first (make_warm_start.py: about 5
 CPU-seconds an SFT step of 32 rows measured on `chained`, so 800 steps are about 70 CPU-minutes) and its
-calibration runs of `none` on seeds outside the study (100, 101)."""
+calibration runs of `none` on seeds outside the study (1001-1004 were used)."""
 
 METRICS = teacher_sweep.METRICS
 
