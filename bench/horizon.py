@@ -123,9 +123,11 @@ with 48-token completions, scaled by completion length (12 K + 16 tokens at most
 run at K 2, 4, 8, so 13 arms x 8 seeds x 340 CPU-seconds = 9.8 CPU-hours a variant, about 20 in all, plus 78 probes.
 The 6 oracles and `none` (7 arms) at every K of both variants: about 10.6 CPU-hours; of one variant, 5.3. Within
 the issue's 8 CPU-hours: the 6 oracle arms and `none` on `chained` at K 2, 4, 8 (5.3 h), then the teacher arms at the
-K where the ceiling's interval is above 0. Each variant also needs its warm start first (make_warm_start.py: about 5
+K where the ceiling's interval is above 0. Measured since: a `none` run at K = 4 from the chained warm start costs
+178-207 CPU-seconds (docs/results/horizon.md, "Status"), twice the estimate above, so these totals are low. Each
+variant also needs its warm start first (make_warm_start.py: about 5
 CPU-seconds an SFT step of 32 rows measured on `chained`, so 800 steps are about 70 CPU-minutes) and its
-calibration runs of `none` on seeds outside the study (100, 101)."""
+calibration runs of `none` on seeds outside the study (1001-1004 were used)."""
 
 METRICS = teacher_sweep.METRICS
 
@@ -353,6 +355,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--model", action="append", default=[], metavar="VARIANT=DIR",
                         help="Another warm start for a variant (calibration); repeatable.")  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="A recipe override for every training run (learning_rate=1e-3, say: calibration); "
+                        "repeatable, recorded in the report's budget.")  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work-dir", help="Default: outputs/horizon[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
@@ -394,6 +399,10 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             )
     if min(ks) < 1:
         parser.error("every K must be at least 1")
+    for item in args.set:
+        if not item.partition("=")[0] or "=" not in item:
+            parser.error(f"--set takes KEY=VALUE; got {item!r}")
+    budget["set"] = [*budget["set"], *args.set]
     work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
     overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
     recipe = yaml.safe_load((REPO_ROOT / RECIPE).read_text())

@@ -119,3 +119,24 @@ def test_every_arm_has_a_known_credit_and_oracle(horizon):
         "--model_name_or_path", "m", "--dataset_name", "data/horizon/chained/k8", "--max_completion_length", "112",
     ]  # fmt: skip
     assert horizon.cell_overrides("chained", 8, "m", "oracle-strong")[-6:] == horizon.headroom.ORACLE_STRONG
+
+
+def test_set_adds_a_recipe_override_to_every_training_run(horizon, monkeypatch, tmp_path):
+    planned = []
+
+    class Planned(Exception):
+        pass
+
+    def capture(jobs, *args, **kwargs):
+        planned.extend(jobs)
+        raise Planned
+
+    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", capture)
+    common = ["--variants", "chained", "--ks", "4", "--arms", "none", "--seeds", "1001",
+              "--model", "chained=data/tiny-qwen3-arith-sol35", "--work-dir", str(tmp_path)]  # fmt: skip
+    with pytest.raises(Planned):
+        horizon.main([*common, "--set", "learning_rate=1e-3"], log=lambda *a: None)
+    (train,) = [job for job in planned if job["kind"] == "train"]
+    assert train["overrides"][-2:] == ["--learning_rate", "1e-3"] and train["seed"] == 1001
+    with pytest.raises(SystemExit):
+        horizon.main([*common, "--set", "learning_rate"], log=lambda *a: None)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gear_trl.data.math import GENERIC
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.horizon import (
@@ -123,6 +125,27 @@ def test_generator_is_deterministic_and_its_labels_agree_with_the_reward(tmp_pat
             if variant == "chained":
                 lefts = [int(step.split()[0]) for step in row["steps"]]
                 assert lefts[1:] == row["results"][:-1]
+
+
+def test_steps_cross_no_tens_boundary_unless_carries_are_asked_for():
+    def crossings(rows):
+        return sum(
+            int(step.split()[0]) // 10 != result // 10
+            for row in rows
+            for step, result in zip(row["steps"], row["results"], strict=True)
+        )
+
+    plain, _ = make_horizon_data.generate(7, [8], n_train=50, n_test=10)
+    carrying, _ = make_horizon_data.generate(7, [8], n_train=50, n_test=10, carries=True)
+    for variant in ("independent", "chained"):
+        assert crossings(plain[(variant, 8)]["train"] + plain[(variant, 8)]["test"]) == 0
+        assert crossings(carrying[(variant, 8)]["train"]) > 50  # about 4 steps in 10 of 400 carry or borrow
+
+
+def test_too_few_distinct_problems_is_an_error_not_a_hang():
+    # K = 1 without carries: 90 starts x 9 steps = 810 problems, fewer than 1,000 train + 200 test
+    with pytest.raises(ValueError, match="K=1"):
+        make_horizon_data.generate(0, [1], n_train=1000, n_test=200)
 
 
 def test_committed_data_is_what_the_script_writes(tmp_path):
