@@ -22,6 +22,7 @@ from gear_trl.evaluate import main
 from gear_trl.plugins import UserInputError
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.acebench import SPECIAL_PHRASES, acebench_accuracy, by_dialogue, parse_calls, verdict
+from tests.utils import StandInModel
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = "data/tiny-qwen3"
@@ -274,24 +275,12 @@ def test_missing_acebench_data_is_named_with_what_to_do(tmp_path, monkeypatch):
 # --- presets end to end ---------------------------------------------------------------------------------------------
 
 
-class Oracle:
+class Oracle(StandInModel):
     """A stand-in model: finds which sample row a prompt holds (by its user message) and answers `answers[id]`."""
-
-    training = False
-    generation_config = None
 
     def __init__(self, tokenizer, rows, answers):
         self.tokenizer, self.rows, self.answers = tokenizer, rows, answers
         self.seen = []
-
-    def eval(self):
-        return self
-
-    def train(self, mode=True):
-        return self
-
-    def parameters(self):
-        yield torch.zeros(1)
 
     def generate(self, input_ids, attention_mask, generation_config):
         self.seen.append(generation_config)

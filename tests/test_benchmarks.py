@@ -17,6 +17,7 @@ from gear_trl.benchmarks import PRESETS, get_preset, presets_table
 from gear_trl.evaluate import main, make_parser
 from gear_trl.plugins import UserInputError
 from gear_trl.rewards.math import is_correct
+from tests.utils import StandInModel
 
 TINY = "data/tiny-qwen3"
 FIXTURES = "tests/fixtures/benchmarks"
@@ -31,25 +32,13 @@ EQUIVALENT = {
 }
 
 
-class Oracle:
+class Oracle(StandInModel):
     """A stand-in model: reads which fixture problem a prompt holds and answers it with `answers[i]` in a final
     `\\boxed{}`, every sample alike."""
-
-    training = False
-    generation_config = None
 
     def __init__(self, tokenizer, questions, answers):
         self.tokenizer, self.questions, self.answers = tokenizer, questions, answers
         self.seen = []
-
-    def eval(self):
-        return self
-
-    def train(self, mode=True):
-        return self
-
-    def parameters(self):
-        yield torch.zeros(1)
 
     def generate(self, input_ids, attention_mask, generation_config):
         self.seen.append(generation_config)

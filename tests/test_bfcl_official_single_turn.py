@@ -26,6 +26,7 @@ from gear_trl.rewards.bfcl_ast import (
     decode,
     load_rows,
 )
+from tests.utils import StandInModel
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed; `make install` installs it (pip --no-deps)")
 
@@ -279,23 +280,11 @@ def test_the_shown_tools_carry_bfcls_language_hints_and_java_arguments_are_strin
 # --- the presets end to end ----------------------------------------------------------------------------------------
 
 
-class Oracle:
+class Oracle(StandInModel):
     """A stand-in model answering each prompt with `answer(prompt text)`."""
-
-    training = False
-    generation_config = None
 
     def __init__(self, tokenizer, answer):
         self.tokenizer, self.answer = tokenizer, answer
-
-    def eval(self):
-        return self
-
-    def train(self, mode=True):
-        return self
-
-    def parameters(self):
-        yield torch.zeros(1)
 
     def generate(self, input_ids, attention_mask, generation_config):
         rows = []

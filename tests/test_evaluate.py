@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from gear_trl.evaluate import evaluate, is_adapter_dir, load_eval_split, load_model, main, prompt_ids
 from gear_trl.rewards import get_reward_funcs
+from tests.utils import StandInModel
 
 TINY = "data/tiny-qwen3"
 GSM8K = "data/math/gsm8k_style"
@@ -71,24 +72,13 @@ def test_sampling_draws_k_completions_per_prompt_and_reports_pass_at_k(tiny, gsm
         evaluate(model, tokenizer, gsm8k_rows, get_reward_funcs(["accuracy"]), num_samples=2, progress=False)
 
 
-class Answers:
+class Answers(StandInModel):
     """Stands in for a model that answers every prompt with a fixed completion (then stops)."""
-
-    training = False
 
     def __init__(self, tokenizer, text):
         self.answer = tokenizer(text)["input_ids"] + [tokenizer.eos_token_id]
         self.generation_config = None
         self.eos = tokenizer.eos_token_id
-
-    def eval(self):
-        return self
-
-    def train(self, mode=True):
-        return self
-
-    def parameters(self):
-        yield torch.zeros(1)
 
     def generate(self, input_ids, attention_mask, generation_config):
         answer = torch.tensor(self.answer).repeat(input_ids.size(0), 1)

@@ -181,3 +181,20 @@ def report_and_leave(trainer, mine: dict, report: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+class StandInModel:
+    """What `gear_trl.evaluate` asks of a model besides `generate`: a stand-in (an oracle, a fixed answer) subclasses
+    it and writes only `generate(input_ids, attention_mask, generation_config)`."""
+
+    training = False
+    generation_config = None
+
+    def eval(self):
+        return self
+
+    def train(self, mode=True):
+        return self
+
+    def parameters(self):
+        yield torch.zeros(1)
