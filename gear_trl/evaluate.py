@@ -146,6 +146,23 @@ def _stop_ids(model, tokenizer) -> list[int]:
     return [eos] if isinstance(eos, int) else list(eos or [])
 
 
+def _assistant_step(text: str) -> tuple[dict, list[dict]]:
+    """The assistant message of one generated step and the tool calls its text holds (as the model wrote them, for
+    the environment to answer, each with an error text where it is malformed); the message lists the well-formed
+    ones as `tool_calls`, so the chat template renders them in the history."""
+    from .rewards.tool_call import parse_text_tool_calls
+
+    calls = parse_text_tool_calls(text)
+    message = {"role": "assistant", "content": _without_calls(text) if calls else text}
+    if calls:
+        message["tool_calls"] = [
+            {"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+            for c in calls
+            if isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict)
+        ]
+    return message, calls
+
+
 def _noop(*args, **kwargs):
     return None
 
@@ -595,7 +612,6 @@ def evaluate_bfcl_multi_turn(
         involved_functions,
         task_tools,
     )
-    from .rewards.tool_call import parse_text_tool_calls
     from .user_sim import ask
 
     _pass_ks(pass_ks, num_samples)
@@ -643,14 +659,7 @@ def evaluate_bfcl_multi_turn(
             still = []
             for conversation, samples in zip(stepping, outputs, strict=True):
                 _, text, _ = samples[0]
-                calls = parse_text_tool_calls(text)
-                message = {"role": "assistant", "content": _without_calls(text) if calls else text}
-                if calls:
-                    message["tool_calls"] = [
-                        {"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
-                        for c in calls
-                        if isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict)
-                    ]
+                message, calls = _assistant_step(text)
                 conversation["messages"].append(message)
                 if not calls:
                     continue
@@ -791,7 +800,6 @@ def evaluate_interactive(
     """
     from tqdm.auto import tqdm
 
-    from .rewards.tool_call import parse_text_tool_calls
     from .user_sim import DEFAULT_MAX_USER_TURNS, ask
 
     _pass_ks(pass_ks, num_samples)
@@ -854,14 +862,7 @@ def evaluate_interactive(
         for conversation, samples in zip(stepping, outputs, strict=True):
             ids, text, _ = samples[0]
             conversation["ids"] += list(ids)
-            calls = parse_text_tool_calls(text)
-            message = {"role": "assistant", "content": _without_calls(text) if calls else text}
-            if calls:
-                message["tool_calls"] = [
-                    {"type": "function", "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
-                    for c in calls
-                    if isinstance(c.get("name"), str) and isinstance(c.get("arguments"), dict)
-                ]
+            message, calls = _assistant_step(text)
             conversation["messages"].append(message)
             if not calls:
                 turn_over.append(conversation)
