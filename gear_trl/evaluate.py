@@ -146,6 +146,16 @@ def _stop_ids(model, tokenizer) -> list[int]:
     return [eos] if isinstance(eos, int) else list(eos or [])
 
 
+def _fitting(conversations: list, prompts: list, max_prompt_tokens: int | None) -> tuple[list, list, list]:
+    """(the conversations whose prompt fits `max_prompt_tokens`, their prompts, the others): a conversation that has
+    outgrown the context ends there instead of crashing the run."""
+    if max_prompt_tokens is None:
+        return conversations, prompts, []
+    fits = [len(ids) <= max_prompt_tokens for ids in prompts]
+    kept = [(c, ids) for c, ids, fit in zip(conversations, prompts, fits, strict=True) if fit]
+    return [c for c, _ in kept], [ids for _, ids in kept], [c for c, fit in zip(conversations, fits) if not fit]
+
+
 def _assistant_step(text: str) -> tuple[dict, list[dict]]:
     """The assistant message of one generated step and the tool calls its text holds (as the model wrote them, for
     the environment to answer, each with an error text where it is malformed); the message lists the well-formed
@@ -646,15 +656,11 @@ def evaluate_bfcl_multi_turn(
                 prompt_ids(tokenizer, {"prompt": c["messages"], "tools": c["tools"]}, chat_template_kwargs)
                 for c in stepping
             ]
-            if max_prompt_tokens is not None:
-                fits = [len(ids) <= max_prompt_tokens for ids in prompts]
-                for conversation, fit in zip(stepping, fits, strict=True):
-                    if not fit:
-                        conversation["terminated"] = conversation["overflow"] = True
-                stepping = [c for c, fit in zip(stepping, fits, strict=True) if fit]
-                prompts = [ids for ids, fit in zip(prompts, fits, strict=True) if fit]
-                if not stepping:
-                    break
+            stepping, prompts, overflowing = _fitting(stepping, prompts, max_prompt_tokens)
+            for conversation in overflowing:
+                conversation["terminated"] = conversation["overflow"] = True
+            if not stepping:
+                break
             outputs = generator.generate(prompts, 1)
             still = []
             for conversation, samples in zip(stepping, outputs, strict=True):
@@ -847,16 +853,12 @@ def evaluate_interactive(
             prompt_ids(tokenizer, {"prompt": c["messages"], "tools": c["schemas"]}, chat_template_kwargs)
             for c in stepping
         ]
-        if max_prompt_tokens is not None:
-            fits = [len(ids) <= max_prompt_tokens for ids in prompts]
-            for conversation, fit in zip(stepping, fits, strict=True):
-                if not fit:
-                    conversation["ended_by"] = "context_overflow"
-            stepping = [c for c, fit in zip(stepping, fits, strict=True) if fit]
-            prompts = [ids for ids, fit in zip(prompts, fits, strict=True) if fit]
-            if not stepping:
-                bar.update(stepped)
-                break
+        stepping, prompts, overflowing = _fitting(stepping, prompts, max_prompt_tokens)
+        for conversation in overflowing:
+            conversation["ended_by"] = "context_overflow"
+        if not stepping:
+            bar.update(stepped)
+            break
         outputs = generator.generate(prompts, 1)
         still, turn_over = [], []
         for conversation, samples in zip(stepping, outputs, strict=True):
