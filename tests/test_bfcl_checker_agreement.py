@@ -17,14 +17,13 @@ import importlib.resources
 import itertools
 import json
 import re
-import sys
-import types
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gear_trl.data.bfcl import bfcl_function_to_tool_schema, bfcl_tool_name, reference_calls, rename_possible_answer
+from gear_trl.rewards.bfcl_ast import _checker
 from gear_trl.rewards.tool_call import check_calls
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed; `make install` installs it (pip --no-deps)")
@@ -38,26 +37,9 @@ CATEGORY_FILES = {
 }
 
 
-def _import_ast_checker() -> types.ModuleType:
-    # ast_checker.py imports bfcl_eval.constants.model_config only for MODEL_CONFIG_MAPPING (to map "." in function
-    # names to "_" for some APIs), and that module imports every model handler (openai, anthropic, ...), which a
-    # --no-deps install lacks. An empty stand-in serves for the import: the test passes names without "." (renamed
-    # as the data scripts rename them), so the mapping is never read.
-    name = "bfcl_eval.constants.model_config"
-    saved = sys.modules.get(name)
-    stand_in = types.ModuleType(name)
-    stand_in.MODEL_CONFIG_MAPPING = {}
-    sys.modules[name] = stand_in
-    try:
-        return importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
-    finally:
-        if saved is None:
-            del sys.modules[name]
-        else:
-            sys.modules[name] = saved
-
-
-AST_CHECKER = _import_ast_checker()
+# BFCL's own checker, imported as the `bfcl_ast` reward imports it (a stand-in for the vendor clients its config
+# module pulls in, which a --no-deps install lacks)
+AST_CHECKER = _checker()
 PYTHON = importlib.import_module("bfcl_eval.constants.enums").Language.PYTHON
 
 
