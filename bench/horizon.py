@@ -19,7 +19,10 @@ Arms: `none` (GRPO); `gear-answer`, `gear-solution` (GEAR with a teacher shown t
 `gear-signed`, `rlsd`, `token`, `gear_no_entropy` (with the solution teacher); headroom's `oracle-gear` and
 `oracle-strong` (GEAR's weighting fed the label signal); and bench/horizon_oracles.py's `oracle-prefix` (the most any
 sign-preserving weighting inside a rollout can do), `oracle-two-sided-0.5` / `-0.9` (GEAR's shape, able to lower the
-prefix) and `oracle-process` (each decision's correctness as a per-decision advantage).
+prefix) and `oracle-process` (each decision's correctness as a per-decision advantage); and two added after the first
+runs, not in the full budget's arms: `oracle-process-local` (each step's own correctness: in `chained` a line that
+computes right from a wrong carried value is a right step) and `oracle-first-error` (blame on the first wrong token's
+line only, neither the prefix nor the lines after it).
 
 Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
 bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
@@ -80,6 +83,8 @@ ARMS = {
     "oracle-two-sided-0.5": {"credit": "gear", "oracle": "two_sided", "oracle_options": {"eps": 0.5}},
     "oracle-two-sided-0.9": {"credit": "gear", "oracle": "two_sided", "oracle_options": {"eps": 0.9}},
     "oracle-process": {"credit": "gear", "oracle": "process"},
+    "oracle-process-local": {"credit": "gear", "oracle": "process_local"},
+    "oracle-first-error": {"credit": "gear", "oracle": "first_error"},
 }
 """Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
 through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
@@ -92,7 +97,7 @@ BUDGETS = {
     "full": {
         "variants": list(VARIANTS),
         "ks": [2, 4, 8],
-        "arms": list(ARMS),
+        "arms": [arm for arm in ARMS if arm not in ("oracle-process-local", "oracle-first-error")],
         "seeds": list(range(8)),
         "max_steps": 40,
         "eval_limit": None,

@@ -9,9 +9,18 @@ functions: `oracle-gear`, `oracle-strong`), these set a rollout's token weights,
   rescaled to mean 1; passed rollouts unchanged. The most any sign-preserving weighting inside a rollout can do.
 - `two_sided_weights` (`oracle-two-sided`): a failed rollout's tokens at 1 - eps before its first wrong token and
   1 + eps from it on, rescaled to mean 1: GEAR's shape, but able to lower the prefix as well as raise the error.
-- `process_advantages` + `process_token_advantages` (`oracle-process`): each decision's own correctness as a dense
-  per-decision advantage, normalized per decision over the group as GRPO normalizes the outcome. The ceiling of
-  credit assignment in general, not of a weighting.
+- `process_advantages` + `process_token_advantages` (`oracle-process`): each decision's correctness (its result is
+  the reference's: `decision_correct`) as a dense per-decision advantage, normalized per decision over the group as
+  GRPO normalizes the outcome. The ceiling of credit assignment in general, not of a weighting.
+
+Two more, added when `oracle-prefix` and `oracle-process` both fell below GRPO on `chained` (docs/results/horizon.md):
+in `chained` the lines after an early error compute right from the wrong carried value, and both oracles blame them.
+
+- `oracle-process-local`: `oracle-process` with each step's own correctness (`step_correct`: right given the lines
+  before it), so a consistent line after an error is a right step.
+- `oracle-first-error` (`error_span`, then `prefix_weights` over that span): in a failed rollout weight only on its
+  first wrong token and the rest of that token's line, 0 on the prefix before and on the lines after, rescaled to
+  mean 1. A sign-preserving weighting like `oracle-prefix` that blames the error, not its consequences.
 
 Pure tensor functions first, then `horizon_error_site` (the label) and `install` (the trainer hook, in a worker
 process only).
@@ -21,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-WEIGHT_KINDS = ("prefix", "two_sided", "process")
+WEIGHT_KINDS = ("prefix", "two_sided", "process", "process_local", "first_error")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -162,10 +171,11 @@ def horizon_error_site(tokens: list[str], row: dict) -> int | None:
     return indices[max(k for k, offset in enumerate(offsets) if offset <= site)]
 
 
-def decisions_of_tokens(tokens: list[str], row: dict) -> tuple[list[int], list[float]]:
+def decisions_of_tokens(tokens: list[str], row: dict, local: bool = False) -> tuple[list[int], list[float]]:
     """Per token (len(tokens)), the decision whose line holds it (-1 outside); and per decision of the problem, 1.0
-    right or 0.0 wrong. ([-1] * T, []) where the prompt states no horizon problem."""
-    from gear_trl.rewards.horizon import decision_correct, decision_of_char, horizon_problem
+    right or 0.0 wrong: its result is the reference's (`decision_correct`), or with `local` the step is right given
+    the lines before it (`step_correct`). ([-1] * T, []) where the prompt states no horizon problem."""
+    from gear_trl.rewards.horizon import decision_correct, decision_of_char, horizon_problem, step_correct
 
     problem = horizon_problem(row["prompt"])
     owner = [-1] * len(tokens)
@@ -176,7 +186,26 @@ def decisions_of_tokens(tokens: list[str], row: dict) -> tuple[list[int], list[f
     for index, offset in zip(indices, offsets, strict=True):
         if offset < len(chars):
             owner[index] = chars[offset]
-    return owner, [float(c) for c in decision_correct(text, problem.results)]
+    labels = step_correct(text, problem) if local else decision_correct(text, problem.results)
+    return owner, [float(c) for c in labels]
+
+
+def error_span(tokens: list[str], row: dict) -> tuple[int, int] | None:
+    """[start, end) token indices of a rollout's first wrong token and the rest of the decision line that holds it
+    (`oracle-first-error`'s blame): the line's tokens, up to its newline; from the site to the last model token where
+    the site is in no decision line (a malformed line, the end-of-sequence token). None where `horizon_error_site`
+    finds no site."""
+    site = horizon_error_site(tokens, row)
+    if site is None:
+        return None
+    owner, _ = decisions_of_tokens(tokens, row)
+    model = [k for k, m in enumerate(row["mask"]) if m]
+    if owner[site] < 0:
+        return site, model[-1] + 1
+    end = site
+    while end + 1 < len(tokens) and owner[end + 1] == owner[site]:
+        end += 1
+    return site, end + 1
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -210,8 +239,8 @@ def install(kind: str, eps: float = 0.5) -> None:
                 {"tokens": decode_tokens(tokenizer, ids), "mask": m, "prompt": p}
                 for ids, m, p in zip(batch["completion_ids"].tolist(), mask.tolist(), prompts, strict=True)
             ]
-            if kind == "process":
-                labels = [decisions_of_tokens(row["tokens"], row) for row in rows]
+            if kind in ("process", "process_local"):
+                labels = [decisions_of_tokens(row["tokens"], row, local=kind == "process_local") for row in rows]
                 width = max((len(c) for _, c in labels), default=0)
                 correct = torch.full((len(rows), width), float("nan"))
                 for i, (_, c) in enumerate(labels):
@@ -227,11 +256,18 @@ def install(kind: str, eps: float = 0.5) -> None:
                 after = torch.zeros_like(mask)
                 failed = (base < 0).cpu()
                 for i, row in enumerate(rows):
-                    site = horizon_error_site(row["tokens"], row) if failed[i] else None
+                    if not failed[i]:
+                        continue
+                    if kind == "first_error":
+                        span = error_span(row["tokens"], row)
+                        if span is not None:
+                            after[i, span[0] : span[1]] = True
+                        continue
+                    site = horizon_error_site(row["tokens"], row)
                     if site is not None:
                         after[i, site:] = True
                 after &= mask
-                if kind == "prefix":
+                if kind in ("prefix", "first_error"):  # first_error: `after` marks the error's span only
                     weights = prefix_weights(after, mask, failed.to(mask.device))
                 else:
                     weights = two_sided_weights(after, mask, failed.to(mask.device), eps)

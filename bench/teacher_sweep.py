@@ -182,8 +182,8 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
     `error_site(tokens, row)` gives the index of a failed rollout's first wrong token (or None). Returned: the share
     of located failed rollouts with a segment opening at the error token (`onset_rate`) and at a random model token
     (`onset_rate_random`, the chance level); the mean blame ratio, the error token's weight over the mean weight of
-    the rollout's other model tokens, in located failed rollouts with a negative advantage (`blame_ratio`), and the
-    same for a random token (`blame_ratio_random`); the share of advantage mass moved,
+    the rollout's other model tokens, in located failed rollouts with a negative advantage (`blame_ratio`; inf where
+    every other token weighs 0 and the error does not), and the same for a random token (`blame_ratio_random`); the share of advantage mass moved,
     sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage."""
     rng = random.Random(seed)
     onsets, random_onsets, ratios, random_ratios = [], [], [], []
@@ -207,8 +207,9 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
         random_onsets.append(is_onset(row["segment_ids"], other))
         if advantage < 0 and len(model) > 1:
             for k, out in ((index, ratios), (other, random_ratios)):
-                rest = [row["weights"][j] for j in model if j != k]
-                out.append(row["weights"][k] / statistics.fmean(rest))
+                rest = statistics.fmean(row["weights"][j] for j in model if j != k)
+                # an oracle can weight every other token 0 (`oracle-first-error`): the ratio is then unbounded
+                out.append(row["weights"][k] / rest if rest else math.inf if row["weights"][k] > 0 else 0.0)
 
     def mean(values):
         return statistics.fmean(values) if values else None

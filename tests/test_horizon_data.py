@@ -20,6 +20,7 @@ from gear_trl.rewards.horizon import (
     make_problem,
     question,
     reference_lines,
+    step_correct,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,6 +78,20 @@ def test_decision_correctness_independent_and_chained():
     # a missing line is a wrong decision
     assert decision_correct("23 + 5 = 28\n28 - 3 = 25", CHAINED.results) == [True, True, False]
     assert decision_correct([{"role": "assistant", "content": "x"}], CHAINED.results) == [False, False, False]
+
+
+def test_step_correctness_is_each_line_given_the_ones_before():
+    # chained: a line computed right from the wrong carried value is a right step, a wrong sum a wrong one
+    assert step_correct("23 + 5 = 29\n29 - 3 = 26\n26 + 8 = 35", CHAINED) == [False, True, False]
+    # a line that does not start from the value carried, or uses another operand or operator, is a wrong step
+    assert step_correct("23 + 5 = 28\n27 - 3 = 24\n25 + 8 = 33", CHAINED) == [True, False, False]
+    assert step_correct("23 + 5 = 28\n28 + 3 = 31\n31 + 8 = 39", CHAINED) == [True, False, True]
+    # independent: each line's operands are the prompt's
+    assert step_correct("23 + 5 = 29\n41 - 3 = 38\n67 + 8 = 75", INDEPENDENT) == [False, True, True]
+    assert step_correct("23 + 5 = 28\n41 - 3 = 38", INDEPENDENT) == [True, True, False]  # a missing line
+    assert step_correct([{"role": "assistant", "content": "x"}], CHAINED) == [False, False, False]
+    # a number too long to be a step is no equation line: never an error
+    assert step_correct("9" * 5000 + " + 5 = 28", CHAINED) == [False, False, False]
 
 
 def test_decision_of_each_character():

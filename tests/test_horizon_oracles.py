@@ -106,3 +106,35 @@ def test_error_site_and_decisions_on_tokens():
     assert oracles.horizon_error_site(right, {"prompt": PROMPT, "mask": [True] * 19}) is None
     assert oracles.horizon_error_site(right, {"prompt": "Compute 3 + 4.", "mask": [True] * 19}) is None
     assert oracles.decisions_of_tokens(right, {"prompt": PROMPT, "mask": [True] * 19})[1] == [1.0, 1.0]
+
+
+def test_local_step_labels_do_not_blame_a_consistent_line():
+    row = {"prompt": PROMPT, "mask": WRONG_MASK}
+    owner, correct = oracles.decisions_of_tokens(WRONG, row, local=True)
+    assert correct == [0.0, 1.0]  # "29 - 3 = 26" is a right step from the carried 29
+    assert owner == oracles.decisions_of_tokens(WRONG, row)[0]
+
+
+def test_error_span_is_the_first_wrong_line_only():
+    row = {"prompt": PROMPT, "mask": WRONG_MASK}
+    # the "9" of "29" (index 9) and its newline (10); not the second line, not the end token
+    assert oracles.error_span(WRONG, row) == (9, 11)
+    # three lines, the error on the second: its span ends at that line's newline
+    tokens = ["2", "3", " +", " ", "5", " =", " ", "2", "8", "\n", "2", "8", " -", " ", "3", " =", " ", "2", "4",
+              "\n", "2", "4", " +", " ", "1", " =", " ", "2", "5", "<|im_end|>"]  # fmt: skip
+    three = {"prompt": "user\nStart from 23 and apply in turn: + 5, - 3, + 1.", "mask": [True] * len(tokens)}
+    assert oracles.error_span(tokens, three) == (18, 20)
+    # stopping short: the site is the end token, outside every line: the span is that token
+    short = ["2", "3", " +", " ", "5", " =", " ", "2", "8", "\n", "<|im_end|>"]
+    assert oracles.error_span(short, {"prompt": PROMPT, "mask": [True] * 11}) == (10, 11)
+    right = ["2", "3", " +", " ", "5", " =", " ", "2", "8", "\n", "2", "8", " -", " ", "3", " =", " ", "2", "5"]
+    assert oracles.error_span(right, {"prompt": PROMPT, "mask": [True] * 19}) is None
+
+
+def test_first_error_weights_blame_the_span_at_mean_one():
+    span = torch.zeros(1, 21, dtype=torch.bool)
+    span[0, 9:11] = True
+    mask = torch.tensor([WRONG_MASK[:21]])
+    w = oracles.prefix_weights(span, mask, torch.tensor([True]))
+    assert w[0, 9:11].tolist() == [10.5, 10.5] and w[0, :9].sum() == 0 and w[0, 11:].sum() == 0
+    assert w[0].mean().item() == pytest.approx(1.0)

@@ -71,6 +71,15 @@ def test_localization_figures(sweep):
     assert loc["moved_share"] == pytest.approx(1.0 / 8)
 
 
+def test_a_blame_ratio_over_zero_weights_is_unbounded_not_an_error(sweep):
+    # an oracle that weights only the error token: the rest are 0, the ratio infinite; 0 at the error too: ratio 0
+    only = {"mask": [1, 1, 1], "segment_ids": [-1, -1, -1], "weights": [0, 0, 3], "advantage": -1.0, "reward": 0.0}
+    none = {**only, "weights": [0, 0, 0]}
+    site = lambda tokens, row: 2
+    assert sweep.localization([(["a", "b", "c"], only)], site)["blame_ratio"] == math.inf
+    assert sweep.localization([(["a", "b", "c"], none)], site)["blame_ratio"] == 0.0
+
+
 def test_verdicts(sweep):
     assert sweep.verdict({"mean": 0.1, "ci_low": 0.01, "ci_high": 0.2}) == "GEAR better"
     assert sweep.verdict({"mean": -0.1, "ci_low": -0.2, "ci_high": -0.01}) == "GEAR worse"

@@ -31,7 +31,10 @@ INDEPENDENT_PREFIX = "Work out each line: "
 CHAINED_PREFIX = "Start from "
 CHAINED_MIDDLE = " and apply in turn: "
 
-_EQUATION = re.compile(r"^[ \t]*(-?\d+)[ \t]*([+-])[ \t]*(\d+)[ \t]*=[ \t]*(-?\d+)[ \t]*$", re.MULTILINE)
+# At most 18 digits a number: a longer one is no equation line (and `int` never meets Python's 4300-digit limit).
+_EQUATION = re.compile(
+    r"^[ \t]*(-?\d{1,18})[ \t]*([+-])[ \t]*(\d{1,18})[ \t]*=[ \t]*(-?\d{1,18})[ \t]*$", re.MULTILINE
+)
 _PAIR = re.compile(r"(\d+) ([+-]) (\d+)")
 _STEP = re.compile(r"([+-]) (\d+)")
 
@@ -141,6 +144,27 @@ def decision_correct(completion: Any, results: list[int]) -> list[bool]:
     A missing line is a wrong decision; lines after the K-th are not decisions (the reward fails them)."""
     lines = equation_lines(completion_text(completion))
     return [k < len(lines) and lines[k][0] == want for k, want in enumerate(results)]
+
+
+def step_correct(completion: Any, problem: HorizonProblem) -> list[bool]:
+    """Per decision k: is the completion's k-th equation line a right step from what it was given? Its operator and
+    right operand are the prompt's k-th, its left operand the prompt's (`independent`; for `chained`, the start value
+    on the first line) or the result the completion wrote on the line before (`chained`), and its result is what
+    they make. In `chained` a line that computes right from a wrong carried value is a right step here (a wrong
+    decision for `decision_correct` and the reward): the step's own correctness, not the value it inherits. A
+    missing line is a wrong step."""
+    text = completion_text(completion)
+    lines = [(int(m[1]), m[2], int(m[3]), int(m[4])) for m in _EQUATION.finditer(text)]
+    out, carried = [], None
+    for k, (a_ref, op_ref, b_ref) in enumerate(problem.steps):
+        if k >= len(lines):
+            out.append(False)
+            continue
+        a, op, b, r = lines[k]
+        want_a = carried if problem.variant == "chained" and k > 0 else a_ref
+        out.append(a == want_a and op == op_ref and b == b_ref and r == (a + b if op == "+" else a - b))
+        carried = r
+    return out
 
 
 def decision_of_char(completion: Any, k: int) -> list[int]:
