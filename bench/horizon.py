@@ -22,7 +22,8 @@ sign-preserving weighting inside a rollout can do), `oracle-two-sided-0.5` / `-0
 prefix) and `oracle-process` (each decision's correctness as a per-decision advantage); and two added after the first
 runs, not in the full budget's arms: `oracle-process-local` (each step's own correctness: in `chained` a line that
 computes right from a wrong carried value is a right step) and `oracle-first-error` (blame on the first wrong token's
-line only, neither the prefix nor the lines after it).
+line only, neither the prefix nor the lines after it), and `-raw` variants of `oracle-prefix` and
+`oracle-first-error` that drop the blame they take off tokens instead of moving it onto the rest (no mean-1 rescale).
 
 Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
 bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
@@ -85,11 +86,16 @@ ARMS = {
     "oracle-process": {"credit": "gear", "oracle": "process"},
     "oracle-process-local": {"credit": "gear", "oracle": "process_local"},
     "oracle-first-error": {"credit": "gear", "oracle": "first_error"},
+    "oracle-prefix-raw": {"credit": "gear", "oracle": "prefix", "oracle_options": {"rescale": False}},
+    "oracle-first-error-raw": {"credit": "gear", "oracle": "first_error", "oracle_options": {"rescale": False}},
 }
 """Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
 through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
 the advantages), oracle options and recipe overrides. The new oracles run under `credit: gear` only so that the
 trainer computes a credit trace to replace (their teacher pass is wasted, as headroom's oracles' is)."""
+DIAGNOSTIC_ARMS = ("oracle-process-local", "oracle-first-error", "oracle-prefix-raw", "oracle-first-error-raw")
+"""Oracles added after the first runs to find why `oracle-prefix` fell below GRPO (docs/results/horizon.md); not in
+the full budget's arms."""
 CEILING = "oracle-prefix"
 """The ceiling of redistribution inside a rollout: `share_of_ceiling` divides by its gain over `none`."""
 
@@ -97,7 +103,7 @@ BUDGETS = {
     "full": {
         "variants": list(VARIANTS),
         "ks": [2, 4, 8],
-        "arms": [arm for arm in ARMS if arm not in ("oracle-process-local", "oracle-first-error")],
+        "arms": [arm for arm in ARMS if arm not in DIAGNOSTIC_ARMS],
         "seeds": list(range(8)),
         "max_steps": 40,
         "eval_limit": None,
@@ -275,6 +281,8 @@ def plot(report: dict, path: Path) -> None:
             ax.axhline(0, color="gray", lw=1, ls=":")
             ax.set_xscale("log", base=2)
             ax.set_xticks([int(k) for k in ks], ks)
+            if len(ks) == 1:  # one K: keep the arms' side-by-side offsets small around its tick
+                ax.set_xlim(int(ks[0]) * 0.8, int(ks[0]) * 1.25)
             ax.set_xlabel("K (decisions per problem)")
             ax.set_ylabel(f"arm - none, {title}", fontsize=8)
             ax.set_title(f"{variant}: {title}, paired by seed, 95% t-interval", fontsize=9)

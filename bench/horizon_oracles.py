@@ -21,6 +21,8 @@ in `chained` the lines after an early error compute right from the wrong carried
 - `oracle-first-error` (`error_span`, then `prefix_weights` over that span): in a failed rollout weight only on its
   first wrong token and the rest of that token's line, 0 on the prefix before and on the lines after, rescaled to
   mean 1. A sign-preserving weighting like `oracle-prefix` that blames the error, not its consequences.
+- `-raw` variants of both (`rescale=False`): the same tokens at weight 1, the others 0, not rescaled, so a failed
+  rollout's blame is dropped where it is 0 rather than moved onto the tokens it keeps.
 
 Pure tensor functions first, then `horizon_error_site` (the label) and `install` (the trainer hook, in a worker
 process only).
@@ -46,7 +48,9 @@ def _mean_one(raw: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, raw * m * count / total.clamp_min(1e-12), m)
 
 
-def prefix_weights(after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+def prefix_weights(
+    after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor, rescale: bool = True
+) -> torch.Tensor:
     """`oracle-prefix` token weights.
 
     Args:
@@ -55,12 +59,16 @@ def prefix_weights(after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor
         mask: [B, T] bool, the model's tokens.
         failed: [B] bool, failed rollouts (negative advantage).
 
+        rescale: False leaves the marked tokens at 1 (the row's blame dropped off the prefix, not moved onto the
+            rest: `-raw` arms).
+
     Returns:
         [B, T] float: in failed rollouts with a located error, 0 before the first wrong token and a constant from it
-        on, the row's mean over model tokens 1; every other row 1 on its model tokens; 0 off the mask.
+        on, the row's mean over model tokens 1 (1 without `rescale`); every other row 1 on its model tokens; 0 off
+        the mask.
     """
     located = failed & (after & mask).any(1)
-    weights = _mean_one((after & mask).float(), mask)
+    weights = _mean_one((after & mask).float(), mask) if rescale else (after & mask).float()
     return torch.where(located[:, None], weights, mask.float())
 
 
@@ -213,7 +221,7 @@ def error_span(tokens: list[str], row: dict) -> tuple[int, int] | None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def install(kind: str, eps: float = 0.5) -> None:
+def install(kind: str, eps: float = 0.5, rescale: bool = True) -> None:
     """Make `gear_trl.train.build_trainer` build a trainer whose credit is this oracle (in this worker process only).
 
     The run's `credit` must be a GEAR mode (the trainer then computes its trace); the teacher's KL is replaced by 0,
@@ -268,7 +276,7 @@ def install(kind: str, eps: float = 0.5) -> None:
                         after[i, site:] = True
                 after &= mask
                 if kind in ("prefix", "first_error"):  # first_error: `after` marks the error's span only
-                    weights = prefix_weights(after, mask, failed.to(mask.device))
+                    weights = prefix_weights(after, mask, failed.to(mask.device), rescale=rescale)
                 else:
                     weights = two_sided_weights(after, mask, failed.to(mask.device), eps)
                 weights = weights.to(trace.weights)

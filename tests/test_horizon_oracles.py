@@ -28,6 +28,11 @@ def test_prefix_weights_by_hand():
     assert w.tolist() == [[0, 0, 0, 2.5, 2.5], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
 
 
+def test_raw_prefix_weights_drop_the_blame_without_moving_it():
+    w = oracles.prefix_weights(AFTER, MASK, FAILED, rescale=False)
+    assert w.tolist() == [[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
+
+
 def test_a_passed_rollout_keeps_its_weights_even_when_marked():
     w = oracles.prefix_weights(AFTER, MASK, torch.tensor([False, False, True]))
     assert w[0].tolist() == [1, 1, 1, 1, 1]

@@ -13,7 +13,8 @@ the K reference results joined by commas (`"28,38,75"`). The reward is binary: 1
 equation lines whose results are the reference's, else 0. Every task has exactly one right completion, so the first
 wrong token of any rollout is the first character where it departs from the reference solution (`first_wrong_char`),
 and each decision's correctness is whether its line's result is the reference's (`decision_correct`: in `chained`, a
-line that computes right from a wrong carried value is still a wrong decision, as the task scores it). All functions
+line that computes right from a wrong carried value is still a wrong decision, as the task scores it; `step_correct`
+judges each line given the ones before it instead, so that line is a right step). All functions
 here read text the model wrote: they return a value or None, never raise on it.
 """
 
