@@ -135,7 +135,9 @@ run at K 2, 4, 8, so 13 arms x 8 seeds x 340 CPU-seconds = 9.8 CPU-hours a varia
 The 6 oracles and `none` (7 arms) at every K of both variants: about 10.6 CPU-hours; of one variant, 5.3. Within
 the issue's 8 CPU-hours: the 6 oracle arms and `none` on `chained` at K 2, 4, 8 (5.3 h), then the teacher arms at the
 K where the ceiling's interval is above 0. Measured since: a `none` run at K = 4 from the chained warm start costs
-178-207 CPU-seconds (docs/results/horizon.md, "Status"), twice the estimate above, so these totals are low. Each
+178-207 CPU-seconds (docs/results/horizon.md, "Status"), twice the estimate above, so these totals are low; the first
+study runs (chained, K = 4: `none`, three oracles and `gear-solution`) cost 170-221 CPU-seconds a run (mean 196, the
+teacher pass of the GEAR modes included), and 4 arms x 8 seeds with their probes took 56 minutes on 2 idle cores. Each
 variant also needs its warm start first (make_warm_start.py: about 5
 CPU-seconds an SFT step of 32 rows measured on `chained`, so 800 steps are about 70 CPU-minutes) and its
 calibration runs of `none` on seeds outside the study (1001-1004 were used)."""
