@@ -126,7 +126,9 @@ held-out problems, 2 probes of 2 problems: 12 jobs) used 12-15 CPU-seconds a job
 of wall time on 2 cores that 5 other jobs shared (load average 6-8), with `QUICK_STAND_IN` as the model; on 2 idle
 cores its CPU time would take about 2 minutes (an estimate, not measured here). Its stand-in scores 0 on these
 prompts (it writes one line and a boxed answer), so every group is all-failed and no oracle acts in it: the quick
-check runs every step of the pipeline, not the oracles' effect.
+check runs every step of the pipeline, not the oracles' effect. Rerun with the chained warm start (the committed
+`horizon_quick.*`): 191 CPU-seconds in all, 5.7 minutes of wall time with one worker on 2 cores that two training
+runs shared, so about 2 minutes with two workers on idle cores (an estimate from the CPU time).
 
 The full budget (2 variants x K 2, 4, 8 x 13 arms x 8 seeds = 624 runs of 40 steps of 8 problems x 8 samples, 200
 held-out problems) is far beyond a 2-core session. Estimated from arith's measured 81-97 CPU-seconds a 40-step run
