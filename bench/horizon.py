@@ -209,6 +209,31 @@ def paired_by_seed(runs: list[dict], arm: str, metric: str, window: int, baselin
     return out
 
 
+def steps_after_error(samples: list[dict]) -> dict:
+    """What a failed rollout writes after its first wrong decision, over evaluation samples (`gear_trl.evaluate`'s
+    `per_sample` rows: `prompt`, `completion`, `reward`).
+
+    Returns {"failed": failed rollouts with a wrong decision, "lines_after": decision lines after the first wrong
+    one, "right_steps": how many of those are right steps given the lines before them (`step_correct`: in `chained`,
+    right from the wrong carried value), "share": right_steps / lines_after (None without any)}."""
+    from gear_trl.rewards.horizon import decision_correct, horizon_problem, step_correct
+
+    failed = lines = right = 0
+    for sample in samples:
+        problem = horizon_problem(sample.get("prompt"))
+        if problem is None or sample.get("reward") == 1.0:
+            continue
+        decisions = decision_correct(sample.get("completion"), problem.results)
+        first = next((k for k, ok in enumerate(decisions) if not ok), None)
+        if first is None:
+            continue
+        failed += 1
+        later = step_correct(sample.get("completion"), problem)[first + 1 :]
+        lines += len(later)
+        right += sum(later)
+    return {"failed": failed, "lines_after": lines, "right_steps": right, "share": right / lines if lines else None}
+
+
 def cell_report(cell: dict, window: int) -> dict:
     """One variant and K: `cell` = {"arms": [...], "runs": [...], "probes": {arm: probe}, "start": start result}.
 
@@ -512,6 +537,17 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "variants": build_report(cells, window),
         "runs": {f"{v}-k{k}": cell["runs"] for v, by_k in cells.items() for k, cell in by_k.items()},
     }
+    for (variant, k), cell in plan.items():  # what failed rollouts write after their first error: the warm start's
+        # held-out samples, and those of every `none` run after training, pooled (their sampled.json in the work dir)
+        def samples(job):
+            path = Path(job["work_dir"]) / job["key"] / "sampled.json"
+            return json.loads(path.read_text())["per_sample"] if path.exists() else []
+
+        none_jobs = [job for job in cell["train"] if job["label"] == "none"]
+        report["variants"][variant][str(k)]["steps_after_error"] = {
+            "start": steps_after_error(samples(cell["start"])),
+            "none_end": steps_after_error([row for job in none_jobs for row in samples(job)]),
+        }
     out_dir = Path(args.out_dir)
     teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")

@@ -13,7 +13,7 @@ functions: `oracle-gear`, `oracle-strong`), these set a rollout's token weights,
   the reference's: `decision_correct`) as a dense per-decision advantage, normalized per decision over the group as
   GRPO normalizes the outcome. The ceiling of credit assignment in general, not of a weighting.
 
-Two more, added when `oracle-prefix` and `oracle-process` both fell below GRPO on `chained` (docs/results/horizon.md):
+More, added when `oracle-prefix` and `oracle-process` both fell below GRPO on `chained` (docs/results/horizon.md):
 in `chained` the lines after an early error compute right from the wrong carried value, and both oracles blame them.
 
 - `oracle-process-local`: `oracle-process` with each step's own correctness (`step_correct`: right given the lines

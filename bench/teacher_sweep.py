@@ -183,8 +183,8 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
     of located failed rollouts with a segment opening at the error token (`onset_rate`) and at a random model token
     (`onset_rate_random`, the chance level); the mean blame ratio, the error token's weight over the mean weight of
     the rollout's other model tokens, in located failed rollouts with a negative advantage (`blame_ratio`; inf where
-    every other token weighs 0 and the error does not), and the same for a random token (`blame_ratio_random`); the share of advantage mass moved,
-    sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage."""
+    every other token weighs 0 and the error does not), and the same for a random token (`blame_ratio_random`); the
+    share of advantage mass moved, sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage."""
     rng = random.Random(seed)
     onsets, random_onsets, ratios, random_ratios = [], [], [], []
     failed = unlocated = 0

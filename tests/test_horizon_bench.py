@@ -108,10 +108,24 @@ def test_plot_and_table_from_a_synthetic_report(horizon, tmp_path):
     assert "+0.50 [+0.50, +0.50]" in table
 
 
+def test_steps_after_error_by_hand(horizon):
+    prompt = [{"role": "user", "content": "Start from 23 and apply in turn: + 5, - 3, + 8."}]
+    samples = [
+        # wrong first line, then a right step from 29 and a wrong one: 2 lines after, 1 right step
+        {"prompt": prompt, "completion": "23 + 5 = 29\n29 - 3 = 26\n26 + 8 = 35", "reward": 0.0},
+        # wrong last line: nothing after it
+        {"prompt": prompt, "completion": "23 + 5 = 28\n28 - 3 = 25\n25 + 8 = 34", "reward": 0.0},
+        {"prompt": prompt, "completion": "23 + 5 = 28\n28 - 3 = 25\n25 + 8 = 33", "reward": 1.0},  # passed
+        {"prompt": "no problem here", "completion": "1 + 1 = 3", "reward": 0.0},  # not a horizon prompt
+    ]
+    assert horizon.steps_after_error(samples) == {"failed": 2, "lines_after": 2, "right_steps": 1, "share": 0.5}
+    assert horizon.steps_after_error([])["share"] is None
+
+
 def test_every_arm_has_a_known_credit_and_oracle(horizon):
     import horizon_oracles
 
-    # the full budget runs every arm but the two diagnostic oracles added after the first runs
+    # the full budget runs every arm but the diagnostic oracles added after the first runs
     assert set(horizon.BUDGETS["full"]["arms"]) == set(horizon.ARMS) - set(horizon.DIAGNOSTIC_ARMS)
     assert set(horizon.DIAGNOSTIC_ARMS) < set(horizon.ARMS)
     for arm, spec in horizon.ARMS.items():
@@ -142,3 +156,11 @@ def test_set_adds_a_recipe_override_to_every_training_run(horizon, monkeypatch, 
     assert train["overrides"][-2:] == ["--learning_rate", "1e-3"] and train["seed"] == 1001
     with pytest.raises(SystemExit):
         horizon.main([*common, "--set", "learning_rate"], log=lambda *a: None)
+
+
+def test_the_results_page_quotes_the_steps_after_error_from_the_committed_json():
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    shares = report["variants"]["chained"]["4"]["steps_after_error"]
+    assert f"{shares['start']['share']:.0%} of\n  them in the warm start's held-out rollouts" in page
+    assert f"{shares['none_end']['share']:.0%} after GRPO's 40 steps" in page
