@@ -1,5 +1,7 @@
 """GEARConfig validates every GEAR field at construction, naming the field and what it accepts."""
 
+import re
+
 import pytest
 
 from gear_trl import GEARConfig
@@ -65,6 +67,8 @@ def test_unknown_credit_mode_lists_the_valid_ones():
         ("onset_min_kl", -1e-3, "[0.0, inf]"),
         ("rlsd_lambda", 1.5, "[0.0, 1.0]"),
         ("rlsd_eps", 1.0, "[0.0, 1.0)"),
+        ("failed_prefix_weight", 1.5, "[0.0, 1.0]"),
+        ("failed_prefix_weight", -0.5, "[0.0, 1.0]"),
         ("rlsd_lambda_decay_steps", 0, "positive integer or None"),
     ],
 )
@@ -100,3 +104,14 @@ def test_uses_teacher_only_for_divergence_modes():
     assert not make(credit="none").uses_teacher
     assert not make(credit="gigpo").uses_teacher
     assert make(credit="gear+gigpo").uses_teacher and make(credit="token").uses_teacher
+
+
+def test_failed_prefix_weight_defaults_to_the_papers_gear_and_needs_gears_segments():
+    assert make().failed_prefix_weight == 1.0
+    for credit in ("gear", "gear_no_entropy", "gear-signed"):
+        assert make(credit=credit, failed_prefix_weight=0.0).failed_prefix_weight == 0.0
+    for credit in ("none", "token", "turn", "fixed", "rlsd", "gigpo", "gear+gigpo"):
+        with pytest.raises(ValueError, match=re.escape("`failed_prefix_weight: 0.5`") + ".*" + re.escape(f"`credit: {credit}`")):
+            make(credit=credit, failed_prefix_weight=0.5)
+    # At 1.0 it does nothing, so every mode takes it.
+    assert make(credit="rlsd", failed_prefix_weight=1.0).credit == "rlsd"

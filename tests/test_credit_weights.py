@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from gear_trl.credit import gear_token_weights
+from gear_trl.credit import gear_token_weights, spare_failed_prefix
 
 KL = torch.tensor([[0.0, 0.5, 1.0]])
 ZEROS = torch.zeros(1, 3)
@@ -149,3 +149,64 @@ def test_per_token_advantages_take_their_sign_token_by_token():
     weights = weights_from_signal(signal, mask, advantages, alpha=1.0, eps=0.9, lam=1.0, weight_norm="none")
     expected = torch.tensor([[math.exp(-0.5), math.exp(-0.5), math.exp(0.5), 1.0]])
     torch.testing.assert_close(weights, expected)
+
+
+def test_spare_failed_prefix_hand_worked():
+    # Rows: failed with a segment at tokens 2-3; passed, same layout; failed without a segment; failed with a
+    # masked-out first position; zero advantage.
+    weights = torch.tensor(
+        [
+            [1.0, 1.0, 1.5, 1.5, 1.0],
+            [1.0, 1.0, 0.5, 0.5, 1.0],
+            [1.0, 1.0, 1.0, 1.0, 1.0],
+            [0.0, 0.8, 1.2, 1.0, 1.0],
+            [1.0, 1.0, 1.0, 1.0, 1.0],
+        ]
+    )
+    segment_ids = torch.tensor(
+        [
+            [-1, -1, 0, 0, -1],
+            [-1, -1, 0, 0, -1],
+            [-1, -1, -1, -1, -1],
+            [-1, -1, 0, -1, 1],
+            [-1, 0, 0, 0, 0],
+        ]
+    )
+    mask = torch.tensor([[1, 1, 1, 1, 1]] * 3 + [[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    advantages = torch.tensor([-1.0, 1.0, -0.5, -2.0, 0.0])
+
+    out = spare_failed_prefix(weights, segment_ids, mask, advantages, prefix_weight=0.25)
+
+    expected = torch.tensor(
+        [
+            [0.25, 0.25, 1.5, 1.5, 1.0],  # the prefix lowered, the segment and what follows it kept
+            [1.0, 1.0, 0.5, 0.5, 1.0],  # passed: unchanged
+            [1.0, 1.0, 1.0, 1.0, 1.0],  # no onset: nothing is known to be a correct prefix
+            [0.0, 0.2, 1.2, 1.0, 1.0],  # masked-out position stays 0; a later segment does not move the cut
+            [1.0, 1.0, 1.0, 1.0, 1.0],  # zero advantage: unchanged
+        ]
+    )
+    torch.testing.assert_close(out, expected)
+    # Not rescaled: the failed row's total weight drops by what the prefix lost.
+    assert out[0].sum().item() == pytest.approx(weights[0].sum().item() - 2 * 0.75)
+
+
+def test_spare_failed_prefix_segment_id_on_a_masked_position_is_not_an_onset():
+    weights = torch.ones(1, 4)
+    segment_ids = torch.tensor([[0, -1, 1, 1]])
+    mask = torch.tensor([[False, True, True, True]])
+    out = spare_failed_prefix(weights, segment_ids, mask, torch.tensor([-1.0]), prefix_weight=0.0)
+    torch.testing.assert_close(out, torch.tensor([[0.0, 0.0, 1.0, 1.0]]))
+
+
+def test_spare_failed_prefix_one_is_the_identity_and_bad_arguments_are_named():
+    weights = torch.rand(2, 3)
+    ids = torch.tensor([[-1, 0, 0], [-1, -1, 0]])
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    assert spare_failed_prefix(weights, ids, mask, torch.tensor([-1.0, -1.0]), 1.0) is weights
+    with pytest.raises(ValueError, match="prefix_weight"):
+        spare_failed_prefix(weights, ids, mask, torch.tensor([-1.0, -1.0]), 1.5)
+    with pytest.raises(ValueError, match="advantages"):
+        spare_failed_prefix(weights, ids, mask, torch.tensor([[-1.0] * 3] * 2), 0.0)
+    with pytest.raises(ValueError, match="segment_ids and mask"):
+        spare_failed_prefix(weights, ids[:, :2], mask, torch.tensor([-1.0, -1.0]), 0.0)

@@ -321,6 +321,30 @@ def test_teacher_reference_solution_shows_the_worked_solution_and_counts_answer_
     assert trainer._metrics["train"]["gear/teacher_answer_only_frac"][-1] == pytest.approx(expected)
 
 
+def test_failed_prefix_weight_cuts_a_failed_rollouts_weights_before_its_first_segment(tmp_path):
+    """failed_prefix_weight in a real step: the same batch under the paper's GEAR and at 0; weights differ exactly on
+    failed rollouts' tokens before their first segment, which go to 0, unrescaled; the loss sees the same advantages."""
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    kwargs = {"onset_threshold": 0.9}  # a high threshold, so some failed rollout's first onset comes late
+    paper = make_trainer(tmp_path, args=tiny_args(tmp_path, **kwargs), model=copy.deepcopy(model))
+    cut = make_trainer(tmp_path, args=tiny_args(tmp_path, failed_prefix_weight=0.0, **kwargs), model=model)
+    batch = generate(paper, first_batch(paper))
+    plain = paper.compute_credit(dict(batch))
+    trace = cut.compute_credit(dict(batch))
+    torch.testing.assert_close(trace.segment_ids, plain.segment_ids)
+    in_segment = (plain.segment_ids >= 0) & plain.mask
+    before_first = (in_segment.long().cumsum(dim=1) == 0) & in_segment.any(dim=1, keepdim=True)
+    failed = (batch["gear_base_advantages"] < 0)[:, None] & plain.has_ground_truth[:, None]
+    spared = before_first & failed & plain.mask
+    assert spared.any(), "the batch needs a failed rollout whose first onset is not its first token"
+    assert (trace.weights[spared] == 0).all() and (plain.weights[spared] > 0).all()
+    torch.testing.assert_close(trace.weights[~spared], plain.weights[~spared])
+    cut.model.train()
+    weighted(cut, batch)
+    torch.testing.assert_close(batch["advantages"], trace.advantages, atol=1e-5, rtol=1e-4)
+    assert "- failed_prefix_weight: `0.0`" in "\n".join(cut._credit_card_lines())
+
+
 def test_gear_signed_flips_gears_weights_where_the_teacher_supports_the_sampled_token(tmp_path):
     """credit: gear-signed in a real step: GEAR's segments, the signal signed by the log-ratio the divergence pass
     gives beside the KL, so the weights differ from `gear` exactly on tokens with signal where log pT > log pS; both

@@ -4,7 +4,8 @@
 - :func:`lm_head_statistics`: the same per row, with the student's log-partition and target log-probabilities.
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
-- :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights.
+- :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights; :func:`spare_failed_prefix` lowers a
+  failed completion's weights before its first segment (`failed_prefix_weight`, ours).
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
 - :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (ours) and the share of onsets in
@@ -26,7 +27,7 @@ from .segments import (
     segment_stats,
 )
 from .signed import segment_onsets, signed_signal, teacher_supported_onsets
-from .weights import gear_token_weights, weights_from_signal
+from .weights import gear_token_weights, spare_failed_prefix, weights_from_signal
 
 __all__ = [
     "CREDIT_MODES",
@@ -46,6 +47,7 @@ __all__ = [
     "segment_signal",
     "segment_stats",
     "signed_signal",
+    "spare_failed_prefix",
     "teacher_supported_onsets",
     "weights_from_signal",
 ]

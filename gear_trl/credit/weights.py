@@ -111,3 +111,52 @@ def weights_from_signal(
         # mean 0; it stays all zeros.
         weights = weights / torch.where(row_mean > 0, row_mean, 1.0)
     return weights
+
+
+def spare_failed_prefix(
+    weights: torch.Tensor,
+    segment_ids: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    prefix_weight: float,
+) -> torch.Tensor:
+    """Lower the weight of a failed completion's tokens before its first segment (ours, not the paper's).
+
+    In a completion with negative advantage, the model tokens before its first segment (the first onset, where the
+    teacher first disagrees) are multiplied by ``prefix_weight``; every other token, and every completion with
+    advantage >= 0 or with no segment at all, keeps its weight. Applied after :func:`weights_from_signal`'s
+    ``weight_norm``, so the blame taken off the prefix is dropped, not moved onto the rest of the completion: the
+    label oracles of bench/horizon.py found that moving it (a mean-1 rescale) is what made sparing the prefix hurt
+    (docs/results/horizon.md). ``prefix_weight=1`` returns ``weights`` unchanged (the paper's GEAR).
+
+    Args:
+        weights: [B, T] float, token weights (0 at masked-out positions).
+        segment_ids: [B, T] long, -1 outside segments (:func:`segment_signal`).
+        mask: [B, T] bool (or 0/1), model-written tokens.
+        advantages: [B] float, trajectory-level advantage ``A_i``.
+        prefix_weight: in [0, 1].
+
+    Returns:
+        [B, T] float weights, the dtype and device of ``weights``.
+    """
+    if not 0 <= prefix_weight <= 1:
+        raise ValueError(f"prefix_weight must be in [0, 1]; got {prefix_weight}.")
+    if advantages.dim() != 1 or advantages.shape[0] != weights.shape[0]:
+        raise ValueError(
+            f"advantages must be [B] = {tuple(weights.shape[:1])} (trajectory-level); got {tuple(advantages.shape)}."
+        )
+    if segment_ids.shape != weights.shape or mask.shape != weights.shape:
+        raise ValueError(
+            f"segment_ids and mask must have the shape of weights {tuple(weights.shape)}; got "
+            f"{tuple(segment_ids.shape)} and {tuple(mask.shape)}."
+        )
+    if prefix_weight == 1:
+        return weights
+    device = weights.device
+    in_segment = (segment_ids.to(device) >= 0) & mask.to(device=device, dtype=torch.bool)
+    # before_first[b, t]: no segment token at or before t in row b; a row without segments is all True.
+    before_first = in_segment.long().cumsum(dim=1) == 0
+    has_segment = in_segment.any(dim=1, keepdim=True)
+    failed = (advantages.detach().to(device) < 0)[:, None]
+    spared = before_first & has_segment & failed
+    return torch.where(spared, weights * prefix_weight, weights)

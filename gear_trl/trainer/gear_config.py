@@ -37,6 +37,10 @@ DEFAULT_MATH_SOLUTION_TEMPLATE = (
 """The teacher template `teacher_reference: solution` uses in place of the default one."""
 
 
+PREFIX_WEIGHT_MODES = ("gear", "gear_no_entropy", "gear-signed")
+"""Credit modes `failed_prefix_weight` applies to: segments open at onsets, and the advantage is one per completion."""
+
+
 def _choice(name: str, value, choices) -> None:
     if value not in choices:
         close = difflib.get_close_matches(value, list(choices), n=1) if isinstance(value, str) else []
@@ -85,6 +89,9 @@ class GEARConfig(GRPOConfig):
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
         weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
             mean advantage; `none` leaves them as computed.
+        failed_prefix_weight (`float`, defaults to `1.0`): ours, not the paper's: in a completion with negative
+            advantage, the tokens before its first segment are multiplied by this weight after `weight_norm`, so the
+            blame taken off the prefix the teacher agrees with is dropped, not moved; 1.0 is the paper's GEAR.
         rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
         rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
             many optimizer steps (after the warmup).
@@ -182,6 +189,17 @@ class GEARConfig(GRPOConfig):
         metadata={
             "help": "`mean`: rescale each completion's weights to mean 1 over its model tokens, so its mean advantage "
             "is unchanged; `none`: no rescaling (our default: mean)."
+        },
+    )
+    failed_prefix_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "Ours, not the paper's: in a completion with negative advantage, multiply the weights of the "
+            "tokens before its first segment (the teacher's first onset) by this, after `weight_norm`, so the blame "
+            "taken off that prefix is dropped rather than moved onto the rest (a completion without an onset keeps "
+            "its weights). In [0, 1]; 1.0 = the paper's GEAR (our default). `credit: gear`, `gear_no_entropy` and "
+            "`gear-signed` only. Why it exists: docs/results/horizon.md, where a label oracle of this shape was the "
+            "only one above GRPO and its mean-1 rescaled twin fell below it."
         },
     )
     rlsd_lambda: float = field(
@@ -389,6 +407,15 @@ class GEARConfig(GRPOConfig):
         _in_range("weight_alpha", self.weight_alpha, 0.0, float("inf"))
         _in_range("weight_eps", self.weight_eps, 0.0, 1.0, high_open=True)
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
+        _in_range("failed_prefix_weight", self.failed_prefix_weight, 0.0, 1.0)
+        if self.failed_prefix_weight != 1.0 and self.credit not in PREFIX_WEIGHT_MODES:
+            raise ValueError(
+                f"`failed_prefix_weight: {self.failed_prefix_weight}` needs GEAR's segments and trajectory-level "
+                f"advantages (`credit` one of {', '.join(PREFIX_WEIGHT_MODES)}); `credit: {self.credit}` has "
+                "no first onset to cut at"
+                + (" or per-step advantages" if "gigpo" in self.credit else "")
+                + ", so it would do nothing. Leave it at 1.0."
+            )
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
         _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)

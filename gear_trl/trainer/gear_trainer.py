@@ -38,6 +38,7 @@ from ..credit import (
     rlsd_token_weights,
     segment_signal,
     signed_signal,
+    spare_failed_prefix,
     teacher_supported_onsets,
     weights_from_signal,
 )
@@ -440,6 +441,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 lam=self.args.weight_lambda,
                 weight_norm=self.args.weight_norm,
             )
+            if self.args.failed_prefix_weight != 1.0:  # GEARConfig allows it only with trajectory-level advantages
+                weights = spare_failed_prefix(weights, segment_ids, mask, base, self.args.failed_prefix_weight)
         # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
         has_truth = batch["gear_has_truth"]
         weights = torch.where(has_truth[:, None], weights, mask.float())
@@ -663,6 +666,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 weight_lambda=args.weight_lambda,
                 weight_norm=args.weight_norm,
                 weight_eps=args.weight_eps,
+                failed_prefix_weight=args.failed_prefix_weight,
                 teacher_reference=args.teacher_reference,
             )
             # The teacher kind's own knob: two runs differing only in it must not have the same card.
