@@ -111,7 +111,9 @@ def test_failed_prefix_weight_defaults_to_the_papers_gear_and_needs_gears_segmen
     for credit in ("gear", "gear_no_entropy", "gear-signed"):
         assert make(credit=credit, failed_prefix_weight=0.0).failed_prefix_weight == 0.0
     for credit in ("none", "token", "turn", "fixed", "rlsd", "gigpo", "gear+gigpo"):
-        with pytest.raises(ValueError, match=re.escape("`failed_prefix_weight: 0.5`") + ".*" + re.escape(f"`credit: {credit}`")):
+        with pytest.raises(
+            ValueError, match=re.escape("`failed_prefix_weight: 0.5`") + ".*" + re.escape(f"`credit: {credit}`")
+        ):
             make(credit=credit, failed_prefix_weight=0.5)
     # At 1.0 it does nothing, so every mode takes it.
     assert make(credit="rlsd", failed_prefix_weight=1.0).credit == "rlsd"
