@@ -184,9 +184,11 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
     (`onset_rate_random`, the chance level); the mean blame ratio, the error token's weight over the mean weight of
     the rollout's other model tokens, in located failed rollouts with a negative advantage (`blame_ratio`; inf where
     every other token weighs 0 and the error does not), and the same for a random token (`blame_ratio_random`); the
-    share of advantage mass moved, sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage."""
+    share of advantage mass moved, sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage;
+    and the share of located failed rollouts whose first segment opens at or before the error token
+    (`first_onset_by_error`: where `failed_prefix_weight` cuts a failed rollout's blame, the error keeps its own)."""
     rng = random.Random(seed)
-    onsets, random_onsets, ratios, random_ratios = [], [], [], []
+    onsets, random_onsets, ratios, random_ratios, by_error = [], [], [], [], []
     failed = unlocated = 0
     moved = total = 0.0
     for tokens, row in rollouts:
@@ -204,6 +206,8 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
             continue
         other = rng.choice(model)
         onsets.append(is_onset(row["segment_ids"], index))
+        first = next((k for k in model if row["segment_ids"][k] >= 0), None)
+        by_error.append(first is not None and first <= index)
         random_onsets.append(is_onset(row["segment_ids"], other))
         if advantage < 0 and len(model) > 1:
             for k, out in ((index, ratios), (other, random_ratios)):
@@ -224,6 +228,7 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
         "blame_ratio_random": mean(random_ratios),
         "blamed_rollouts": len(ratios),
         "moved_share": moved / total if total else None,
+        "first_onset_by_error": mean(by_error),
     }
 
 

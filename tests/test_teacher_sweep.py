@@ -69,6 +69,23 @@ def test_localization_figures(sweep):
     assert loc["blame_ratio"] == pytest.approx(2.0)
     # moved: rollout 1: 0.5 * (1) = 0.5, rollout 2: 0.5 * (0.5 + 0.5) = 0.5; over |A| x tokens = 8
     assert loc["moved_share"] == pytest.approx(1.0 / 8)
+    assert loc["first_onset_by_error"] == 1.0  # rollout 1's first segment opens at its error
+
+
+def test_first_onset_by_error_counts_late_and_missing_onsets_as_misses(sweep):
+    def failed(segment_ids, error):
+        n = len(segment_ids)
+        row = {"mask": [1] * n, "segment_ids": segment_ids, "weights": [1] * n, "advantage": -1.0, "reward": 0.0}
+        return ["t"] * n, {**row, "error": error}
+
+    rollouts = [
+        failed([0, 0, -1, 1], 2),  # an early onset, before the error: the error keeps its blame
+        failed([-1, -1, -1, 0], 1),  # the first onset after the error: a cut at it would spare the error
+        failed([-1, -1, -1, -1], 0),  # no onset at all
+        failed([-1, 0, 0, 0], 1),  # at the error
+    ]
+    loc = sweep.localization(rollouts, lambda tokens, row: row["error"])
+    assert loc["first_onset_by_error"] == pytest.approx(2 / 4)
 
 
 def test_a_blame_ratio_over_zero_weights_is_unbounded_not_an_error(sweep):
