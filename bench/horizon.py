@@ -34,7 +34,8 @@ warm start's weights, so an interrupted study resumes where it stopped; `--cache
     python bench/horizon.py              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
 
 Writes `bench/results/horizon[_quick].{json,md,png}`: `variants` -> K -> `arms` -> metric -> `mean`, `ci_low`,
-`ci_high`, `n_seeds`, each arm's `share_of_ceiling`, and per variant and K `none_accuracy` (start and end).
+`ci_high`, `n_seeds`, each arm's `share_of_ceiling` (and `share_of_raw_ceiling`, the same against
+`oracle-prefix-raw`), and per variant and K `none_accuracy` (start and end).
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ DIAGNOSTIC_ARMS = ("oracle-process-local", "oracle-first-error", "oracle-prefix-
 the full budget's arms."""
 CEILING = "oracle-prefix"
 """The ceiling of redistribution inside a rollout: `share_of_ceiling` divides by its gain over `none`."""
+RAW_CEILING = "oracle-prefix-raw"
+"""The same tokens without the mean-1 rescale, the one label oracle found above GRPO (docs/results/horizon.md):
+`share_of_raw_ceiling` divides by its gain, beside (never instead of) the issue's `share_of_ceiling`."""
+SHARES = {"share_of_ceiling": CEILING, "share_of_raw_ceiling": RAW_CEILING}
 
 BUDGETS = {
     "full": {
@@ -246,18 +251,21 @@ def cell_report(cell: dict, window: int) -> dict:
 
     Returns {"start": the warm start's held-out scores, "none_accuracy": {"start", "end", "end_ci_low",
     "end_ci_high"} (held-out sampled accuracy of the warm start, and of `none` after training, mean of its seeds),
-    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling` (metric -> share, or None where undefined)}."""
+    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling` and `share_of_raw_ceiling` (metric -> share, or
+    None where undefined)}."""
     (body,) = headroom.build_report({"cell": cell}, window).values()
     arms = body["arms"]
-    if CEILING in arms and CEILING != "none":
+    for key, ceiling in SHARES.items():
+        if ceiling not in arms:
+            continue
         for arm, out in arms.items():
-            if arm in ("none", CEILING):
+            if arm in ("none", ceiling):
                 continue
-            out["share_of_ceiling"] = {
+            out[key] = {
                 metric: share_of_ceiling(
                     paired_by_seed(cell["runs"], arm, metric, window),
-                    paired_by_seed(cell["runs"], CEILING, metric, window),
-                    arms[CEILING][f"{metric}_minus_none"]["ci_low"],
+                    paired_by_seed(cell["runs"], ceiling, metric, window),
+                    arms[ceiling][f"{metric}_minus_none"]["ci_low"],
                 )
                 for metric in METRICS
             }
@@ -357,9 +365,10 @@ def markdown(report: dict) -> str:
                 "",
                 (
                     "| arm | seeds | reward - none | sampled acc. - none | share of ceiling (reward) "
-                    "| share of ceiling (sampled) | onset at error (chance) | blame ratio (random) | mass moved |"
+                    "| share of ceiling (sampled) | share of raw ceiling (reward) | share of raw ceiling (sampled) "
+                    "| onset at error (chance) | first onset by error | blame ratio (random) | mass moved |"
                 ),
-                "|---|---|---|---|---|---|---|---|---|",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for arm, cell in body["arms"].items():
                 loc = cell.get("localization") or {}
@@ -367,13 +376,16 @@ def markdown(report: dict) -> str:
                     teacher_sweep._cell(cell[f"{m}_minus_none"]) if f"{m}_minus_none" in cell else "(baseline)"
                     for m in METRICS
                 ]
-                shares = cell.get("share_of_ceiling") or {}
                 share_cells = [
-                    "(ceiling)" if arm == CEILING else "" if arm == "none" else _share(shares.get(m)) for m in METRICS
+                    "(ceiling)" if arm == ceiling else "" if arm == "none" else _share((cell.get(key) or {}).get(m))
+                    for key, ceiling in SHARES.items()
+                    for m in METRICS
                 ]
                 lines.append(
-                    f"| `{arm}` | {cell['reward_last']['n_seeds']} | {diffs[0]} | {diffs[1]} | {share_cells[0]} "
-                    f"| {share_cells[1]} | {num(loc.get('onset_rate'))} ({num(loc.get('onset_rate_random'))}) "
+                    f"| `{arm}` | {cell['reward_last']['n_seeds']} | {diffs[0]} | {diffs[1]} | "
+                    + " | ".join(share_cells)
+                    + f" | {num(loc.get('onset_rate'))} ({num(loc.get('onset_rate_random'))}) "
+                    f"| {num(loc.get('first_onset_by_error'))} "
                     f"| {num(loc.get('blame_ratio'))} ({num(loc.get('blame_ratio_random'))}) "
                     f"| {num(loc.get('moved_share'), 3)} |"
                 )

@@ -94,6 +94,28 @@ def test_report_schema_and_share_of_ceiling_on_synthetic_runs(horizon):
     json.dumps(report)  # the report is JSON as written
 
 
+def test_share_of_raw_ceiling_is_reported_beside_the_issues_ceiling(horizon):
+    """A ceiling below GRPO (oracle-prefix, -0.05) and its unrescaled twin above it (oracle-prefix-raw, +0.1 + 0.01 s):
+    an arm at half the twin's gain has no share of the first and a share of 0.5 of the second."""
+    cell = synthetic_cell(0.1)
+    for r in cell["runs"]:
+        if r["label"] == "oracle-prefix":
+            cell["runs"].append({**r, "label": "oracle-prefix-raw"})
+            r["reward"] = [0.1, 0.2 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]]
+            r["eval"] = {"sampled_accuracy": 0.30 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]}
+    cell["arms"].append("oracle-prefix-raw")
+    body = horizon.build_report({"chained": {4: cell}}, window=1)["chained"]["4"]
+    arm = body["arms"]["oracle-gear"]
+    assert arm["share_of_ceiling"] == {"reward_last": None, "sampled_accuracy": None}
+    for metric in ("reward_last", "sampled_accuracy"):
+        assert arm["share_of_raw_ceiling"][metric]["mean"] == pytest.approx(0.5)
+    assert "share_of_raw_ceiling" not in body["arms"]["oracle-prefix-raw"]
+    table = horizon.markdown({"variants": {"chained": {"4": body}}})
+    row = next(line for line in table.splitlines() if line.startswith("| `oracle-gear` |"))
+    assert row.count("+0.50 [+0.50, +0.50]") == 2 and row.count("n/a") >= 2
+    assert table.count("(ceiling)") == 4  # each ceiling's own two cells
+
+
 def test_plot_and_table_from_a_synthetic_report(horizon, tmp_path):
     report = {
         "title": "synthetic",
