@@ -28,7 +28,9 @@ line only, neither the prefix nor the lines after it), and `-raw` variants of `o
 
 Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
 bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
-warm start's weights, so an interrupted study resumes where it stopped; `--cached-only` reports what is cached.
+warm start's weights, so an interrupted study resumes where it stopped; `--cached-only` reports what is cached: per
+variant and K the arms with a cached run (the others listed in that cell's `not_run`), `_partial` only where one of
+those lacks a seed.
 
     python bench/horizon.py --quick      # chained, K 2 and 4: none and oracle-prefix x 2 seeds, 2 steps
     python bench/horizon.py              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
@@ -389,6 +391,8 @@ def markdown(report: dict) -> str:
                     f"| {num(loc.get('blame_ratio'))} ({num(loc.get('blame_ratio_random'))}) "
                     f"| {num(loc.get('moved_share'), 3)} |"
                 )
+            if body.get("not_run"):
+                lines += ["", "Not run at this K: " + ", ".join(f"`{arm}`" for arm in body["not_run"]) + "."]
             lines.append("")
     return "\n".join(lines)
 
@@ -518,6 +522,14 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     def got(job):
         return results.get((job["work_dir"], job["key"]))
 
+    if args.cached_only:  # report, per variant and K, the arms run there: an arm with no cached run is `not_run`
+        for cell in plan.values():
+            ran = {"none"} | {job["label"] for job in cell["train"] if got(job) is not None}
+            cell["not_run"] = [arm for arm in cell["arms"] if arm not in ran]
+            cell["arms"] = [arm for arm in cell["arms"] if arm in ran]
+            cell["probes"] = {arm: job for arm, job in cell["probes"].items() if arm in ran}
+            cell["train"] = [job for job in cell["train"] if job["label"] in ran]
+        jobs = [job for cell in plan.values() for job in (cell["start"], *cell["probes"].values(), *cell["train"])]
     missing = sum(got(job) is None for job in jobs)
     if missing:
         name += "_partial"
@@ -556,6 +568,9 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "variants": build_report(cells, window),
         "runs": {f"{v}-k{k}": cell["runs"] for v, by_k in cells.items() for k, cell in by_k.items()},
     }
+    for (variant, k), cell in plan.items():
+        if cell.get("not_run"):
+            report["variants"][variant][str(k)]["not_run"] = cell["not_run"]
     for (variant, k), cell in plan.items():  # what failed rollouts write after their first error: the warm start's
         # held-out samples, and those of every `none` run after training, pooled (their sampled.json in the work dir)
         def samples(job):

@@ -180,6 +180,43 @@ def test_set_adds_a_recipe_override_to_every_training_run(horizon, monkeypatch, 
         horizon.main([*common, "--set", "learning_rate"], log=lambda *a: None)
 
 
+def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon, monkeypatch, tmp_path):
+    """K = 4 has none and oracle-prefix on 2 seeds, K = 8 only none: the report is whole (not `_partial`), K = 8's
+    cell lists oracle-prefix as not run; a seed missing from an arm that ran makes it partial."""
+
+    def fake(skip=()):
+        def run_jobs(jobs, *args, cached_only=False, **kwargs):
+            assert cached_only
+            out = {}
+            for job in jobs:
+                k = job["task"].rsplit("k", 1)[1]
+                ran = k == "4" or job.get("label", "none") == "none"
+                if job["kind"] == "start":
+                    out[job["work_dir"], job["key"]] = {"eval": {"sampled_accuracy": 0.4, "greedy_accuracy": 0.7}}
+                elif job["kind"] == "probe" and k == "4":
+                    out[job["work_dir"], job["key"]] = {"localization": {}, "label_free": {}}
+                elif job["kind"] == "train" and ran and (k, job["label"], job["seed"]) not in skip:
+                    bump = 0.05 * (job["label"] != "none") + 0.01 * job["seed"]
+                    out[job["work_dir"], job["key"]] = run(job["label"], job["seed"], [0.3, 0.5 + bump], 0.5 + bump)
+            return out
+
+        return run_jobs
+
+    argv = ["--variants", "chained", "--ks", "4", "8", "--arms", "none", "oracle-prefix", "--seeds", "0", "1",
+            "--model", "chained=data/tiny-qwen3-arith-sol35", "--work-dir", str(tmp_path / "work"), "--cached-only",
+            "--out-dir", str(tmp_path / "out")]  # fmt: skip
+    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", fake())
+    report = horizon.main(argv, log=lambda *a: None)
+    assert (tmp_path / "out" / "horizon.json").exists() and report["jobs"]["missing"] == 0
+    by_k = report["variants"]["chained"]
+    assert set(by_k["4"]["arms"]) == {"none", "oracle-prefix"} and "not_run" not in by_k["4"]
+    assert set(by_k["8"]["arms"]) == {"none"} and by_k["8"]["not_run"] == ["oracle-prefix"]
+    assert "Not run at this K: `oracle-prefix`." in (tmp_path / "out" / "horizon.md").read_text()
+    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", fake(skip={("4", "oracle-prefix", 1)}))
+    report = horizon.main(argv, log=lambda *a: None)
+    assert report["jobs"]["missing"] == 1 and (tmp_path / "out" / "horizon_partial.json").exists()
+
+
 def test_the_results_page_quotes_the_steps_after_error_from_the_committed_json():
     report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
     page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
