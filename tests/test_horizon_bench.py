@@ -223,3 +223,16 @@ def test_the_results_page_quotes_the_steps_after_error_from_the_committed_json()
     shares = report["variants"]["chained"]["4"]["steps_after_error"]
     assert f"{shares['start']['share']:.0%} of\n  them in the warm start's held-out rollouts" in page
     assert f"{shares['none_end']['share']:.0%} after GRPO's 40 steps" in page
+
+
+def test_the_trained_probe_uses_gear_drop_prefix_settings_and_names_a_missing_run(horizon, tmp_path, capsys):
+    probe = load_file(REPO_ROOT / "bench" / "horizon_trained_probe.py", "gear_bench_horizon_trained_probe")
+    job = probe.probe_job("chained", 8, "some/model", "probe_1", tmp_path, 48)
+    assert job["kind"] == "probe" and job["mode"] == "gear" and job["oracle"] is None
+    overrides = job["overrides"]
+    assert overrides[overrides.index("--model_name_or_path") + 1] == "some/model"
+    assert overrides[overrides.index("--dataset_name") + 1] == "data/horizon/chained/k8"
+    assert overrides[-4:] == ["--teacher_reference", "solution", "--failed_prefix_weight", "0.0"]
+    with pytest.raises(SystemExit):
+        probe.main(["--arms", "none", "--seed", "99", "--work-dir", str(tmp_path), "--out", str(tmp_path / "o.json")])
+    assert "no trained model for arm 'none', seed 99" in capsys.readouterr().err
