@@ -236,3 +236,31 @@ def test_the_trained_probe_uses_gear_drop_prefix_settings_and_names_a_missing_ru
     with pytest.raises(SystemExit):
         probe.main(["--arms", "none", "--seed", "99", "--work-dir", str(tmp_path), "--out", str(tmp_path / "o.json")])
     assert "no trained model for arm 'none', seed 99" in capsys.readouterr().err
+
+
+def test_the_results_pages_across_k_table_and_probe_figures_are_the_committed_json():
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+
+    def interval(cell):
+        return f"{cell['mean']:+.3f} [{cell['ci_low']:+.3f}, {cell['ci_high']:+.3f}]"
+
+    for k, body in report["variants"]["chained"].items():
+        none = body["none_accuracy"]
+        arms = body["arms"]
+        cells = [
+            f"{none['start']:.3f} -> {none['end']:.3f} [{none['end_ci_low']:.3f}, {none['end_ci_high']:.3f}]",
+            f"{arms['none']['reward_last']['mean']:.3f}",
+            *(
+                f"{interval(arms[arm]['reward_last_minus_none'])} / {interval(arms[arm]['sampled_accuracy_minus_none'])}"
+                for arm in ("oracle-prefix", "oracle-prefix-raw")
+            ),
+        ]
+        assert f"| {k} | " + " | ".join(cells) + " |" in page, k
+    probes = json.loads((REPO_ROOT / "bench" / "results" / "horizon_trained_probes.json").read_text())["models"]
+    by_error = {name.split(",")[0]: f"{loc['first_onset_by_error']:.2f}" for name, loc in probes.items()}
+    assert f"in {by_error['warm start']} of them at the warm start" in page.replace("\n", " ")
+    assert (
+        f"{by_error['none']} (`none`'s), {by_error['gear-solution']} (`gear-solution`'s) and "
+        f"{by_error['gear-drop-prefix']} (`gear-drop-prefix`'s own)"
+    ) in page.replace("\n", " ")
