@@ -16,15 +16,16 @@ reports, per arm:
   diagnostics, from bench/headroom.py's probes.
 
 Arms: `none` (GRPO); `gear-answer`, `gear-solution` (GEAR with a teacher shown the K results, or the K lines);
-`gear-signed`, `rlsd`, `token`, `gear_no_entropy` (with the solution teacher); `gear-drop-prefix` (`gear-solution`
-with `failed_prefix_weight: 0`, ours: a failed rollout's tokens before its first onset lose their blame); headroom's
-`oracle-gear` and `oracle-strong` (GEAR's weighting fed the label signal); and bench/horizon_oracles.py's `oracle-prefix` (the most any
-sign-preserving weighting inside a rollout can do), `oracle-two-sided-0.5` / `-0.9` (GEAR's shape, able to lower the
-prefix) and `oracle-process` (each decision's correctness as a per-decision advantage); and two added after the first
-runs, not in the full budget's arms: `oracle-process-local` (each step's own correctness: in `chained` a line that
-computes right from a wrong carried value is a right step) and `oracle-first-error` (blame on the first wrong token's
-line only, neither the prefix nor the lines after it), and `-raw` variants of `oracle-prefix` and
-`oracle-first-error` that drop the blame they take off tokens instead of moving it onto the rest (no mean-1 rescale).
+`gear-signed`, `rlsd`, `token`, `gear_no_entropy` (with the solution teacher); `gear-drop-prefix` (`gear-solution` with
+`failed_prefix_weight: 0`, ours: a failed rollout's tokens before its first onset lose their blame); headroom's
+`oracle-gear` and `oracle-strong` (GEAR's weighting fed the label signal); and bench/horizon_oracles.py's
+`oracle-prefix` (the most any sign-preserving weighting inside a rollout can do), `oracle-two-sided-0.5` / `-0.9`
+(GEAR's shape, able to lower the prefix) and `oracle-process` (each decision's correctness as a per-decision advantage);
+and, added after the first runs and not in the full budget's arms: `oracle-process-local` (each step's own correctness:
+in `chained` a line that computes right from a wrong carried value is a right step) and `oracle-first-error` (blame on
+the first wrong token's line only, neither the prefix nor the lines after it), and `-raw` variants of `oracle-prefix`
+and `oracle-first-error` that drop the blame they take off tokens instead of moving it onto the rest (no mean-1
+rescale).
 
 Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
 bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
@@ -101,8 +102,8 @@ ARMS = {
 through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
 the advantages), oracle options and recipe overrides. `gear-drop-prefix` is `gear-solution` with the option
 `failed_prefix_weight: 0` (ours), the real-teacher counterpart of `oracle-prefix-raw`: its first onset stands in for
-the first wrong token. The new oracles run under `credit: gear` only so that the
-trainer computes a credit trace to replace (their teacher pass is wasted, as headroom's oracles' is)."""
+the first wrong token. The new oracles run under `credit: gear` only so that the trainer computes a credit trace to
+replace (their teacher pass is wasted, as headroom's oracles' is)."""
 DIAGNOSTIC_ARMS = ("oracle-process-local", "oracle-first-error", "oracle-prefix-raw", "oracle-first-error-raw")
 """Oracles added after the first runs to find why `oracle-prefix` fell below GRPO (docs/results/horizon.md); not in
 the full budget's arms."""

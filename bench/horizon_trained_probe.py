@@ -15,6 +15,7 @@ model -> bench/teacher_sweep.py's `localization` (onset at the error, `first_ons
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -34,6 +35,9 @@ import teacher_sweep
 
 def probe_job(variant: str, k: int, model: str, key: str, work_dir: Path, problems: int) -> dict:
     """bench/headroom.py's probe job for `model`, with `gear-drop-prefix`'s settings at (variant, K)."""
+    import yaml
+
+    recipe = yaml.safe_load((REPO_ROOT / horizon.RECIPE).read_text())
     return {
         "kind": "probe",
         "key": key,
@@ -43,7 +47,7 @@ def probe_job(variant: str, k: int, model: str, key: str, work_dir: Path, proble
         "overrides": horizon.cell_overrides(variant, k, model, "gear-drop-prefix"),
         "problems": problems,
         "recipe": horizon.RECIPE,
-        "recipe_sha": "trained-probe",
+        "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],  # as horizon's
         "error_site": "horizon",
         "work_dir": str(work_dir),
         "eval": {"split": "test"},

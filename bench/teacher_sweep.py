@@ -184,8 +184,8 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
     (`onset_rate_random`, the chance level); the mean blame ratio, the error token's weight over the mean weight of
     the rollout's other model tokens, in located failed rollouts with a negative advantage (`blame_ratio`; inf where
     every other token weighs 0 and the error does not), and the same for a random token (`blame_ratio_random`); the
-    share of advantage mass moved, sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a nonzero advantage;
-    and the share of located failed rollouts whose first segment opens at or before the error token
+    share of advantage mass moved, sum_i |A_i| * (1/2) sum_t |w_t - 1| / sum_i |A_i| * n_i over every rollout with a
+    nonzero advantage; and the share of located failed rollouts whose first segment opens at or before the error token
     (`first_onset_by_error`: where `failed_prefix_weight` cuts a failed rollout's blame, the error keeps its own)."""
     rng = random.Random(seed)
     onsets, random_onsets, ratios, random_ratios, by_error = [], [], [], [], []

@@ -264,3 +264,33 @@ def test_the_results_pages_across_k_table_and_probe_figures_are_the_committed_js
         f"{by_error['none']} (`none`'s), {by_error['gear-solution']} (`gear-solution`'s) and "
         f"{by_error['gear-drop-prefix']} (`gear-drop-prefix`'s own)"
     ) in page.replace("\n", " ")
+
+
+def test_the_results_pages_other_quoted_figures_are_the_committed_json():
+    """The prose figures of the results page (and the README's row) read from bench/results/horizon.json."""
+    chained = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())["variants"]["chained"]
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n", " ").replace("   ", " ")
+    readme = (REPO_ROOT / "README.md").read_text()
+
+    def interval(k, arm, metric):
+        cell = chained[k]["arms"][arm][f"{metric}_minus_none"]
+        return f"{cell['mean']:+.3f} [{cell['ci_low']:+.3f}, {cell['ci_high']:+.3f}]"
+
+    assert f"**below GRPO: {interval('4', 'gear-drop-prefix', 'reward_last')}**" in page
+    assert f"**{interval('4', 'gear-drop-prefix', 'sampled_accuracy')}** in held-out" in page
+    assert interval("4", "gear-drop-prefix", "sampled_accuracy") in readme
+    process = f"{interval('8', 'oracle-process', 'reward_last')} in reward, "
+    assert process + f"{interval('8', 'oracle-process', 'sampled_accuracy')} held-out" in page
+    moved = ", ".join(f"{chained[k]['arms']['oracle-prefix']['localization']['moved_share']:.2f}" for k in "248")
+    assert f"falls with K ({moved})" in page
+    steps = {
+        when: [f"{chained[k]['steps_after_error'][when]['share']:.2f}" for k in "248"]
+        for when in ("start", "none_end")
+    }
+    assert f"{', '.join(steps['start'][:2])} and {steps['start'][2]} at the warm start" in page
+    assert f"{', '.join(steps['none_end'][:2])} and {steps['none_end'][2]} after `none`'s training" in page
+    share = chained["4"]["arms"]["gear-solution"]["share_of_raw_ceiling"]["reward_last"]
+    assert f"{share['mean']:+.2f} [{share['ci_low']:+.2f}, {share['ci_high']:+.2f}]" in page
+    for k in "248":
+        held_out = f"{chained[k]['arms']['oracle-prefix']['sampled_accuracy_minus_none']['mean']:.3f}"
+        assert held_out in readme, k
