@@ -190,3 +190,14 @@ def test_sft_rows_avoid_test_problems_and_carry_teacher_prompts(tmp_path):
     for row in rows:
         problem = horizon_problem(row["messages"][0]["content"])
         assert row["messages"][1]["content"] == reference_lines(problem)
+
+
+def test_committed_train_and_test_problems_are_apart():
+    """Every shipped (variant, K): no test problem is a training problem (the study trains on train, evaluates on test)."""
+    for folder in sorted((REPO / "data" / "horizon").glob("*/k*")):
+        splits = {
+            split: {json.loads(line)["prompt"] for line in (folder / f"{split}.jsonl").read_text().splitlines()}
+            for split in ("train", "test")
+        }
+        assert splits["train"] and splits["test"], folder
+        assert not splits["train"] & splits["test"], folder
