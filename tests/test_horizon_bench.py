@@ -294,3 +294,28 @@ def test_the_results_pages_other_quoted_figures_are_the_committed_json():
     for k in "248":
         held_out = f"{chained[k]['arms']['oracle-prefix']['sampled_accuracy_minus_none']['mean']:.3f}"
         assert held_out in readme, k
+
+
+def test_the_results_pages_gear_shaped_oracle_table_is_the_committed_json():
+    """Each row of the K = 4 table of GEAR-shaped oracles: mass moved, blame ratio, the paired differences and the
+    number of seeds below `none`, all from bench/results/horizon.json; rows ordered by the mass moved."""
+    arms = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())["variants"]["chained"]["4"]["arms"]
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    order = ("oracle-gear", "oracle-two-sided-0.5", "oracle-strong", "oracle-two-sided-0.9", "oracle-prefix")
+    positions = []
+    for arm in order:
+        body = arms[arm]
+        diffs = [body[f"{metric}_minus_none"] for metric in ("reward_last", "sampled_accuracy")]
+        cells = [
+            f"`{arm}`",
+            f"{body['localization']['moved_share']:.2f}",
+            f"{body['localization']['blame_ratio']:.2f}",
+            *(f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]" for d in diffs),
+            ", ".join(str(sum(v < 0 for v in d["values"])) for d in diffs),
+        ]
+        row = "| " + " | ".join(cells) + " |"
+        assert row in page, arm
+        positions.append(page.index(row))
+    assert positions == sorted(positions)
+    moved = [arms[arm]["localization"]["moved_share"] for arm in order]
+    assert moved == sorted(moved)
