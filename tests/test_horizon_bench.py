@@ -180,6 +180,36 @@ def test_set_adds_a_recipe_override_to_every_training_run(horizon, monkeypatch, 
         horizon.main([*common, "--set", "learning_rate"], log=lambda *a: None)
 
 
+def test_each_variant_trains_its_own_number_of_steps_unless_max_steps_is_given(horizon, monkeypatch, tmp_path):
+    """`independent` trains VARIANTS' 60 steps and `chained` the budget's 40; `--max-steps` and `--quick` hold for
+    both; the title names the steps per variant where they differ."""
+    planned = []
+
+    class Planned(Exception):
+        pass
+
+    def capture(jobs, *args, **kwargs):
+        planned[:] = jobs
+        raise Planned
+
+    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", capture)
+    stand_in = "data/tiny-qwen3-arith-sol35"
+    common = ["--ks", "4", "--arms", "none", "--seeds", "0", "--model", f"chained={stand_in}",
+              "--model", f"independent={stand_in}", "--work-dir", str(tmp_path)]  # fmt: skip
+
+    def steps(*argv):
+        with pytest.raises(Planned):
+            horizon.main([*common, *argv], log=lambda *a: None)
+        return {job["task"]: job["max_steps"] for job in planned if job["kind"] == "train"}
+
+    assert horizon.VARIANTS["independent"]["max_steps"] == 60 and "max_steps" not in horizon.VARIANTS["chained"]
+    assert steps("--variants", "independent", "chained") == {"independent-k4": 60, "chained-k4": 40}
+    assert steps("--variants", "independent", "chained", "--max-steps", "7") == {"independent-k4": 7, "chained-k4": 7}
+    assert steps("--variants", "independent", "--quick") == {"independent-k4": 2}
+    assert horizon.steps_title({"independent": 60, "chained": 40}) == "independent 60 steps, chained 40 steps"
+    assert horizon.steps_title({"chained": 40}) == "40 steps"
+
+
 def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon, monkeypatch, tmp_path):
     """K = 4 has none and oracle-prefix on 2 seeds, K = 8 only none: the report is whole (not `_partial`), K = 8's
     cell lists oracle-prefix as not run; a seed missing from an arm that ran makes it partial."""
@@ -299,7 +329,8 @@ def test_the_results_pages_other_quoted_figures_are_the_committed_json():
 def test_the_results_pages_gear_shaped_oracle_table_is_the_committed_json():
     """Each row of the K = 4 table of GEAR-shaped oracles: mass moved, blame ratio, the paired differences and the
     number of seeds below `none`, all from bench/results/horizon.json; rows ordered by the mass moved."""
-    arms = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())["variants"]["chained"]["4"]["arms"]
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    arms = report["variants"]["chained"]["4"]["arms"]
     page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
     order = ("oracle-gear", "oracle-two-sided-0.5", "oracle-strong", "oracle-two-sided-0.9", "oracle-prefix")
     positions = []
