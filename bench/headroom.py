@@ -44,7 +44,6 @@ Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -521,7 +520,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "eval_limit": budget["eval_limit"],
             "train_eval": train_eval,
             "temperature": float(recipe.get("temperature", 1.0)),
-            "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
+            "recipe_sha": learning.recipe_values_sha(recipe),
             "error_site": task["error_site"],
             # keyed on the weights: a remade warm start is never mixed with old runs
             "work_dir": str(work_root / f"{task_name}-{teacher_sweep.sha_of(task['model'])}"),
@@ -562,7 +561,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     tasks = {
         task_name: {
             "arms": task_jobs["arms"],
-            "window": max(1, budgets[task_name]["max_steps"] // 4),
+            "window": learning.final_window(budgets[task_name]["max_steps"]),
             "start": got(task_jobs["start"]),
             "probes": {arm: got(job) for arm, job in task_jobs["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in task_jobs["train"] if got(job) is not None],

@@ -44,7 +44,6 @@ Writes `bench/results/horizon[_quick].{json,md,png}`: `variants` -> K -> `arms` 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -486,7 +485,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
     overrides = [arg for item in budget["set"] for arg in (f"--{item.partition('=')[0]}", item.partition("=")[2])]
     recipe = yaml.safe_load((REPO_ROOT / RECIPE).read_text())
-    recipe_sha = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+    recipe_sha = learning.recipe_values_sha(recipe)
     wall = time.perf_counter()
 
     jobs, plan = [], {}
@@ -548,12 +547,12 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     missing = sum(got(job) is None for job in jobs)
     if missing:
         name += "_partial"
-    window = max(1, max_steps // 4)
+    window = learning.final_window(max_steps)
     cells: dict = {}
     for (variant, k), cell in plan.items():
         cells.setdefault(variant, {})[k] = {
             "arms": cell["arms"],
-            "window": max(1, steps_of[variant] // 4),
+            "window": learning.final_window(steps_of[variant]),
             "start": got(cell["start"]),
             "probes": {arm: got(job) for arm, job in cell["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in cell["train"] if got(job) is not None],
@@ -565,7 +564,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "config": {
             "arms": {arm: ARMS[arm] for arm in arms},
             "variants": {
-                v: {"model": models[v], "max_steps": steps_of[v], "window": max(1, steps_of[v] // 4)} for v in variants
+                v: {"model": models[v], "max_steps": steps_of[v], "window": learning.final_window(steps_of[v])}
+                for v in variants
             },
             "budget": {
                 **budget,

@@ -15,7 +15,6 @@ model -> bench/teacher_sweep.py's `localization` (onset at the error, `first_ons
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -47,7 +46,7 @@ def probe_job(variant: str, k: int, model: str, key: str, work_dir: Path, proble
         "overrides": horizon.cell_overrides(variant, k, model, "gear-drop-prefix"),
         "problems": problems,
         "recipe": horizon.RECIPE,
-        "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],  # as horizon's
+        "recipe_sha": learning.recipe_values_sha(recipe),  # as horizon's: its cached probes stay valid
         "error_site": "horizon",
         "work_dir": str(work_dir),
         "eval": {"split": "test"},

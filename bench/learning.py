@@ -81,6 +81,16 @@ TASKS = {
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def final_window(max_steps: int) -> int:
+    """How many of a run's last steps its final-window figures average: the last quarter, at least one."""
+    return max(1, max_steps // 4)
+
+
+def recipe_values_sha(recipe: dict) -> str:
+    """The cache key of a recipe's values (not its text: a reworded comment must not throw away cached runs)."""
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def run_key(label: str, seed: int) -> str:
     slug = "".join(c if c.isalnum() or c in "_-." else "_" for c in label.replace("+", "_plus_"))
     return f"{slug}__seed{seed}"
@@ -531,7 +541,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     wall_s = time.perf_counter() - start
 
     runs = [results[job["key"]] for job in jobs if job["kind"] == "train"]
-    window = args.window or max(1, max_steps // 4)
+    window = args.window or final_window(max_steps)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
     )

@@ -709,8 +709,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "eval_limit": budget["eval_limit"],
         "train_eval": {"split": "train", "limit": min(recipe["max_train_samples"], budget["eval_limit"] or 10**9)},
         "temperature": float(recipe.get("temperature", 1.0)),
-        # of the recipe's values, not its text: a reworded comment must not throw away an hour of cached runs
-        "recipe_sha": hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12],
+        "recipe_sha": learning.recipe_values_sha(recipe),
     }
 
     def work_dir(teacher: dict) -> str:  # keyed on the weights: a remade warm start is never mixed with old runs
@@ -759,7 +758,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         if (job["work_dir"], job["key"]) in results
     ]
 
-    window = max(1, max_steps // 4)
+    window = learning.final_window(max_steps)
     batch = recipe["per_device_train_batch_size"]
     for item in budget["set"]:
         if item.startswith("per_device_train_batch_size="):

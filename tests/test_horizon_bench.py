@@ -311,6 +311,12 @@ def test_the_results_pages_other_quoted_figures_are_the_committed_json():
     assert interval("4", "gear-drop-prefix", "sampled_accuracy") in readme
     process = f"{interval('8', 'oracle-process', 'reward_last')} in reward, "
     assert process + f"{interval('8', 'oracle-process', 'sampled_accuracy')} held-out" in page
+    process_k2 = f"K = 2: {interval('2', 'oracle-process', 'reward_last')} and "
+    assert process_k2 + f"{interval('2', 'oracle-process', 'sampled_accuracy')}):" in page
+    k2 = {arm: chained["2"]["arms"][arm]["reward_last_minus_none"]["mean"] for arm in ("oracle-gear", "oracle-prefix")}
+    assert (
+        f"({k2['oracle-gear']:+.3f} for `oracle-gear` down to {k2['oracle-prefix']:+.3f} for `oracle-prefix`)" in page
+    )
     moved = ", ".join(f"{chained[k]['arms']['oracle-prefix']['localization']['moved_share']:.2f}" for k in "248")
     assert f"falls with K ({moved})" in page
     steps = {
@@ -353,3 +359,35 @@ def test_the_results_pages_gear_shaped_oracle_table_is_the_committed_json():
         by_position = sorted(oracles, key=rows.get)
         moved = [arms[arm]["localization"]["moved_share"] for arm in by_position]
         assert moved == sorted(moved), k
+    cpu = [report["variants"]["chained"]["4"]["arms"][arm]["cpu_s_per_run"] for arm in oracles[:4]]
+    assert f"{min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run at K = 4" in page.replace("\n", " ")
+
+
+def test_the_independent_calibration_quoted_in_data_readme_is_the_committed_json():
+    """data/README.md's table of the independent warm start's GRPO runs (gain over the start per seed, and the mean
+    with its interval, held-out and in final-window reward) and the 60-step figures, also on the results page."""
+    readme = (REPO_ROOT / "data" / "README.md").read_text()
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n", " ")
+
+    def gains(name):
+        cell = json.loads((REPO_ROOT / "bench" / "results" / name).read_text())["variants"]["independent"]["4"]
+        start, arm = cell["none_accuracy"]["start"], cell["arms"]["none"]
+        out = {}
+        for metric in ("sampled_accuracy", "reward_last"):
+            x = arm[metric]
+            out[metric] = f"{x['mean'] - start:+.3f} [{x['ci_low'] - start:+.3f}, {x['ci_high'] - start:+.3f}]"
+            out[metric + "_seeds"] = [f"{v - start:+.3f}" for v in x["values"]]
+        return out
+
+    for name in ("horizon_calibration_independent.json", "horizon_calibration_independent_lr2e-4.json",
+                 "horizon_calibration_independent_lr3e-4.json"):  # fmt: skip
+        g = gains(name)
+        row = next(line for line in readme.splitlines() if f"`bench/results/{name}`" in line)
+        cells = [cell.strip().replace("*", "") for cell in row.split("|")]
+        assert cells[2] == ", ".join(g["sampled_accuracy_seeds"]), name
+        assert cells[3:5] == [g["sampled_accuracy"], g["reward_last"]], name
+    g = gains("horizon_calibration_independent_60steps.json")
+    flat = readme.replace("\n", " ").replace("*", "")
+    assert f"{', '.join(g['sampled_accuracy_seeds'])}, {g['sampled_accuracy']}" in flat
+    assert f"{', '.join(g['reward_last_seeds'])} over the start, {g['reward_last']}" in flat
+    assert f"{g['sampled_accuracy']} held-out and {g['reward_last']} in training reward" in page

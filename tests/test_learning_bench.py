@@ -132,3 +132,16 @@ def test_cached_run_is_reused_only_for_the_same_settings():
         assert bench.job_spec({**job, **change}) != bench.job_spec(job), change
     start = {"kind": "start", "model": "data/tiny-qwen3-arith", "eval_limit": None, "train_eval": None}
     assert bench.job_spec(start) == {"model": "data/tiny-qwen3-arith", "eval_limit": None, "train_eval": None}
+
+
+def test_final_window_and_recipe_cache_key():
+    """The final window is a run's last quarter (at least one step), for every study; a recipe's cache key follows
+    its values, not its text: a reordered or commented recipe keeps its cached runs, a changed value does not."""
+    import yaml
+
+    bench = load_bench()
+    assert [bench.final_window(n) for n in (2, 4, 40, 60, 61)] == [1, 1, 10, 15, 15]
+    base = bench.recipe_values_sha(yaml.safe_load("learning_rate: 1.0e-4\nmax_steps: 40\n"))
+    assert bench.recipe_values_sha(yaml.safe_load("# the study's\nmax_steps: 40\nlearning_rate: 1.0e-4\n")) == base
+    assert bench.recipe_values_sha(yaml.safe_load("learning_rate: 2.0e-4\nmax_steps: 40\n")) != base
+    assert len(base) == 12 and int(base, 16) >= 0
