@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from gear_trl.credit import gear_token_weights, spare_failed_prefix
+from gear_trl.credit import failed_prefix_mask, gear_token_weights, spare_failed_prefix
 
 KL = torch.tensor([[0.0, 0.5, 1.0]])
 ZEROS = torch.zeros(1, 3)
@@ -191,12 +191,35 @@ def test_spare_failed_prefix_hand_worked():
     assert out[0].sum().item() == pytest.approx(weights[0].sum().item() - 2 * 0.75)
 
 
+def test_failed_prefix_mask_hand_worked():
+    # Rows: failed, onset at token 2; failed with a masked-out first position and padding at the end; failed without
+    # a segment; passed with an onset at token 1.
+    segment_ids = torch.tensor([[-1, -1, 0, -1], [-1, -1, 0, -1], [-1, -1, -1, -1], [-1, 0, 0, -1]])
+    mask = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.bool)
+    advantages = torch.tensor([-1.0, -0.5, -2.0, 1.0])
+    expected = torch.tensor(
+        [
+            [True, True, False, False],
+            [False, True, False, False],  # only model tokens
+            [False, False, False, False],  # no onset, no known prefix
+            [False, False, False, False],  # passed
+        ]
+    )
+    assert torch.equal(failed_prefix_mask(segment_ids, mask, advantages), expected)
+    # The tokens spare_failed_prefix scales are exactly these.
+    weights = torch.full((4, 4), 2.0) * mask
+    out = spare_failed_prefix(weights, segment_ids, mask, advantages, prefix_weight=0.5)
+    assert torch.equal(out != weights, expected)
+
+
 def test_spare_failed_prefix_segment_id_on_a_masked_position_is_not_an_onset():
     weights = torch.ones(1, 4)
     segment_ids = torch.tensor([[0, -1, 1, 1]])
     mask = torch.tensor([[False, True, True, True]])
     out = spare_failed_prefix(weights, segment_ids, mask, torch.tensor([-1.0]), prefix_weight=0.0)
-    torch.testing.assert_close(out, torch.tensor([[0.0, 0.0, 1.0, 1.0]]))
+    # the masked-out position is left as it is (weights there are 0 in the trainer), the model token before the
+    # first real onset cut
+    torch.testing.assert_close(out, torch.tensor([[1.0, 0.0, 1.0, 1.0]]))
 
 
 def test_spare_failed_prefix_one_is_the_identity_and_bad_arguments_are_named():

@@ -343,6 +343,12 @@ def test_failed_prefix_weight_cuts_a_failed_rollouts_weights_before_its_first_se
     weighted(cut, batch)
     torch.testing.assert_close(batch["advantages"], trace.advantages, atol=1e-5, rtol=1e-4)
     assert "- failed_prefix_weight: `0.0`" in "\n".join(cut._credit_card_lines())
+    # gear/failed_prefix_frac: the share of failed rollouts' model tokens the option scales, logged from the step.
+    expected = spared.sum().item() / (failed & plain.mask).sum().item()
+    assert cut._metrics["train"]["gear/failed_prefix_frac"][-1] == pytest.approx(expected, abs=1e-6)
+    paper.model.train()
+    weighted(paper, batch)  # the paper's GEAR logs the same share: it measures the teacher, not the option
+    assert paper._metrics["train"]["gear/failed_prefix_frac"][-1] == pytest.approx(expected, abs=1e-6)
 
 
 def test_gear_signed_flips_gears_weights_where_the_teacher_supports_the_sampled_token(tmp_path):

@@ -5,7 +5,8 @@
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights; :func:`spare_failed_prefix` lowers a
-  failed completion's weights before its first segment (`failed_prefix_weight`, ours).
+  failed completion's weights before its first segment (`failed_prefix_weight`, ours), the tokens
+  :func:`failed_prefix_mask` marks.
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
 - :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (ours) and the share of onsets in
@@ -27,13 +28,14 @@ from .segments import (
     segment_stats,
 )
 from .signed import segment_onsets, signed_signal, teacher_supported_onsets
-from .weights import gear_token_weights, spare_failed_prefix, weights_from_signal
+from .weights import failed_prefix_mask, gear_token_weights, spare_failed_prefix, weights_from_signal
 
 __all__ = [
     "CREDIT_MODES",
     "SEGMENT_MODES",
     "HeadStatistics",
     "below_noise_floor",
+    "failed_prefix_mask",
     "failure_contrast",
     "failure_contrast_sums",
     "gear_token_weights",

@@ -123,8 +123,8 @@ def spare_failed_prefix(
     """Lower the weight of a failed completion's tokens before its first segment (ours, not the paper's).
 
     In a completion with negative advantage, the model tokens before its first segment (the first onset, where the
-    teacher first disagrees) are multiplied by ``prefix_weight``; every other token, and every completion with
-    advantage >= 0 or with no segment at all, keeps its weight. Applied after :func:`weights_from_signal`'s
+    teacher first disagrees; :func:`failed_prefix_mask`) are multiplied by ``prefix_weight``; every other position
+    (padding included), and every completion with advantage >= 0 or with no segment at all, keeps its weight. Applied after :func:`weights_from_signal`'s
     ``weight_norm``, so the blame taken off the prefix is dropped, not moved onto the rest of the completion: the
     label oracles of bench/horizon.py found that moving it (a mean-1 rescale) is what made sparing the prefix hurt
     (docs/results/horizon.md). ``prefix_weight=1`` returns ``weights`` unchanged (the paper's GEAR).
@@ -152,11 +152,28 @@ def spare_failed_prefix(
         )
     if prefix_weight == 1:
         return weights
-    device = weights.device
-    in_segment = (segment_ids.to(device) >= 0) & mask.to(device=device, dtype=torch.bool)
+    spared = failed_prefix_mask(segment_ids, mask, advantages).to(weights.device)
+    return torch.where(spared, weights * prefix_weight, weights)
+
+
+def failed_prefix_mask(segment_ids: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """The tokens :func:`spare_failed_prefix` scales: a failed completion's model tokens before its first segment.
+
+    Args:
+        segment_ids: [B, T] long, -1 outside segments (:func:`segment_signal`).
+        mask: [B, T] bool (or 0/1), model-written tokens.
+        advantages: [B] float, trajectory-level advantage ``A_i``; a completion fails where it is < 0.
+
+    Returns:
+        [B, T] bool on ``segment_ids``'s device: True at model tokens before the first segment token of a row with
+        advantage < 0 and at least one segment; False everywhere else (passed rows, rows without a segment, the
+        segment tokens and everything after them, padding).
+    """
+    device = segment_ids.device
+    model = mask.to(device=device, dtype=torch.bool)
+    in_segment = (segment_ids >= 0) & model
     # before_first[b, t]: no segment token at or before t in row b; a row without segments is all True.
     before_first = in_segment.long().cumsum(dim=1) == 0
     has_segment = in_segment.any(dim=1, keepdim=True)
     failed = (advantages.detach().to(device) < 0)[:, None]
-    spared = before_first & has_segment & failed
-    return torch.where(spared, weights * prefix_weight, weights)
+    return before_first & has_segment & failed & model

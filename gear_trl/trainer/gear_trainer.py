@@ -33,6 +33,7 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx
 
 from ..credit import (
     below_noise_floor,
+    failed_prefix_mask,
     reverse_kl_and_entropy,
     rlsd_lambda,
     rlsd_token_weights,
@@ -54,7 +55,7 @@ from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
-from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
+from .gear_config import PREFIX_WEIGHT_MODES, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .hub import check_hub_access
 from .preflight import check_trackers, looks_like_local_path
 from .step_metrics import StepMetrics
@@ -709,6 +710,18 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         rows = trace.mask & trace.has_ground_truth[:, None]
         return (((trace.weights - 1).abs() >= bound * (1 - 1e-5)) & rows).float().sum()
 
+    def _failed_prefix_sums(self, trace: CreditTrace) -> tuple[torch.Tensor, torch.Tensor]:
+        """Model tokens before the first onset in failed rollouts with a teacher, and all model tokens of those
+        rollouts (zeros outside `PREFIX_WEIGHT_MODES`, whose segments are not onsets or whose advantage is per token).
+        A row's weights are >= 0, so the sign of its summed advantage is the sign of its trajectory advantage."""
+        zero = torch.zeros((), device=trace.mask.device)
+        if self.args.credit not in PREFIX_WEIGHT_MODES:
+            return zero, zero
+        row_advantage = torch.where(trace.has_ground_truth, (trace.advantages * trace.mask).sum(dim=1), 0.0)
+        prefix = failed_prefix_mask(trace.segment_ids, trace.mask, row_advantage)
+        failed = (row_advantage < 0)[:, None] & trace.mask.bool()
+        return prefix.float().sum(), failed.float().sum()
+
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor, control=None):
         kl, mask, segment_ids, weights, has_truth = (
             trace.kl,
@@ -748,6 +761,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 # the wrong-reference control: its KL and the same rows' own-reference KL
                 control[wrong_rows, 1].sum(),
                 row_kl[wrong_rows].sum(),
+                # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
+                *self._failed_prefix_sums(trace),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
                 # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
@@ -771,7 +786,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
-        floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl = sums[10:16].tolist()
+        floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl, n_prefix, n_failed = sums[10:18].tolist()
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -803,7 +818,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             metrics["onsets_teacher_supported_frac"] = n_supported / n_onsets if n_onsets else float("nan")
         # NaN in a step without a control row (left out of the interval's mean, like kl_floor)
         metrics["kl_wrong_over_right"] = wrong_kl / right_kl if right_kl > 0 else float("nan")
-        for name, value in failure_contrast(sums[16:-2]).items():
+        if self.args.credit in PREFIX_WEIGHT_MODES:
+            metrics["failed_prefix_frac"] = n_prefix / n_failed if n_failed else float("nan")
+        for name, value in failure_contrast(sums[18:-2]).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
