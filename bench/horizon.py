@@ -398,6 +398,8 @@ def markdown(report: dict) -> str:
             if body.get("not_run"):
                 lines += ["", "Not run at this K: " + ", ".join(f"`{arm}`" for arm in body["not_run"]) + "."]
             lines.append("")
+    if report.get("cells_not_run"):
+        lines += ["Not run yet (no `none` run): " + ", ".join(report["cells_not_run"]) + ".", ""]
     return "\n".join(lines)
 
 
@@ -536,7 +538,14 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     def got(job):
         return results.get((job["work_dir"], job["key"]))
 
+    cells_not_run = []
     if args.cached_only:  # report, per variant and K, the arms run there: an arm with no cached run is `not_run`
+        for variant, k in list(plan):  # a (variant, K) where no `none` run is cached has nothing to compare with
+            if not any(got(job) is not None for job in plan[variant, k]["train"] if job["label"] == "none"):
+                cells_not_run.append(f"{variant}-k{k}")
+                del plan[variant, k]
+        if cells_not_run:
+            log(f"no cached `none` run at {', '.join(cells_not_run)}: left out of the report (`cells_not_run`)")
         for cell in plan.values():
             ran = {"none"} | {job["label"] for job in cell["train"] if got(job) is not None}
             cell["not_run"] = [arm for arm in cell["arms"] if arm not in ran]
@@ -582,6 +591,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         },
         **teacher_sweep.provenance(wall),
         "jobs": {"planned": len(jobs), "missing": missing},
+        "cells_not_run": cells_not_run,
         "variants": build_report(cells, window),
         "runs": {f"{v}-k{k}": cell["runs"] for v, by_k in cells.items() for k, cell in by_k.items()},
     }

@@ -212,13 +212,16 @@ def test_each_variant_trains_its_own_number_of_steps_unless_max_steps_is_given(h
 
 def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon, monkeypatch, tmp_path):
     """K = 4 has none and oracle-prefix on 2 seeds, K = 8 only none: the report is whole (not `_partial`), K = 8's
-    cell lists oracle-prefix as not run; a seed missing from an arm that ran makes it partial."""
+    cell lists oracle-prefix as not run; a variant with nothing run is left out and named; a seed missing from an arm
+    that ran makes it partial."""
 
     def fake(skip=()):
         def run_jobs(jobs, *args, cached_only=False, **kwargs):
             assert cached_only
             out = {}
             for job in jobs:
+                if job["task"].startswith("independent"):
+                    continue  # nothing run, the start not evaluated either
                 k = job["task"].rsplit("k", 1)[1]
                 ran = k == "4" or job.get("label", "none") == "none"
                 if job["kind"] == "start":
@@ -232,12 +235,20 @@ def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon
 
         return run_jobs
 
-    argv = ["--variants", "chained", "--ks", "4", "8", "--arms", "none", "oracle-prefix", "--seeds", "0", "1",
-            "--model", "chained=data/tiny-qwen3-arith-sol35", "--work-dir", str(tmp_path / "work"), "--cached-only",
+    argv = ["--variants", "chained", "independent", "--ks", "4", "8", "--arms", "none", "oracle-prefix", "--seeds",
+            "0", "1", "--model", "chained=data/tiny-qwen3-arith-sol35", "--model",
+            "independent=data/tiny-qwen3-arith-sol35", "--work-dir", str(tmp_path / "work"), "--cached-only",
             "--out-dir", str(tmp_path / "out")]  # fmt: skip
     monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", fake())
-    report = horizon.main(argv, log=lambda *a: None)
+    logged = []
+    report = horizon.main(argv, log=logged.append)
     assert (tmp_path / "out" / "horizon.json").exists() and report["jobs"]["missing"] == 0
+    assert "independent" not in report["variants"]
+    assert report["cells_not_run"] == ["independent-k4", "independent-k8"]
+    assert any("independent-k4, independent-k8" in line for line in logged)
+    assert (
+        "Not run yet (no `none` run): independent-k4, independent-k8." in (tmp_path / "out" / "horizon.md").read_text()
+    )
     by_k = report["variants"]["chained"]
     assert set(by_k["4"]["arms"]) == {"none", "oracle-prefix"} and "not_run" not in by_k["4"]
     assert set(by_k["8"]["arms"]) == {"none"} and by_k["8"]["not_run"] == ["oracle-prefix"]
