@@ -252,6 +252,17 @@ def steps_after_error(samples: list[dict]) -> dict:
     return {"failed": failed, "lines_after": lines, "right_steps": right, "share": right / lines if lines else None}
 
 
+def overrun_share(samples: list[dict], k: int) -> float | None:
+    """The share of evaluation samples (`per_sample` rows) that write more than `k` equation lines: a model that no
+    longer stops after its K lines (the reward needs exactly K). None without samples."""
+    from gear_trl.rewards.horizon import equation_lines
+    from gear_trl.rewards.math import completion_text
+
+    if not samples:
+        return None
+    return sum(len(equation_lines(completion_text(s.get("completion")) or "")) > k for s in samples) / len(samples)
+
+
 def cell_report(cell: dict, window: int) -> dict:
     """One variant and K: `cell` = {"arms": [...], "runs": [...], "probes": {arm: probe}, "start": start result}.
 
@@ -367,16 +378,22 @@ def markdown(report: dict) -> str:
                     f"{num(none['end'])} after training)"
                 ),
                 "",
-                f"Warm start: `{body.get('model')}`.",
+                (
+                    f"Warm start: `{body.get('model')}` (held-out samples with more than K lines: "
+                    f"{num((body.get('overrun') or {}).get('start'), 3)})."
+                ),
                 "",
                 (
                     "| arm | seeds | reward - none | sampled acc. - none | share of ceiling (reward) "
                     "| share of ceiling (sampled) | share of raw ceiling (reward) | share of raw ceiling (sampled) "
-                    "| onset at error (chance) | first onset by error | blame ratio (random) | mass moved |"
+                    "| onset at error (chance) | first onset by error | blame ratio (random) | mass moved "
+                    "| more than K lines (held-out) |"
                 ),
-                "|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
+            overrun = body.get("overrun") or {}
             for arm, cell in body["arms"].items():
+                per_seed = list((overrun.get("arms") or {}).get(arm, {}).values())
                 loc = cell.get("localization") or {}
                 diffs = [
                     teacher_sweep._cell(cell[f"{m}_minus_none"]) if f"{m}_minus_none" in cell else "(baseline)"
@@ -393,7 +410,8 @@ def markdown(report: dict) -> str:
                     + f" | {num(loc.get('onset_rate'))} ({num(loc.get('onset_rate_random'))}) "
                     f"| {num(loc.get('first_onset_by_error'))} "
                     f"| {num(loc.get('blame_ratio'))} ({num(loc.get('blame_ratio_random'))}) "
-                    f"| {num(loc.get('moved_share'), 3)} |"
+                    f"| {num(loc.get('moved_share'), 3)} "
+                    f"| {num(sum(per_seed) / len(per_seed) if per_seed else None, 3)} |"
                 )
             if body.get("not_run"):
                 lines += ["", "Not run at this K: " + ", ".join(f"`{arm}`" for arm in body["not_run"]) + "."]
@@ -605,10 +623,17 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             return json.loads(path.read_text())["per_sample"] if path.exists() else []
 
         none_jobs = [job for job in cell["train"] if job["label"] == "none"]
-        report["variants"][variant][str(k)]["steps_after_error"] = {
+        body = report["variants"][variant][str(k)]
+        body["steps_after_error"] = {
             "start": steps_after_error(samples(cell["start"])),
             "none_end": steps_after_error([row for job in none_jobs for row in samples(job)]),
         }
+        # how many held-out samples run past their K lines: the warm start's, and each arm's per seed
+        body["overrun"] = {"start": overrun_share(samples(cell["start"]), k), "arms": {}}
+        for job in cell["train"]:
+            share = overrun_share(samples(job), k)
+            if share is not None:
+                body["overrun"]["arms"].setdefault(job["label"], {})[str(job["seed"])] = share
     out_dir = Path(args.out_dir)
     teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")

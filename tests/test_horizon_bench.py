@@ -144,6 +144,19 @@ def test_steps_after_error_by_hand(horizon):
     assert horizon.steps_after_error([])["share"] is None
 
 
+def test_overrun_share_by_hand(horizon):
+    samples = [
+        {"completion": "<think>\n\n</think>\n\n1 + 1 = 2\n2 + 2 = 4"},  # K = 2 lines: not past K
+        {"completion": "1 + 1 = 2\n2 + 2 = 4\n3 + 3 = 6\n"},  # a third line: past K
+        {"completion": [{"role": "assistant", "content": "1 + 1 = 3\n2 + 2 = 5\n7 + 1 = 8"}]},  # wrong, still past K
+        {"completion": "1 + 1 = 2\nsome words\n"},  # prose is no equation line
+        {"completion": None},  # nothing written
+    ]
+    assert horizon.overrun_share(samples, 2) == pytest.approx(2 / 5)
+    assert horizon.overrun_share(samples, 3) == 0.0
+    assert horizon.overrun_share([], 2) is None
+
+
 def test_every_arm_has_a_known_credit_and_oracle(horizon):
     import horizon_oracles
 
