@@ -415,3 +415,51 @@ def test_the_independent_calibration_quoted_in_data_readme_is_the_committed_json
     assert f"{', '.join(g['sampled_accuracy_seeds'])}, {g['sampled_accuracy']}" in flat
     assert f"{', '.join(g['reward_last_seeds'])} over the start, {g['reward_last']}" in flat
     assert f"{g['sampled_accuracy']} held-out and {g['reward_last']} in training reward" in page
+
+
+INDEPENDENT_ORACLES = ("oracle-gear", "oracle-process", "oracle-prefix-raw", "oracle-prefix")
+
+
+def independent_row(arm: str, body: dict, overrun: dict) -> str:
+    """A row of the results page's `independent` K = 4 table, from the report's cell of `arm`."""
+    diffs = [body[f"{metric}_minus_none"] for metric in ("reward_last", "sampled_accuracy")]
+    moved = body["localization"]["moved_share"] if arm != "oracle-process" else None
+    per_seed = list(overrun[arm].values())
+    cells = [
+        f"`{arm}`",
+        *(f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]" for d in diffs),
+        ", ".join(str(sum(v < 0 for v in d["values"])) for d in diffs),
+        "" if moved is None else f"{moved:.2f}",
+        f"{sum(per_seed) / len(per_seed):.3f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def test_the_independent_table_and_figures_on_the_results_page_are_the_committed_json():
+    """The results page's `independent` K = 4 rows (paired differences, seeds below `none`, mass moved, overrun) and
+    the prose figures around them read from bench/results/horizon.json."""
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    cell = report["variants"]["independent"]["4"]
+    overrun = cell["overrun"]["arms"]
+    for arm in INDEPENDENT_ORACLES:
+        if arm in cell["arms"]:
+            assert independent_row(arm, cell["arms"][arm], overrun) in page, arm
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    none = cell["none_accuracy"]
+    assert (
+        f"held-out sampled accuracy from {none['start']:.3f} to {none['end']:.3f} "
+        f"[{none['end_ci_low']:.3f}, {none['end_ci_high']:.3f}] (+{none['end'] - none['start']:.3f}" in flat
+    )
+    prefix = cell["arms"]["oracle-prefix"]
+    assert f"(held-out {prefix['sampled_accuracy']['mean']:.3f} against the warm start's {none['start']:.3f})" in flat
+    # the seed that ran past K most fell furthest, the one that ran past least fell least
+    runs = {(run["label"], run["seed"]): run["eval"]["sampled_accuracy"] for run in report["runs"]["independent-k4"]}
+    gap = {int(seed): runs["oracle-prefix", int(seed)] - runs["none", int(seed)] for seed in overrun["oracle-prefix"]}
+    most = max(overrun["oracle-prefix"], key=overrun["oracle-prefix"].get)
+    least = min(overrun["oracle-prefix"], key=overrun["oracle-prefix"].get)
+    assert min(gap.values()) == gap[int(most)] and max(gap.values()) == gap[int(least)]
+    assert f"({overrun['oracle-prefix'][most]:.2f} of its held-out samples) fell furthest ({gap[int(most)]:+.3f}" in flat
+    assert f"the one that barely did ({overrun['oracle-prefix'][least]:.2f}) least ({gap[int(least)]:+.3f})" in flat
+    shares = cell["steps_after_error"]
+    assert f"0.{shares['start']['share'] * 100:.0f} at the warm start, 0.{shares['none_end']['share'] * 100:.0f} after" in flat
