@@ -417,7 +417,7 @@ def test_the_independent_calibration_quoted_in_data_readme_is_the_committed_json
     assert f"{g['sampled_accuracy']} held-out and {g['reward_last']} in training reward" in page
 
 
-INDEPENDENT_ORACLES = ("oracle-gear", "oracle-process", "oracle-prefix-raw", "oracle-prefix")
+INDEPENDENT_ORACLES = ("oracle-gear", "oracle-process", "oracle-prefix-raw", "oracle-two-sided-0.9", "oracle-prefix")
 
 
 def independent_row(arm: str, body: dict, overrun: dict) -> str:
@@ -459,7 +459,20 @@ def test_the_independent_table_and_figures_on_the_results_page_are_the_committed
     most = max(overrun["oracle-prefix"], key=overrun["oracle-prefix"].get)
     least = min(overrun["oracle-prefix"], key=overrun["oracle-prefix"].get)
     assert min(gap.values()) == gap[int(most)] and max(gap.values()) == gap[int(least)]
-    assert f"({overrun['oracle-prefix'][most]:.2f} of its held-out samples) fell furthest ({gap[int(most)]:+.3f}" in flat
+    assert (
+        f"({overrun['oracle-prefix'][most]:.2f} of its held-out samples) fell furthest ({gap[int(most)]:+.3f}" in flat
+    )
     assert f"the one that barely did ({overrun['oracle-prefix'][least]:.2f}) least ({gap[int(least)]:+.3f})" in flat
+    two_sided = overrun["oracle-two-sided-0.9"]
+    gap2 = {seed: runs["oracle-two-sided-0.9", int(seed)] - runs["none", int(seed)] for seed in two_sided}
+    most = max(two_sided, key=two_sided.get)
+    assert min(gap2.values()) == gap2[most]
+    assert (
+        f"its seed {most} ran past K lines in {two_sided[most]:.2f} of its samples and fell furthest ({gap2[most]:+.3f}"
+        in flat
+    )
     shares = cell["steps_after_error"]
-    assert f"0.{shares['start']['share'] * 100:.0f} at the warm start, 0.{shares['none_end']['share'] * 100:.0f} after" in flat
+    assert (
+        f"0.{shares['start']['share'] * 100:.0f} at the warm start, 0.{shares['none_end']['share'] * 100:.0f} after"
+        in flat
+    )
