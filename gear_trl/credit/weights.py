@@ -124,10 +124,11 @@ def spare_failed_prefix(
 
     In a completion with negative advantage, the model tokens before its first segment (the first onset, where the
     teacher first disagrees; :func:`failed_prefix_mask`) are multiplied by ``prefix_weight``; every other position
-    (padding included), and every completion with advantage >= 0 or with no segment at all, keeps its weight. Applied after :func:`weights_from_signal`'s
-    ``weight_norm``, so the blame taken off the prefix is dropped, not moved onto the rest of the completion: the
-    label oracles of bench/horizon.py found that moving it (a mean-1 rescale) is what made sparing the prefix hurt
-    (docs/results/horizon.md). ``prefix_weight=1`` returns ``weights`` unchanged (the paper's GEAR).
+    (padding included), and every completion with advantage >= 0 or with no segment at all, keeps its weight.
+    Applied after :func:`weights_from_signal`'s ``weight_norm``, so the blame taken off the prefix is dropped, not
+    moved onto the rest of the completion: the label oracles of bench/horizon.py found that moving it (a mean-1
+    rescale) is what made sparing the prefix hurt (docs/results/horizon.md). ``prefix_weight=1`` returns ``weights``
+    unchanged (the paper's GEAR).
 
     Args:
         weights: [B, T] float, token weights (0 at masked-out positions).
