@@ -616,22 +616,24 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     for (variant, k), cell in plan.items():
         if cell.get("not_run"):
             report["variants"][variant][str(k)]["not_run"] = cell["not_run"]
-    for (variant, k), cell in plan.items():  # what failed rollouts write after their first error: the warm start's
-        # held-out samples, and those of every `none` run after training, pooled (their sampled.json in the work dir)
-        def samples(job):
-            path = Path(job["work_dir"]) / job["key"] / "sampled.json"
-            return json.loads(path.read_text())["per_sample"] if path.exists() else []
 
-        none_jobs = [job for job in cell["train"] if job["label"] == "none"]
+    def samples(job):  # a run's held-out samples (its sampled.json in the work dir), read once per job
+        path = Path(job["work_dir"]) / job["key"] / "sampled.json"
+        return json.loads(path.read_text())["per_sample"] if path.exists() else []
+
+    for (variant, k), cell in plan.items():
         body = report["variants"][variant][str(k)]
+        start, by_job = samples(cell["start"]), [(job, samples(job)) for job in cell["train"]]
+        # what failed rollouts write after their first error: the warm start's held-out samples, and those of every
+        # `none` run after training, pooled
         body["steps_after_error"] = {
-            "start": steps_after_error(samples(cell["start"])),
-            "none_end": steps_after_error([row for job in none_jobs for row in samples(job)]),
+            "start": steps_after_error(start),
+            "none_end": steps_after_error([row for job, rows in by_job if job["label"] == "none" for row in rows]),
         }
         # how many held-out samples run past their K lines: the warm start's, and each arm's per seed
-        body["overrun"] = {"start": overrun_share(samples(cell["start"]), k), "arms": {}}
-        for job in cell["train"]:
-            share = overrun_share(samples(job), k)
+        body["overrun"] = {"start": overrun_share(start, k), "arms": {}}
+        for job, rows in by_job:
+            share = overrun_share(rows, k)
             if share is not None:
                 body["overrun"]["arms"].setdefault(job["label"], {})[str(job["seed"])] = share
     out_dir = Path(args.out_dir)

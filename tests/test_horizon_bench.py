@@ -463,6 +463,11 @@ def test_the_independent_table_and_figures_on_the_results_page_are_the_committed
         f"({overrun['oracle-prefix'][most]:.2f} of its held-out samples) fell furthest ({gap[int(most)]:+.3f}" in flat
     )
     assert f"the one that barely did ({overrun['oracle-prefix'][least]:.2f}) least ({gap[int(least)]:+.3f})" in flat
+    assert f"(blame ratio {prefix['localization']['blame_ratio']:.1f})" in flat
+    moved = report["variants"]["chained"]["4"]["arms"]["oracle-prefix"]["localization"]["moved_share"]
+    assert f"which moves as much mass ({moved:.2f})" in flat
+    cpu = [body["cpu_s_per_run"] for body in cell["arms"].values()]
+    assert f"{min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run" in flat
     two_sided = overrun["oracle-two-sided-0.9"]
     gap2 = {seed: runs["oracle-two-sided-0.9", int(seed)] - runs["none", int(seed)] for seed in two_sided}
     most = max(two_sided, key=two_sided.get)

@@ -349,6 +349,15 @@ def test_failed_prefix_weight_cuts_a_failed_rollouts_weights_before_its_first_se
     paper.model.train()
     weighted(paper, batch)  # the paper's GEAR logs the same share: it measures the teacher, not the option
     assert paper._metrics["train"]["gear/failed_prefix_frac"][-1] == pytest.approx(expected, abs=1e-6)
+    # the label-free diagnostics after it in the reduced sums still read their own slice
+    from gear_trl.credit import failure_contrast, failure_contrast_sums
+
+    contrast = failure_contrast(
+        failure_contrast_sums(plain.kl, plain.mask, plain.segment_ids, plain.advantages, plain.has_ground_truth)
+    )
+    for name, value in contrast.items():
+        logged = paper._metrics["train"][f"gear/{name}"][-1]
+        assert (value is None and math.isnan(logged)) or logged == pytest.approx(value, rel=1e-4), name
 
 
 def test_gear_signed_flips_gears_weights_where_the_teacher_supports_the_sampled_token(tmp_path):

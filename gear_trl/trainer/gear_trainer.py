@@ -43,6 +43,7 @@ from ..credit import (
     teacher_supported_onsets,
     weights_from_signal,
 )
+from ..credit.diagnostics import SUM_NAMES as CONTRAST_SUMS
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math import REFERENCE_SOLUTION_COLUMN
@@ -710,17 +711,15 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         rows = trace.mask & trace.has_ground_truth[:, None]
         return (((trace.weights - 1).abs() >= bound * (1 - 1e-5)) & rows).float().sum()
 
-    def _failed_prefix_sums(self, trace: CreditTrace) -> tuple[torch.Tensor, torch.Tensor]:
-        """Model tokens before the first onset in failed rollouts with a teacher, and all model tokens of those
-        rollouts (zeros outside `PREFIX_WEIGHT_MODES`, whose segments are not onsets or whose advantage is per token).
-        A row's weights are >= 0, so the sign of its summed advantage is the sign of its trajectory advantage."""
-        zero = torch.zeros((), device=trace.mask.device)
+    def _failed_prefix_tokens(self, trace: CreditTrace) -> torch.Tensor:
+        """Model tokens before the first onset in failed rollouts with a teacher (0 outside `PREFIX_WEIGHT_MODES`,
+        whose segments are not onsets or whose advantage is per token). Failed as in `credit/diagnostics.py`, whose
+        `tokens_failed` is the share's denominator: a negative row sum of the advantages, whose sign is the trajectory
+        advantage's since weights are >= 0."""
         if self.args.credit not in PREFIX_WEIGHT_MODES:
-            return zero, zero
+            return torch.zeros((), device=trace.mask.device)
         row_advantage = torch.where(trace.has_ground_truth, (trace.advantages * trace.mask).sum(dim=1), 0.0)
-        prefix = failed_prefix_mask(trace.segment_ids, trace.mask, row_advantage)
-        failed = (row_advantage < 0)[:, None] & trace.mask.bool()
-        return prefix.float().sum(), failed.float().sum()
+        return failed_prefix_mask(trace.segment_ids, trace.mask, row_advantage).float().sum()
 
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor, control=None):
         kl, mask, segment_ids, weights, has_truth = (
@@ -762,7 +761,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 control[wrong_rows, 1].sum(),
                 row_kl[wrong_rows].sum(),
                 # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
-                *self._failed_prefix_sums(trace),
+                self._failed_prefix_tokens(trace),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
                 # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
@@ -786,7 +785,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
-        floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl, n_prefix, n_failed = sums[10:18].tolist()
+        floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl, n_prefix = sums[10:17].tolist()
+        contrast = sums[17:-2]
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -819,8 +819,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         # NaN in a step without a control row (left out of the interval's mean, like kl_floor)
         metrics["kl_wrong_over_right"] = wrong_kl / right_kl if right_kl > 0 else float("nan")
         if self.args.credit in PREFIX_WEIGHT_MODES:
+            n_failed = contrast[CONTRAST_SUMS.index("tokens_failed")].item()
             metrics["failed_prefix_frac"] = n_prefix / n_failed if n_failed else float("nan")
-        for name, value in failure_contrast(sums[18:-2]).items():
+        for name, value in failure_contrast(contrast).items():
             metrics[name] = float("nan") if value is None else value
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
