@@ -100,6 +100,7 @@ ARMS = {
     "oracle-first-error": {"credit": "gear", "oracle": "first_error"},
     "oracle-prefix-raw": {"credit": "gear", "oracle": "prefix", "oracle_options": {"rescale": False}},
     "oracle-first-error-raw": {"credit": "gear", "oracle": "first_error", "oracle_options": {"rescale": False}},
+    "oracle-prefix-keep-close": {"credit": "gear", "oracle": "prefix", "oracle_options": {"keep_close": True}},
 }
 """Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
 through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
@@ -107,7 +108,13 @@ the advantages), oracle options and recipe overrides. `gear-drop-prefix` is `gea
 `failed_prefix_weight: 0` (ours), the real-teacher counterpart of `oracle-prefix-raw`: its first onset stands in for
 the first wrong token. The new oracles run under `credit: gear` only so that the trainer computes a credit trace to
 replace (their teacher pass is wasted, as headroom's oracles' is)."""
-DIAGNOSTIC_ARMS = ("oracle-process-local", "oracle-first-error", "oracle-prefix-raw", "oracle-first-error-raw")
+DIAGNOSTIC_ARMS = (
+    "oracle-process-local",
+    "oracle-first-error",
+    "oracle-prefix-raw",
+    "oracle-first-error-raw",
+    "oracle-prefix-keep-close",
+)
 """Oracles added after the first runs to find why `oracle-prefix` fell below GRPO (docs/results/horizon.md); not in
 the full budget's arms."""
 CEILING = "oracle-prefix"

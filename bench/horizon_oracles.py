@@ -24,6 +24,13 @@ in `chained` the lines after an early error compute right from the wrong carried
 - `-raw` variants of both (`rescale=False`): the same tokens at weight 1, the others 0, not rescaled, so a failed
   rollout's blame is dropped where it is 0 rather than moved onto the tokens it keeps.
 
+And one added when `oracle-prefix` collapsed on `independent` by no longer stopping after its K lines:
+
+- `oracle-prefix-keep-close` (`keep_close=True`): `oracle-prefix` with a failed rollout's end-of-sequence token set
+  back to GRPO's weight 1, so that the choice to stop gets GRPO's push (zero net over a group) and the rest of the
+  weighting is unchanged. It tests the reading that the mean-1 rescale, by putting a failed rollout's blame on a
+  tail that always holds the close, unlearns stopping.
+
 Pure tensor functions first, then `horizon_error_site` (the label) and `install` (the trainer hook, in a worker
 process only).
 """
@@ -49,7 +56,11 @@ def _mean_one(raw: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def prefix_weights(
-    after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor, rescale: bool = True
+    after: torch.Tensor,
+    mask: torch.Tensor,
+    failed: torch.Tensor,
+    rescale: bool = True,
+    close: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`oracle-prefix` token weights.
 
@@ -61,15 +72,25 @@ def prefix_weights(
 
         rescale: False leaves the marked tokens at 1 (the row's blame dropped off the prefix, not moved onto the
             rest: `-raw` arms).
+        close: [B, T] bool or None, each row's end-of-sequence token (`oracle-prefix-keep-close`). Where given, a
+            located failed row whose error lies before its close has the close set back to 1 after the rescale, as
+            GRPO weights it (the row's mean then a little under 1); a row whose only marked token is its close (it
+            stopped short: the close is the error) keeps the oracle's weight there.
 
     Returns:
         [B, T] float: in failed rollouts with a located error, 0 before the first wrong token and a constant from it
         on, the row's mean over model tokens 1 (1 without `rescale`); every other row 1 on its model tokens; 0 off
         the mask.
     """
-    located = failed & (after & mask).any(1)
-    weights = _mean_one((after & mask).float(), mask) if rescale else (after & mask).float()
-    return torch.where(located[:, None], weights, mask.float())
+    marked = after & mask
+    located = failed & marked.any(1)
+    weights = _mean_one(marked.float(), mask) if rescale else marked.float()
+    weights = torch.where(located[:, None], weights, mask.float())
+    if close is not None:
+        close = close & mask
+        spare = located & (marked & ~close).any(1)
+        weights = torch.where(close & spare[:, None], torch.ones_like(weights), weights)
+    return weights
 
 
 def two_sided_weights(after: torch.Tensor, mask: torch.Tensor, failed: torch.Tensor, eps: float) -> torch.Tensor:
@@ -198,6 +219,18 @@ def decisions_of_tokens(tokens: list[str], row: dict, local: bool = False) -> tu
     return owner, [float(c) for c in labels]
 
 
+def close_mask(rows: list[dict]) -> torch.Tensor:
+    """[B, T] bool, True at each row's end-of-sequence token: its last model token where that is a special token such
+    as `<|im_end|>` (a rollout cut at the length limit has none). `rows` as `horizon_error_site`'s, with `tokens`."""
+    width = max((len(row["mask"]) for row in rows), default=0)
+    close = torch.zeros(len(rows), width, dtype=torch.bool)
+    for i, row in enumerate(rows):
+        model = [k for k, m in enumerate(row["mask"]) if m]
+        if model and _is_special(row["tokens"][model[-1]]):
+            close[i, model[-1]] = True
+    return close
+
+
 def error_span(tokens: list[str], row: dict) -> tuple[int, int] | None:
     """[start, end) token indices of a rollout's first wrong token and the rest of the decision line that holds it
     (`oracle-first-error`'s blame): the line's tokens, up to its newline; from the site to the last model token where
@@ -221,13 +254,17 @@ def error_span(tokens: list[str], row: dict) -> tuple[int, int] | None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def install(kind: str, eps: float = 0.5, rescale: bool = True) -> None:
+def install(kind: str, eps: float = 0.5, rescale: bool = True, keep_close: bool = False) -> None:
     """Make `gear_trl.train.build_trainer` build a trainer whose credit is this oracle (in this worker process only).
 
     The run's `credit` must be a GEAR mode (the trainer then computes its trace); the teacher's KL is replaced by 0,
-    so GEAR's own weights are 1, and this oracle's weights (or, for `process`, advantages) replace them."""
+    so GEAR's own weights are 1, and this oracle's weights (or, for `process`, advantages) replace them. `keep_close`
+    (kind `prefix` only) passes each row's end-of-sequence token, its last model token where that is a special token,
+    to `prefix_weights`."""
     if kind not in WEIGHT_KINDS:
         raise ValueError(f"kind must be one of {WEIGHT_KINDS}; got {kind!r}.")
+    if keep_close and kind != "prefix":
+        raise ValueError(f"keep_close is an option of kind 'prefix' only; got kind {kind!r}.")
     import dataclasses
 
     import gear_trl.trainer.gear_trainer as trainer_module
@@ -275,8 +312,9 @@ def install(kind: str, eps: float = 0.5, rescale: bool = True) -> None:
                     if site is not None:
                         after[i, site:] = True
                 after &= mask
+                close = close_mask(rows).to(mask.device) if keep_close else None
                 if kind in ("prefix", "first_error"):  # first_error: `after` marks the error's span only
-                    weights = prefix_weights(after, mask, failed.to(mask.device), rescale=rescale)
+                    weights = prefix_weights(after, mask, failed.to(mask.device), rescale=rescale, close=close)
                 else:
                     weights = two_sided_weights(after, mask, failed.to(mask.device), eps)
                 weights = weights.to(trace.weights)

@@ -33,6 +33,21 @@ def test_raw_prefix_weights_drop_the_blame_without_moving_it():
     assert w.tolist() == [[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0]]
 
 
+def test_keep_close_gives_a_failed_rollouts_close_grpos_weight_unless_the_close_is_its_error():
+    # row 0 fails at index 3, its close (end-of-sequence token) at 4; row 1 passed, close at 4; row 2 failed with its
+    # error not located, close at 3; row 3 stopped short: its only marked token is its close, the error itself
+    mask = torch.cat([MASK, torch.tensor([[1, 1, 1, 0, 0]], dtype=torch.bool)])
+    after = torch.cat([AFTER, torch.tensor([[0, 0, 1, 0, 0]], dtype=torch.bool)])
+    failed = torch.cat([FAILED, torch.tensor([True])])
+    close = torch.tensor([[0, 0, 0, 0, 1], [0, 0, 0, 0, 1], [0, 0, 0, 1, 0], [0, 0, 1, 0, 0]], dtype=torch.bool)
+    w = oracles.prefix_weights(after, mask, failed, close=close)
+    # row 0: 2.5 on both blamed tokens after the rescale, then the close back to 1; the others as oracle-prefix
+    assert w.tolist() == [[0, 0, 0, 2.5, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 0, 3, 0, 0]]
+    assert torch.equal(w[1:], oracles.prefix_weights(after, mask, failed)[1:])
+    with pytest.raises(ValueError, match="keep_close"):
+        oracles.install("two_sided", keep_close=True)
+
+
 def test_a_passed_rollout_keeps_its_weights_even_when_marked():
     w = oracles.prefix_weights(AFTER, MASK, torch.tensor([False, False, True]))
     assert w[0].tolist() == [1, 1, 1, 1, 1]
@@ -143,3 +158,26 @@ def test_first_error_weights_blame_the_span_at_mean_one():
     w = oracles.prefix_weights(span, mask, torch.tensor([True]))
     assert w[0, 9:11].tolist() == [10.5, 10.5] and w[0, :9].sum() == 0 and w[0, 11:].sum() == 0
     assert w[0].mean().item() == pytest.approx(1.0)
+
+
+def test_close_mask_finds_the_end_of_sequence_token_of_real_decoded_rollouts():
+    """`oracle-prefix-keep-close` finds each rollout's close on tokens as the trainer decodes them (the shipped
+    independent warm start's tokenizer): a finished rollout's `<|im_end|>`, none in a rollout cut at the limit."""
+    from transformers import AutoTokenizer
+
+    from gear_trl.reporting.rows import decode_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / "data" / "tiny-qwen3-horizon-independent")
+    finished = tokenizer("14 - 4 = 10\n78 - 3 = 75<|im_end|>")["input_ids"]
+    cut = tokenizer("14 - 4 = 10\n78 - 3 = 75\n96")["input_ids"]
+    pad = tokenizer.pad_token_id
+    width = max(len(finished), len(cut)) + 1
+    rows = []
+    for ids in (finished, cut):
+        padded = ids + [pad] * (width - len(ids))
+        rows.append({"tokens": decode_tokens(tokenizer, padded), "mask": [k < len(ids) for k in range(width)]})
+    close = oracles.close_mask(rows)
+    assert close.shape == (2, width)
+    assert close[0].nonzero().flatten().tolist() == [len(finished) - 1]
+    assert rows[0]["tokens"][len(finished) - 1] == "<|im_end|>"
+    assert not close[1].any()
