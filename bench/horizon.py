@@ -317,8 +317,9 @@ def build_report(cells: dict, window: int) -> dict:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def plot(report: dict, path: Path) -> None:
-    """Per variant (rows) and metric (columns): each arm's paired gain over `none` against K, with its interval."""
+def plot(report: dict, path: Path) -> list[str]:
+    """Per variant (rows) and metric (columns): each arm's paired gain over `none` against K, with its interval.
+    Returns the legend's arms, one entry per arm run in any variant."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -355,13 +356,19 @@ def plot(report: dict, path: Path) -> None:
             ax.set_ylabel(f"arm - none, {title}", fontsize=8)
             ax.set_title(f"{variant}: {title}, paired by seed, 95% t-interval", fontsize=9)
             ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    by_label = {}  # every variant's arms: an arm run in one variant only still gets its legend entry
+    for row in axes:
+        for handle, label in zip(*row[0].get_legend_handles_labels(), strict=True):
+            by_label.setdefault(label, handle)
+    labels = [arm for arm in arms if arm in by_label]
+    handles = [by_label[arm] for arm in labels]
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
     fig.suptitle(report["title"], fontsize=9)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return labels
 
 
 def _share(cell: dict | None) -> str:

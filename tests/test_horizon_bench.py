@@ -122,8 +122,18 @@ def test_plot_and_table_from_a_synthetic_report(horizon, tmp_path):
         "variants": horizon.build_report({"chained": {2: synthetic_cell(0.1), 4: synthetic_cell(0.05)}}, window=1),
     }
     path = tmp_path / "horizon.png"
-    horizon.plot(report, path)
+    assert horizon.plot(report, path) == ["oracle-gear", "oracle-prefix"]
     assert path.stat().st_size > 5000
+    # an arm run in the second variant only still has its legend entry
+    other = synthetic_cell(0.1)
+    for r in [r for r in other["runs"] if r["label"] == "oracle-gear"]:
+        other["runs"].append({**r, "label": "oracle-process"})
+    other["arms"].append("oracle-process")
+    both = {
+        **report,
+        "variants": {**report["variants"], **horizon.build_report({"independent": {4: other}}, window=1)},
+    }
+    assert horizon.plot(both, tmp_path / "both.png") == ["oracle-gear", "oracle-prefix", "oracle-process"]
     table = horizon.markdown(report)
     assert "## chained, K = 2 (`none`: sampled accuracy 0.25 at the start, 0.31 after training)" in table
     assert "| `oracle-prefix` | 3 |" in table and "(ceiling)" in table
@@ -420,12 +430,14 @@ def test_the_independent_calibration_quoted_in_data_readme_is_the_committed_json
 INDEPENDENT_ORACLES = ("oracle-gear", "oracle-process", "oracle-prefix-raw", "oracle-two-sided-0.9", "oracle-prefix")
 
 
-def independent_row(arm: str, body: dict, overrun: dict) -> str:
-    """A row of the results page's `independent` K = 4 table, from the report's cell of `arm`."""
+def independent_row(arm: str, body: dict, overrun: dict, k: int | None = None) -> str:
+    """A row of the results page's `independent` tables, from the report's cell of `arm` (with a K column first where
+    `k` is given)."""
     diffs = [body[f"{metric}_minus_none"] for metric in ("reward_last", "sampled_accuracy")]
     moved = body["localization"]["moved_share"] if arm != "oracle-process" else None
     per_seed = list(overrun[arm].values())
     cells = [
+        *([] if k is None else [str(k)]),
         f"`{arm}`",
         *(f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]" for d in diffs),
         ", ".join(str(sum(v < 0 for v in d["values"])) for d in diffs),
@@ -466,7 +478,7 @@ def test_the_independent_table_and_figures_on_the_results_page_are_the_committed
     assert f"(blame ratio {prefix['localization']['blame_ratio']:.1f})" in flat
     moved = report["variants"]["chained"]["4"]["arms"]["oracle-prefix"]["localization"]["moved_share"]
     assert f"which moves as much mass ({moved:.2f})" in flat
-    cpu = [body["cpu_s_per_run"] for body in cell["arms"].values()]
+    cpu = [cell["arms"][arm]["cpu_s_per_run"] for arm in ("none", *INDEPENDENT_ORACLES)]  # the K = 4 table's arms
     assert f"{min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run" in flat
     two_sided = overrun["oracle-two-sided-0.9"]
     gap2 = {seed: runs["oracle-two-sided-0.9", int(seed)] - runs["none", int(seed)] for seed in two_sided}
@@ -480,4 +492,58 @@ def test_the_independent_table_and_figures_on_the_results_page_are_the_committed
     assert (
         f"0.{shares['start']['share'] * 100:.0f} at the warm start, 0.{shares['none_end']['share'] * 100:.0f} after"
         in flat
+    )
+
+
+def test_the_independent_horizon_table_on_the_results_page_is_the_committed_json():
+    """The results page's `independent` rows across K (GRPO's start and end, the ceiling's paired differences, its
+    mass moved and overrun) and the other arms run at K = 2 and 8 read from bench/results/horizon.json; K = 4's
+    overrun-free diagnostic arm too."""
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    cells = report["variants"]["independent"]
+    assert set(cells) >= {"2", "4", "8"}
+    for k, cell in cells.items():
+        none, prefix = cell["none_accuracy"], cell["arms"]["oracle-prefix"]
+        diffs = [prefix[f"{metric}_minus_none"] for metric in ("reward_last", "sampled_accuracy")]
+        overrun = cell["overrun"]["arms"]
+        share = {arm: sum(overrun[arm].values()) / len(overrun[arm]) for arm in ("none", "oracle-prefix")}
+        row = [
+            k,
+            f"{none['start']:.3f} -> {none['end']:.3f} [{none['end_ci_low']:.3f}, {none['end_ci_high']:.3f}]",
+            f"{cell['arms']['none']['reward_last']['mean']:.3f}",
+            " / ".join(f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]" for d in diffs),
+            ", ".join(str(sum(v < 0 for v in d["values"])) for d in diffs),
+            f"{prefix['localization']['moved_share']:.2f}",
+            f"{share['oracle-prefix']:.3f} ({share['none']:.3f})",
+        ]
+        assert "| " + " | ".join(row) + " |" in page, k
+        if k != "4":
+            for arm in INDEPENDENT_ORACLES[:-1]:
+                if arm in cell["arms"]:
+                    assert independent_row(arm, cell["arms"][arm], overrun, k=int(k)) in page, (k, arm)
+    four = cells["4"]
+    if "oracle-prefix-keep-close" in four["arms"]:
+        keep, prefix = (four["arms"][arm]["sampled_accuracy"]["values"] for arm in ("oracle-prefix-keep-close",
+                                                                                     "oracle-prefix"))  # fmt: skip
+        assert independent_row("oracle-prefix-keep-close", four["arms"]["oracle-prefix-keep-close"],
+                               four["overrun"]["arms"], k=4) in page  # fmt: skip
+        gain = [a - b for a, b in zip(keep, prefix, strict=True)]
+        assert all(g > 0 for g in gain)
+        flat = page.replace("\n  ", " ").replace("\n", " ")
+        assert f"above `oracle-prefix` on all 8 seeds, by {sum(gain) / len(gain):+.3f} held-out in the mean" in flat
+    eight = cells["8"]
+    runs = {(run["label"], run["seed"]): run["eval"]["sampled_accuracy"] for run in report["runs"]["independent-k8"]}
+    gap = {seed: runs["oracle-prefix", seed] - runs["none", seed] for seed in range(8)}
+    worst = min(gap, key=gap.get)
+    assert eight["overrun"]["arms"]["oracle-prefix"][str(worst)] == 0
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    assert f"(seed {worst}, {gap[worst]:+.3f}) never did" in flat
+    overrun = eight["overrun"]["arms"]["oracle-prefix"]
+    most = max(overrun, key=overrun.get)
+    assert f"(the most, seed {most}, in {overrun[most]:.2f} of its samples)" in flat
+    none, prefix = eight["none_accuracy"], eight["arms"]["oracle-prefix"]
+    assert (
+        f"held-out {prefix['sampled_accuracy']['mean']:.3f} at the end against the start's {none['start']:.3f}, "
+        f"final-window reward {prefix['reward_last']['mean']:.3f}" in flat
     )
