@@ -522,6 +522,16 @@ def test_the_independent_horizon_table_on_the_results_page_is_the_committed_json
             for arm in INDEPENDENT_ORACLES[:-1]:
                 if arm in cell["arms"]:
                     assert independent_row(arm, cell["arms"][arm], overrun, k=int(k)) in page, (k, arm)
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    cpu = {k: [body["cpu_s_per_run"] for body in cells[k]["arms"].values()] for k in ("2", "8")}
+    assert (
+        f"{min(cpu['2']):.0f}-{max(cpu['2']):.0f} CPU-seconds a run at K = 2, "
+        f"{min(cpu['8']):.0f}-{max(cpu['8']):.0f} at K = 8)" in flat
+    )
+    process = cells["2"]["arms"].get("oracle-process")
+    if process:
+        at_or_above = sum(v >= 0 for v in process["reward_last_minus_none"]["values"])
+        assert f"(at or above `none` on {at_or_above} of 8 seeds)" in flat
     four = cells["4"]
     if "oracle-prefix-keep-close" in four["arms"]:
         keep, prefix = (four["arms"][arm]["sampled_accuracy"]["values"] for arm in ("oracle-prefix-keep-close",
