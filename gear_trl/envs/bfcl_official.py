@@ -76,7 +76,7 @@ def _bfcl():
     except ImportError as err:
         raise UserInputError(
             "BFCL's official classes need the bfcl-eval package: pip install --no-deps bfcl-eval==2026.3.23 "
-            "(it is in gear_trl's dev extra)."
+            "(`make install` does; it is not a dependency of gear_trl, whose other parts work without it)."
         ) from err
     return bfcl_eval
 
@@ -105,9 +105,9 @@ def _read_jsonl(path: str) -> list[dict]:
 @functools.cache
 def function_docs(class_name: str) -> tuple[dict, ...]:
     """BFCL's function docs of a class (`multi_turn_func_doc/*.json`), in file order."""
+    official_class(class_name)  # first: without bfcl-eval it raises the UserInputError that says what to install
     from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
 
-    official_class(class_name)
     path = os.path.join(data_dir(), "multi_turn_func_doc", MULTI_TURN_FUNC_DOC_FILE_MAPPING[class_name])
     return tuple(_read_jsonl(path))
 
