@@ -13,7 +13,9 @@ TRL's Qwen3 template), each with its worked solution as the completion; the teac
 with GEAR's default math template; advantages +1 / -1 alternately. oneDNN is switched off for the bf16 passes (its
 bf16 path on CPU is the slow one, `bench/cpu_bf16.py`); one torch thread.
 
-    python bench/bf16_credit.py        # ~3 GB, a few minutes on 1 core
+    python bench/bf16_credit.py                                   # ~3 GB, a few minutes on 1 core
+    python bench/bf16_credit.py --device cuda --out /tmp/b.json   # the CUDA branches (float32 logits from the
+                                                                  # bf16 head in one matmul); seconds on a GPU
 
 Prints the largest errors and writes bench/results/bf16_credit.json.
 """
@@ -95,7 +97,7 @@ def divergence64(student: torch.Tensor, teacher: torch.Tensor, weight: torch.Ten
     time)."""
     rows_s, rows_t = student[mask].double(), teacher[mask].double()
     vocab = weight.shape[0]
-    logits_s = torch.empty(rows_s.shape[0], vocab, dtype=torch.float64)
+    logits_s = torch.empty(rows_s.shape[0], vocab, dtype=torch.float64, device=student.device)
     logits_t = torch.empty_like(logits_s)
     for start in range(0, vocab, tile):
         w = weight[start : start + tile].double()
@@ -103,7 +105,7 @@ def divergence64(student: torch.Tensor, teacher: torch.Tensor, weight: torch.Ten
         logits_t[:, start : start + tile] = rows_t @ w.T
     log_ps, log_pt = logits_s.log_softmax(-1), logits_t.log_softmax(-1)
     ps = log_ps.exp()
-    kl = torch.zeros(mask.shape, dtype=torch.float64)
+    kl = torch.zeros(mask.shape, dtype=torch.float64, device=student.device)
     entropy = torch.zeros_like(kl)
     kl[mask] = (ps * (log_ps - log_pt)).sum(-1).clamp_min(0)
     entropy[mask] = -(ps * log_ps).sum(-1)
@@ -152,7 +154,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--logit-std", type=float, default=3.0)
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results" / "bf16_credit.json")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: the divergence's CUDA branches run for real")
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     start = time.perf_counter()
@@ -172,14 +176,16 @@ def main() -> None:
         eos_token_id=tokenizer.eos_token_id,
     )
     torch.set_default_dtype(torch.bfloat16)
-    model = Qwen3ForCausalLM(config).eval()
+    model = Qwen3ForCausalLM(config).eval()  # built on the CPU from the seed: the same weights on every device
     torch.set_default_dtype(torch.float32)
+    model.to(device)
     weight = model.get_output_embeddings().weight
     with torch.no_grad():  # final states are RMS-normalized (~1 per unit): logits' spread is the head's row norms
         weight.mul_(args.logit_std / (0.02 * config.hidden_size**0.5))
     (s_ids, s_att), (t_ids, t_att), completion, mask = batch(tokenizer, args.rows)
+    s_ids, s_att, t_ids, t_att, mask = (t.to(device) for t in (s_ids, s_att, t_ids, t_att, mask))
     length = completion.shape[1]
-    advantages = torch.tensor([1.0, -1.0] * (args.rows // 2) + [1.0] * (args.rows % 2))
+    advantages = torch.tensor([1.0, -1.0] * (args.rows // 2) + [1.0] * (args.rows % 2), device=device)
     gear = GEARConfig(output_dir="/tmp/bf16_credit", use_cpu=True, report_to="none")
 
     with torch.backends.mkldnn.flags(enabled=False):
@@ -208,6 +214,7 @@ def main() -> None:
             "tokens": int(mask.sum()),
             "logit_std": args.logit_std,
             "torch": torch.__version__,
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         },
         "bf16_vs_float64": {
             "kl": errors(kl16, kl64, mask),
@@ -222,7 +229,10 @@ def main() -> None:
         "seconds": time.perf_counter() - start,
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{int(mask.sum())} tokens, V=151,936, H=2,560, {args.layers} layers; {result['seconds']:.0f} s")
+    print(
+        f"{result['config']['device']}: {int(mask.sum())} tokens, V=151,936, H=2,560, {args.layers} layers; "
+        f"{result['seconds']:.0f} s"
+    )
     for part in ("bf16_vs_float64", "lm_head_pass_only"):
         for name, e in result[part].items():
             print(

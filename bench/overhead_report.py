@@ -332,6 +332,8 @@ def readme_table(report: dict) -> str:
                 f"{_fmt_mb(teacher_pass_peak_mb(gear))}"
             )
         if key == "sdpo":
+            if "error" in sdpo:  # a configuration the harness could not run, e.g. "out of memory: CUDA out of ..."
+                return sdpo["error"].split(":")[0]
             if "step_s" not in sdpo:
                 return "-"
             return f"{_fmt_s(sdpo['step_s'])}, {_fmt_mb(sdpo['extra_peak_mb']['step'])}"

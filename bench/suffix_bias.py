@@ -12,6 +12,10 @@ the pad and copy operators per forward and timing the forward.
 
     python bench/suffix_bias.py                     # CPU, the tiny model (seconds)
     python bench/suffix_bias.py --device cuda --model Qwen/Qwen3-4B --dtype bfloat16 --rows 8 --keys 1531
+    python bench/suffix_bias.py --device cuda --model qwen3-4b-random --dtype bfloat16 --rows 8 --keys 1531
+
+`--model qwen3-4b-random` builds Qwen3-4B's geometry (bench/overhead_shapes.py) with random weights, offline: the
+operators attention runs depend on the shapes, not on the weights.
 
 Prints one line per bias layout: attention calls, pad / copy operator calls, milliseconds per forward.
 """
@@ -32,6 +36,8 @@ from transformers import AutoModelForCausalLM
 from transformers.cache_utils import DynamicCache
 
 from gear_trl.data.teacher import suffix_attention_bias
+
+RANDOM_4B = "qwen3-4b-random"
 
 PAD_OPS = ("aten::constant_pad_nd", "aten::pad")
 COPY_OPS = ("aten::copy_", "aten::contiguous", "aten::clone")
@@ -87,6 +93,23 @@ def profile(model, prefix_ids, suffix_ids, bias, repeats: int) -> dict:
     }
 
 
+def load_model(name: str, device: str, dtype: torch.dtype):
+    """The model `name` (a path or Hub id), or with `RANDOM_4B` Qwen3-4B's geometry with random weights, built on
+    `device` in `dtype`."""
+    if name != RANDOM_4B:
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, attn_implementation="sdpa")
+        return model.to(device).eval()
+    sys.path.insert(0, str(REPO_ROOT / "bench"))
+    from overhead_shapes import QWEN3_4B
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(attention_dropout=0.0, **QWEN3_4B)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen3ForCausalLM._from_config(config, dtype=dtype, attn_implementation="sdpa")
+    return model.eval()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(REPO_ROOT / "data/tiny-qwen3"))
@@ -99,8 +122,7 @@ def main() -> None:
     args = parser.parse_args()
 
     dtype = getattr(torch, args.dtype)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa")
-    model.to(args.device).eval()
+    model = load_model(args.model, args.device, dtype)
     generator = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
     ids = torch.randint(vocab, (args.rows, args.keys), generator=generator).to(args.device)

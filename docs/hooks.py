@@ -84,6 +84,11 @@ def performance() -> str:
     return _bench("overhead_report").readme_table(_results("overhead_cpu.json"))
 
 
+def performance_cuda() -> str:
+    """bench/overhead.py --readme-table on the committed CUDA run (one H100, Qwen3-4B's shape)."""
+    return _bench("overhead_report").readme_table(_results("overhead_cuda.json"))
+
+
 def headroom() -> str:
     """The headroom study's committed table (bench/headroom.py writes it from its JSON): the full run's if there is
     one, else an unfinished full run's (`--cached-only`), else the quick check's."""
@@ -128,6 +133,7 @@ GENERATORS = {
     "learning_tools": lambda: _learning_table("learning_tools.json"),
     "learning_tools_knobs": lambda: _learning_table("learning_tools_knobs.json"),
     "performance": performance,
+    "performance_cuda": performance_cuda,
     "headroom": headroom,
     "horizon": horizon,
 }

@@ -117,3 +117,56 @@ def test_long_prompt_runs_on_qwen3_head_geometry_unless_the_tiny_model_is_asked_
     assert config.vocab_size == 2264 and shape.prompt_tokens == 2048
     (tiny,) = bench.make_shapes(bench.parse_args(["--shape", "long_prompt", "--tiny-model"]))
     assert tiny.model == "tiny" and build_model_config(tiny).head_dim == 16
+
+
+def test_suffix_bias_builds_qwen3_4b_with_random_weights_offline():
+    """`bench/suffix_bias.py --model qwen3-4b-random`, the GPU run's model, is Qwen3-4B's geometry in the asked dtype
+    (built on the meta device here)."""
+    import torch
+
+    suffix_bias = load_file(BENCH.parent / "suffix_bias.py", "gear_bench_suffix_bias")
+    model = suffix_bias.load_model(suffix_bias.RANDOM_4B, "meta", torch.bfloat16)
+    assert model.config.num_hidden_layers == 36 and model.config.vocab_size == 151_936
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert 4.0e9 < sum(p.numel() for p in model.parameters()) < 4.05e9
+
+
+def test_the_committed_cuda_report_gives_the_figures_the_docs_quote():
+    """docs/results/performance.md, NOTES.md, the README and the GPU recipes' comment quote these figures."""
+    load_bench()
+    from overhead_report import readme_table
+
+    results = Path(__file__).resolve().parent.parent / "bench" / "results"
+    report = json.loads((results / "overhead_cuda.json").read_text())
+    assert report["meta"]["machine"].startswith("NVIDIA H100") and report["meta"]["divergence_chunk_size"] == 64
+    full = report["shapes"]["qwen3-4b"]
+    assert full["shape"]["length"] == 4096
+    gear, grpo = full["results"]["gear/gear"], full["results"]["grpo"]
+    assert round(gear["step_ratio_to_grpo"], 2) == 1.35
+    assert round(gear["extra_peak_mb"]["step"] / grpo["extra_peak_mb"]["step"] - 1, 3) == 0.011
+    assert full["results"]["sdpo/full_logits"]["error"].startswith("out of memory")
+    ratios = {}
+    for chunk in (64, 512, 2048):
+        run = json.loads((results / f"overhead_cuda_chunk{chunk}.json").read_text())
+        assert run["meta"]["divergence_chunk_size"] == chunk
+        ratios[chunk] = round(run["shapes"]["qwen3-4b"]["results"]["gear/gear"]["step_ratio_to_grpo"], 2)
+    assert ratios == {64: 1.34, 512: 1.27, 2048: 1.27}
+    table = readme_table(report)
+    assert "| SDPO `full_logits` step, extra peak | out of memory |" in table
+    assert "**1.35x**" in table
+
+
+def test_gpu_checks_script_parses_and_runs_only_what_the_repository_has():
+    """bench/gpu_checks.sh runs on a lent GPU machine only; here: bash can parse it, and every script and file it
+    names exists."""
+    import re
+    import subprocess
+
+    script = BENCH.parent / "gpu_checks.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    named = set(re.findall(r"\b((?:bench|recipes|data)/[\w./-]+\w)", text))
+    assert {"bench/bf16_credit.py", "bench/suffix_bias.py", "bench/overhead.py"} <= named
+    root = BENCH.parent.parent
+    missing = [path for path in named if not (root / path).exists() and "*" not in path]
+    assert not missing, missing

@@ -1,0 +1,77 @@
+#!/bin/bash
+# The checks that need a GPU, in one go: about 6 minutes on one H100, offline (random or shipped weights only).
+#
+#   bash bench/gpu_checks.sh [OUT_DIR]        # default outputs/gpu_checks
+#
+# 1. versions and the GPU;
+# 2. GEAR trains 2 steps on the GPU from the horizon warm start (data/tiny-qwen3-horizon-independent, K = 4), once in
+#    float32 and once in bf16 (`--bf16 true --dtype bfloat16`): its gear/ metrics, printed side by side, must be finite
+#    and its weights must move (gear/weight_std > 0);
+# 3. bench/bf16_credit.py --device cuda: GEAR's credit in bf16 against float64 at Qwen3's vocabulary, where the
+#    divergence takes its CUDA branches (float32 logits from the bf16 head in one matmul, one bmm for the row dot);
+#    compare with the CPU figures in bench/results/bf16_credit.json;
+# 4. bench/suffix_bias.py on Qwen3-4B's geometry (random weights) in bf16: does the memory-efficient SDPA kernel pad
+#    (copy) the shared-prefix pass's suffix bias in every layer (docs/development.md)?
+# 5. bench/overhead.py --device cuda --quick: GEAR's step against GRPO's and SDPO's at Qwen3-4B's geometry.
+#
+# Each step has its own time limit and a failing step does not stop the next. Figures land in OUT_DIR: the log
+# (gpu_checks.log), bf16_credit_cuda.json, overhead_cuda_quick.{json,md} and the training logs (train_logs.tgz).
+out=${1:-outputs/gpu_checks}
+mkdir -p "$out"
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
+export PYTHONWARNINGS=ignore::FutureWarning,ignore::DeprecationWarning,ignore::UserWarning
+py=${PYTHON:-python3}
+cd "$(dirname "$0")/.." || exit 1
+
+step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
+
+{
+step "1. versions"
+nvidia-smi -L
+$py -c "import torch, transformers, trl, peft; print('torch', torch.__version__, 'transformers', transformers.__version__,
+'trl', trl.__version__, 'peft', peft.__version__, torch.cuda.get_device_name(0))"
+
+step "2. GEAR on the GPU, 2 steps, float32 then bf16"
+mkdir -p "$out/train"
+for precision in fp32 bf16; do
+  flags=(--bf16 false)
+  [ "$precision" = bf16 ] && flags=(--bf16 true --dtype bfloat16)
+  timeout 100 $py -m gear_trl.train --config recipes/tiny/config_horizon.yaml \
+    --model_name_or_path data/tiny-qwen3-horizon-independent --dataset_name data/horizon/independent/k4 \
+    --use_cpu false "${flags[@]}" --max_steps 2 --logging_steps 1 --save_strategy no \
+    --output_dir "$out/train/$precision" > "$out/train/$precision.log" 2>&1
+  echo "$precision: rc=$?"
+done
+$py - "$out/train" <<'EOF'
+import ast, math, re, sys
+from pathlib import Path
+
+keys = ["reward", "loss", "gear/kl_mean", "gear/kl_max", "gear/onset_rate", "gear/weight_std", "gear/weight_min",
+        "gear/weight_max", "gear/teacher_prefix_shared_frac", "gear/failed_prefix_frac"]
+logs = {}
+for precision in ("fp32", "bf16"):
+    path = Path(sys.argv[1]) / f"{precision}.log"
+    text = path.read_text() if path.exists() else ""
+    logs[precision] = [ast.literal_eval(m) for m in re.findall(r"\{'loss'.*?\}", text)]
+print(f"{'metric':34s} " + "  ".join(f"{p} step {i + 1:<3d}" for p in logs for i in range(len(logs[p]))))
+for key in keys:
+    row = [str(step.get(key)) for p in logs for step in logs[p]]
+    print(f"{key:34s} " + "  ".join(f"{v:>12s}" for v in row))
+bad = [f"{p} step {i + 1}: {k}={s.get(k)}" for p in logs for i, s in enumerate(logs[p]) for k in keys
+       if s.get(k) is not None and not math.isfinite(float(s[k]))]
+still = [f"{p} step {i + 1}" for p in logs for i, s in enumerate(logs[p]) if float(s.get("gear/weight_std") or 0) == 0]
+print("no steps logged" if not any(logs.values()) else f"non-finite: {bad or 'none'}; weights unmoved: {still or 'none'}")
+EOF
+tar -czf "$out/train_logs.tgz" -C "$out" train && rm -rf "$out/train"
+
+step "3. credit in bf16 against float64, on the GPU"
+timeout 100 $py bench/bf16_credit.py --device cuda --out "$out/bf16_credit_cuda.json" 2>&1 | grep -v -i warn
+
+step "4. the shared-prefix suffix bias under CUDA's SDPA kernels"
+timeout 90 $py bench/suffix_bias.py --device cuda --model qwen3-4b-random --dtype bfloat16 --rows 8 --keys 1531 \
+  2>&1 | grep -v -i warn
+
+step "5. GEAR's step against GRPO's and SDPO's at Qwen3-4B's geometry (quick)"
+timeout "${OVERHEAD_TIMEOUT:-180}" $py bench/overhead.py --device cuda --quick --out-dir "$out" 2>&1 | grep -v -i warn
+step "done"
+} 2>&1 | tee "$out/gpu_checks.log"
