@@ -1,5 +1,5 @@
 #!/bin/bash
-# The checks that need a GPU, in one go: about 6 minutes on one H100, offline (random or shipped weights only).
+# The checks that need a GPU, in one go: about 4 minutes on one H100, offline (random or shipped weights only).
 #
 #   bash bench/gpu_checks.sh [OUT_DIR]        # default outputs/gpu_checks
 #
