@@ -37,8 +37,8 @@ those lacks a seed.
     python bench/horizon.py              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
 
 Writes `bench/results/horizon[_quick].{json,md,png}`: `variants` -> K -> `arms` -> metric -> `mean`, `ci_low`,
-`ci_high`, `n_seeds`, each arm's `share_of_ceiling` (and `share_of_raw_ceiling`, the same against
-`oracle-prefix-raw`), and per variant and K `none_accuracy` (start and end).
+`ci_high`, `n_seeds`, each arm's `share_of_ceiling` (and `share_of_raw_ceiling` and `share_of_process_ceiling`, the
+same against `oracle-prefix-raw` and `oracle-process`), and per variant and K `none_accuracy` (start and end).
 """
 
 from __future__ import annotations
@@ -122,7 +122,15 @@ CEILING = "oracle-prefix"
 RAW_CEILING = "oracle-prefix-raw"
 """The same tokens without the mean-1 rescale, the one label oracle found above GRPO (docs/results/horizon.md):
 `share_of_raw_ceiling` divides by its gain, beside (never instead of) the issue's `share_of_ceiling`."""
-SHARES = {"share_of_ceiling": CEILING, "share_of_raw_ceiling": RAW_CEILING}
+PROCESS_CEILING = "oracle-process"
+"""Each decision's own correctness as its advantage, the issue's "ceiling of credit assignment in general" (not a
+weighting inside a rollout): `share_of_process_ceiling` divides by its gain, beside the issue's `share_of_ceiling`;
+added when it was the one oracle whose interval lay above GRPO's at a K (independent, K = 8)."""
+SHARES = {
+    "share_of_ceiling": CEILING,
+    "share_of_raw_ceiling": RAW_CEILING,
+    "share_of_process_ceiling": PROCESS_CEILING,
+}
 
 BUDGETS = {
     "full": {
@@ -275,8 +283,8 @@ def cell_report(cell: dict, window: int) -> dict:
 
     Returns {"start": the warm start's held-out scores, "none_accuracy": {"start", "end", "end_ci_low",
     "end_ci_high"} (held-out sampled accuracy of the warm start, and of `none` after training, mean of its seeds),
-    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling` and `share_of_raw_ceiling` (metric -> share, or
-    None where undefined)}."""
+    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling`, `share_of_raw_ceiling` and
+    `share_of_process_ceiling` (metric -> share, or None where undefined)}."""
     (body,) = headroom.build_report({"cell": cell}, window).values()
     arms = body["arms"]
     for key, ceiling in SHARES.items():
@@ -400,10 +408,11 @@ def markdown(report: dict) -> str:
                 (
                     "| arm | seeds | reward - none | sampled acc. - none | share of ceiling (reward) "
                     "| share of ceiling (sampled) | share of raw ceiling (reward) | share of raw ceiling (sampled) "
+                    "| share of process ceiling (reward) | share of process ceiling (sampled) "
                     "| onset at error (chance) | first onset by error | blame ratio (random) | mass moved "
                     "| more than K lines (held-out) |"
                 ),
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             overrun = body.get("overrun") or {}
             for arm, cell in body["arms"].items():

@@ -94,6 +94,32 @@ def test_report_schema_and_share_of_ceiling_on_synthetic_runs(horizon):
     json.dumps(report)  # the report is JSON as written
 
 
+def test_share_of_process_ceiling_is_reported_where_oracle_process_is_above_grpo(horizon):
+    """oracle-prefix below GRPO (-0.05), oracle-process above it (+0.1 + 0.01 s): an arm at half oracle-process's gain
+    has no share of the issue's ceiling and a share of 0.5 of the process ceiling, in the JSON and in the table."""
+    cell = synthetic_cell(0.1)
+    for r in cell["runs"]:
+        if r["label"] == "oracle-prefix":
+            cell["runs"].append({**r, "label": "oracle-process"})
+            r["reward"] = [0.1, 0.2 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]]
+            r["eval"] = {"sampled_accuracy": 0.30 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]}
+    cell["arms"].append("oracle-process")
+    body = horizon.build_report({"independent": {8: cell}}, window=1)["independent"]["8"]
+    arm = body["arms"]["oracle-gear"]
+    assert arm["share_of_ceiling"] == {"reward_last": None, "sampled_accuracy": None}
+    for metric in ("reward_last", "sampled_accuracy"):
+        assert arm["share_of_process_ceiling"][metric]["mean"] == pytest.approx(0.5)
+    assert "share_of_process_ceiling" not in body["arms"]["oracle-process"]
+    assert "share_of_raw_ceiling" not in arm  # no oracle-prefix-raw run in this cell
+    table = horizon.markdown({"variants": {"independent": {"8": body}}})
+    header = next(line for line in table.splitlines() if line.startswith("| arm |"))
+    row = next(line for line in table.splitlines() if line.startswith("| `oracle-gear` |"))
+    assert row.count("|") == header.count("|") == 16
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    columns = [c.strip() for c in header.split("|")[1:-1]]
+    assert cells[columns.index("share of process ceiling (sampled)")] == "+0.50 [+0.50, +0.50]"
+
+
 def test_share_of_raw_ceiling_is_reported_beside_the_issues_ceiling(horizon):
     """A ceiling below GRPO (oracle-prefix, -0.05) and its unrescaled twin above it (oracle-prefix-raw, +0.1 + 0.01 s):
     an arm at half the twin's gain has no share of the first and a share of 0.5 of the second."""
