@@ -31,7 +31,10 @@ Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `di
 bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
 warm start's weights, so an interrupted study resumes where it stopped; `--cached-only` reports what is cached: per
 variant and K the arms with a cached run (the others listed in that cell's `not_run`), `_partial` only where one of
-those lacks a seed.
+those lacks a seed. `--extend bench/results/horizon.json` goes on from the committed report where the work dir is
+lost (a new machine): the report's training runs are restored into the cache where their spec still holds, and its
+cells not planned now are kept as they are, so an arm or a cell is added without training the rest again
+(`restore_runs`, `extend_report`).
 
     python bench/horizon.py --quick      # chained, K 2 and 4: none and oracle-prefix x 2 seeds, 2 steps
     python bench/horizon.py              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
@@ -464,6 +467,61 @@ def cell_overrides(variant: str, k: int, model: str, arm: str, budget_overrides:
             *ARMS[arm].get("overrides", [])]  # fmt: skip
 
 
+def restore_runs(report: dict, source: str, jobs: list[dict], log=print) -> int:
+    """Writes the training runs that an earlier report (`report`, read from `source`) holds back into the cache, for
+    each planned training job in `jobs` with no cached result whose arm, seed and spec the report's run has: a study
+    whose work dir was lost (a new machine) goes on from its committed report instead of training those runs again.
+    A restored result carries `restored_from` = `source`. The report has no held-out samples, so the figures made
+    from them (`overrun`, `steps_after_error`) are carried over from it for restored runs (see `main`). Returns the
+    number of runs restored."""
+    by_task = report.get("runs", {})
+    restored = 0
+    for job in jobs:
+        if job["kind"] != "train" or headroom.cached(job) is not None:
+            continue
+        spec = learning.job_spec(job)
+        for run in by_task.get(job["task"], []):
+            if run.get("label") == job["label"] and run.get("seed") == job["seed"] and run.get("spec") == spec:
+                path = Path(job["work_dir"]) / job["key"] / "result.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps({**run, "restored_from": source}, indent=1))
+                restored += 1
+                break
+    log(f"restored {restored} training runs from {source}")
+    return restored
+
+
+def extend_report(report: dict, earlier: dict, source: str) -> dict:
+    """Adds to `report` what `earlier` (an earlier report of this study, read from `source`) has and `report` does
+    not: its cells (variant and K) that `report` did not plan, with their runs, and its arms, variants and budget in
+    `config`; records where they came from in `extended_from` (`source`, `earlier`'s git and jobs, the cells kept).
+    A cell `report` has replaces `earlier`'s whole. Returns `report`, changed in place."""
+    kept, variants = [], {}
+    for variant in [*earlier["variants"], *(v for v in report["variants"] if v not in earlier["variants"])]:
+        mine, old = report["variants"].get(variant, {}), earlier["variants"].get(variant, {})
+        kept += [f"{variant}-k{k}" for k in old if k not in mine]
+        variants[variant] = dict(sorted({**old, **mine}.items(), key=lambda item: int(item[0])))
+    report["variants"] = variants
+    report["runs"] = {
+        **{task: runs for task, runs in earlier.get("runs", {}).items() if task in kept},
+        **report["runs"],
+    }
+    report["cells_not_run"] = [
+        *(c for c in earlier.get("cells_not_run", []) if c not in report["runs"]),
+        *(c for c in report["cells_not_run"] if c not in kept),
+    ]
+    config, old_config = report["config"], earlier["config"]
+    config["arms"] = {**old_config["arms"], **config["arms"]}
+    config["variants"] = {**old_config["variants"], **config["variants"]}
+    budget, old_budget = config["budget"], old_config["budget"]
+    for key in ("variants", "ks", "arms", "seeds"):
+        budget[key] = [*old_budget[key], *(item for item in budget[key] if item not in old_budget[key])]
+    report["extended_from"] = {
+        "path": source, "git": earlier.get("git"), "jobs": earlier.get("jobs"), "cells_kept": kept,
+    }  # fmt: skip
+    return report
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="chained, K 2 and 4: none, oracle-prefix x 2 seeds.")
@@ -481,6 +539,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", help="Default: outputs/horizon[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument("--extend", metavar="JSON",
+                        help="An earlier report of this study (bench/results/horizon.json): its training runs that "
+                        "this invocation plans are restored into the cache, not trained again, and its cells that "
+                        "this invocation does not plan are kept as they are, so a study grows one cell or arm at a "
+                        "time.")  # fmt: skip
     parser.add_argument("--cached-only", action="store_true",
                         help="Train nothing: report the runs already cached (as horizon[_quick]_partial.* while any "
                         "is missing).")  # fmt: skip
@@ -571,6 +634,9 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             plan[(variant, k)] = cell
             jobs += [start, *cell["probes"].values(), *cell["train"]]
 
+    earlier = json.loads(Path(args.extend).read_text()) if args.extend else None
+    if earlier is not None and not args.fresh:
+        restore_runs(earlier, args.extend, jobs, log)
     results = teacher_sweep.run_jobs(
         jobs, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=headroom.dispatch,
         cached=headroom.cached,
@@ -607,8 +673,12 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "probes": {arm: got(job) for arm, job in cell["probes"].items() if got(job) is not None},
             "runs": [got(job) for job in cell["train"] if got(job) is not None],
         }
+    title_steps = {  # an extended report's title names the steps of the variants it keeps too
+        **{v: spec["max_steps"] for v, spec in (earlier or {}).get("config", {}).get("variants", {}).items()},
+        **steps_of,
+    }
     report = {
-        "title": f"Horizon: each arm against GRPO, paired by seed ({steps_title(steps_of)}, seeds {seeds}"
+        "title": f"Horizon: each arm against GRPO, paired by seed ({steps_title(title_steps)}, seeds {seeds}"
         + (", quick" if args.quick else "")
         + (f"; partial: {len(jobs) - missing} of {len(jobs)} jobs done)" if missing else ")"),
         "config": {
@@ -647,18 +717,28 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     for (variant, k), cell in plan.items():
         body = report["variants"][variant][str(k)]
         start, by_job = samples(cell["start"]), [(job, samples(job)) for job in cell["train"]]
+        # a run restored from the earlier report (`--extend`) has no samples here: its figures are that report's
+        old = (earlier or {}).get("variants", {}).get(variant, {}).get(str(k)) or {}
+        restored = {(job["label"], job["seed"]) for job in cell["train"] if (got(job) or {}).get("restored_from")}
+        none_seeds = {job["seed"] for job in cell["train"] if job["label"] == "none"}
         # what failed rollouts write after their first error: the warm start's held-out samples, and those of every
-        # `none` run after training, pooled
-        body["steps_after_error"] = {
-            "start": steps_after_error(start),
-            "none_end": steps_after_error([row for job, rows in by_job if job["label"] == "none" for row in rows]),
-        }
+        # `none` run after training, pooled (the earlier report's pool where every `none` run is restored; unknown
+        # where only some are)
+        none_end = steps_after_error([row for job, rows in by_job if job["label"] == "none" for row in rows])
+        if any(("none", seed) in restored for seed in none_seeds):
+            full = all(("none", seed) in restored for seed in none_seeds)
+            none_end = (old.get("steps_after_error") or {}).get("none_end") if full else None
+        body["steps_after_error"] = {"start": steps_after_error(start), "none_end": none_end}
         # how many held-out samples run past their K lines: the warm start's, and each arm's per seed
         body["overrun"] = {"start": overrun_share(start, k), "arms": {}}
         for job, rows in by_job:
             share = overrun_share(rows, k)
+            if (job["label"], job["seed"]) in restored:
+                share = (old.get("overrun") or {}).get("arms", {}).get(job["label"], {}).get(str(job["seed"]))
             if share is not None:
                 body["overrun"]["arms"].setdefault(job["label"], {})[str(job["seed"])] = share
+    if earlier is not None:
+        extend_report(report, earlier, args.extend)
     out_dir = Path(args.out_dir)
     teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")

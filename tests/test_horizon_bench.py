@@ -583,3 +583,80 @@ def test_the_independent_horizon_table_on_the_results_page_is_the_committed_json
         f"held-out {prefix['sampled_accuracy']['mean']:.3f} at the end against the start's {none['start']:.3f}, "
         f"final-window reward {prefix['reward_last']['mean']:.3f}" in flat
     )
+
+
+def test_extend_restores_an_earlier_reports_runs_and_keeps_its_other_cells(horizon, monkeypatch, tmp_path):
+    """A study whose work dir is lost goes on from its committed report: `--extend` writes the report's runs back into
+    a new, empty cache (`none` and `oracle-prefix` at independent K = 4 are not trained again, only the new arm is),
+    carries the figures made from their held-out samples, keeps the cell it does not plan (chained K = 4) as it was,
+    and a run whose spec changed (another --max-steps) is trained, not restored."""
+    trained = []
+
+    def run_jobs(jobs, *args, cached_only=False, **kwargs):
+        out = {}
+        for job in jobs:
+            result = horizon.headroom.cached(job)
+            if result is None:
+                trained.append((job["task"], job["kind"], job.get("label"), job.get("seed")))
+                if job["kind"] == "start":
+                    result = {"eval": {"sampled_accuracy": 0.4, "greedy_accuracy": 0.7}}
+                elif job["kind"] == "probe":
+                    result = {"localization": {}, "label_free": {}}
+                else:
+                    bump = {"none": 0.0, "oracle-prefix": 0.05, "oracle-process": 0.1}[job["label"]] + 0.01 * job[
+                        "seed"
+                    ]
+                    result = {**run(job["label"], job["seed"], [0.3, 0.5 + bump], 0.5 + bump),
+                              "spec": horizon.learning.job_spec(job), "cpu_s": 10.0}  # fmt: skip
+            out[job["work_dir"], job["key"]] = result
+        return out
+
+    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", run_jobs)
+    common = ["--ks", "4", "--seeds", "0", "1", "--model", "chained=data/tiny-qwen3-arith-sol35", "--model",
+              "independent=data/tiny-qwen3-arith-sol35"]  # fmt: skip
+    horizon.main(
+        ["--variants", "chained", "independent", "--arms", "none", "oracle-prefix", *common,
+         "--work-dir", str(tmp_path / "lost"), "--out-dir", str(tmp_path / "first")], log=lambda *a: None,
+    )  # fmt: skip
+    earlier = json.loads((tmp_path / "first" / "horizon.json").read_text())
+    # figures made from held-out samples, which a report does not hold: the extended report must carry these
+    cell = earlier["variants"]["independent"]["4"]
+    cell["overrun"]["arms"] = {"none": {"0": 0.25, "1": 0.5}, "oracle-prefix": {"0": 0.0, "1": 0.125}}
+    cell["steps_after_error"]["none_end"] = {"failed": 3, "lines_after": 4, "right_steps": 2, "share": 0.5}
+    source = tmp_path / "earlier.json"
+    source.write_text(json.dumps(earlier))
+
+    trained.clear()
+    report = horizon.main(
+        ["--variants", "independent", "--arms", "none", "oracle-prefix", "oracle-process", *common,
+         "--extend", str(source), "--work-dir", str(tmp_path / "new"), "--out-dir", str(tmp_path / "out")],
+        log=lambda *a: None,
+    )  # fmt: skip
+    assert {(kind, label) for _, kind, label, _ in trained if kind == "train"} == {("train", "oracle-process")}
+    assert len([t for t in trained if t[1] == "train"]) == 2  # the new arm's two seeds, nothing else
+    cell = report["variants"]["independent"]["4"]
+    assert list(cell["arms"]) == ["none", "oracle-prefix", "oracle-process"]
+    gain = cell["arms"]["oracle-process"]["sampled_accuracy_minus_none"]
+    assert gain["mean"] == pytest.approx(0.1) and gain["n_seeds"] == 2  # paired with the restored `none`
+    restored = [r for r in report["runs"]["independent-k4"] if r.get("restored_from") == str(source)]
+    assert {(r["label"], r["seed"]) for r in restored} == {("none", 0), ("none", 1), ("oracle-prefix", 0),
+                                                            ("oracle-prefix", 1)}  # fmt: skip
+    assert cell["overrun"]["arms"]["none"] == {"0": 0.25, "1": 0.5}
+    assert cell["overrun"]["arms"]["oracle-prefix"] == {"0": 0.0, "1": 0.125}
+    assert "oracle-process" not in cell["overrun"]["arms"]  # a new run without samples: none, not borrowed
+    assert cell["steps_after_error"]["none_end"]["share"] == 0.5
+    # the cell not planned is kept whole, runs included; config and budget name both invocations' arms and variants
+    assert report["variants"]["chained"]["4"] == earlier["variants"]["chained"]["4"]
+    assert report["runs"]["chained-k4"] == earlier["runs"]["chained-k4"]
+    assert report["extended_from"]["cells_kept"] == ["chained-k4"]
+    assert report["extended_from"]["path"] == str(source)
+    assert set(report["config"]["arms"]) == {"none", "oracle-prefix", "oracle-process"}
+    assert report["config"]["budget"]["variants"] == ["chained", "independent"]
+    assert "## chained, K = 4" in (tmp_path / "out" / "horizon.md").read_text()
+
+    trained.clear()  # another budget: the earlier runs' specs differ, so every run is trained
+    horizon.main(
+        ["--variants", "independent", "--arms", "none", *common, "--max-steps", "3", "--extend", str(source),
+         "--work-dir", str(tmp_path / "other"), "--out-dir", str(tmp_path / "out3")], log=lambda *a: None,
+    )  # fmt: skip
+    assert sorted((label, seed) for _, kind, label, seed in trained if kind == "train") == [("none", 0), ("none", 1)]
