@@ -94,16 +94,23 @@ def test_report_schema_and_share_of_ceiling_on_synthetic_runs(horizon):
     json.dumps(report)  # the report is JSON as written
 
 
-def test_share_of_process_ceiling_is_reported_where_oracle_process_is_above_grpo(horizon):
-    """oracle-prefix below GRPO (-0.05), oracle-process above it (+0.1 + 0.01 s): an arm at half oracle-process's gain
-    has no share of the issue's ceiling and a share of 0.5 of the process ceiling, in the JSON and in the table."""
+def cell_with_a_second_ceiling(second: str) -> dict:
+    """`synthetic_cell(0.1)` with `oracle-prefix` moved below GRPO (-0.05 - 0.001 s) and `second` given the gain it had
+    (+0.1 + 0.01 s): oracle-gear's gain is half of `second`'s and none of the issue's ceiling's."""
     cell = synthetic_cell(0.1)
     for r in cell["runs"]:
         if r["label"] == "oracle-prefix":
-            cell["runs"].append({**r, "label": "oracle-process"})
+            cell["runs"].append({**r, "label": second})
             r["reward"] = [0.1, 0.2 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]]
             r["eval"] = {"sampled_accuracy": 0.30 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]}
-    cell["arms"].append("oracle-process")
+    cell["arms"].append(second)
+    return cell
+
+
+def test_share_of_process_ceiling_is_reported_where_oracle_process_is_above_grpo(horizon):
+    """oracle-prefix below GRPO (-0.05), oracle-process above it (+0.1 + 0.01 s): an arm at half oracle-process's gain
+    has no share of the issue's ceiling and a share of 0.5 of the process ceiling, in the JSON and in the table."""
+    cell = cell_with_a_second_ceiling("oracle-process")
     body = horizon.build_report({"independent": {8: cell}}, window=1)["independent"]["8"]
     arm = body["arms"]["oracle-gear"]
     assert arm["share_of_ceiling"] == {"reward_last": None, "sampled_accuracy": None}
@@ -123,13 +130,7 @@ def test_share_of_process_ceiling_is_reported_where_oracle_process_is_above_grpo
 def test_share_of_raw_ceiling_is_reported_beside_the_issues_ceiling(horizon):
     """A ceiling below GRPO (oracle-prefix, -0.05) and its unrescaled twin above it (oracle-prefix-raw, +0.1 + 0.01 s):
     an arm at half the twin's gain has no share of the first and a share of 0.5 of the second."""
-    cell = synthetic_cell(0.1)
-    for r in cell["runs"]:
-        if r["label"] == "oracle-prefix":
-            cell["runs"].append({**r, "label": "oracle-prefix-raw"})
-            r["reward"] = [0.1, 0.2 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]]
-            r["eval"] = {"sampled_accuracy": 0.30 + 0.01 * r["seed"] - 0.05 - 0.001 * r["seed"]}
-    cell["arms"].append("oracle-prefix-raw")
+    cell = cell_with_a_second_ceiling("oracle-prefix-raw")
     body = horizon.build_report({"chained": {4: cell}}, window=1)["chained"]["4"]
     arm = body["arms"]["oracle-gear"]
     assert arm["share_of_ceiling"] == {"reward_last": None, "sampled_accuracy": None}
