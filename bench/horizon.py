@@ -281,15 +281,9 @@ def overrun_share(samples: list[dict], k: int) -> float | None:
     return sum(len(equation_lines(completion_text(s.get("completion")) or "")) > k for s in samples) / len(samples)
 
 
-def cell_report(cell: dict, window: int) -> dict:
-    """One variant and K: `cell` = {"arms": [...], "runs": [...], "probes": {arm: probe}, "start": start result}.
-
-    Returns {"start": the warm start's held-out scores, "none_accuracy": {"start", "end", "end_ci_low",
-    "end_ci_high"} (held-out sampled accuracy of the warm start, and of `none` after training, mean of its seeds),
-    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling`, `share_of_raw_ceiling` and
-    `share_of_process_ceiling` (metric -> share, or None where undefined)}."""
-    (body,) = headroom.build_report({"cell": cell}, window).values()
-    arms = body["arms"]
+def add_shares(arms: dict, runs: list[dict], window: int) -> dict:
+    """Sets each arm's share of every ceiling in `SHARES` that ran in the cell (`arms`: arm -> its report, `runs`: the
+    cell's training runs), metric -> `share_of_ceiling` or None where undefined. Returns `arms`, changed in place."""
     for key, ceiling in SHARES.items():
         if ceiling not in arms:
             continue
@@ -298,12 +292,24 @@ def cell_report(cell: dict, window: int) -> dict:
                 continue
             out[key] = {
                 metric: share_of_ceiling(
-                    paired_by_seed(cell["runs"], arm, metric, window),
-                    paired_by_seed(cell["runs"], ceiling, metric, window),
+                    paired_by_seed(runs, arm, metric, window),
+                    paired_by_seed(runs, ceiling, metric, window),
                     arms[ceiling][f"{metric}_minus_none"]["ci_low"],
                 )
                 for metric in METRICS
             }
+    return arms
+
+
+def cell_report(cell: dict, window: int) -> dict:
+    """One variant and K: `cell` = {"arms": [...], "runs": [...], "probes": {arm: probe}, "start": start result}.
+
+    Returns {"start": the warm start's held-out scores, "none_accuracy": {"start", "end", "end_ci_low",
+    "end_ci_high"} (held-out sampled accuracy of the warm start, and of `none` after training, mean of its seeds),
+    "arms": arm -> bench/headroom.py's cell plus `share_of_ceiling`, `share_of_raw_ceiling` and
+    `share_of_process_ceiling` (metric -> share, or None where undefined)}."""
+    (body,) = headroom.build_report({"cell": cell}, window).values()
+    arms = add_shares(body["arms"], cell["runs"], window)
     none = arms.get("none", {}).get("sampled_accuracy", {})
     body["model"] = (cell.get("start") or {}).get("model")
     body["none_accuracy"] = {
@@ -506,6 +512,10 @@ def extend_report(report: dict, earlier: dict, source: str) -> dict:
         **{task: runs for task, runs in earlier.get("runs", {}).items() if task in kept},
         **report["runs"],
     }
+    for task in kept:  # shares are made from the runs: a kept cell gets those of ceilings added since it was written
+        variant, k = task.rsplit("-k", 1)
+        window = earlier["config"]["variants"].get(variant, {}).get("window") or earlier["config"]["budget"]["window"]
+        add_shares(variants[variant][k]["arms"], report["runs"][task], window)
     report["cells_not_run"] = [
         *(c for c in earlier.get("cells_not_run", []) if c not in report["runs"]),
         *(c for c in report["cells_not_run"] if c not in kept),

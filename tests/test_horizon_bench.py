@@ -550,7 +550,12 @@ def test_the_independent_horizon_table_on_the_results_page_is_the_committed_json
                 if arm in cell["arms"]:
                     assert independent_row(arm, cell["arms"][arm], overrun, k=int(k)) in page, (k, arm)
     flat = page.replace("\n  ", " ").replace("\n", " ")
-    cpu = {k: [body["cpu_s_per_run"] for body in cells[k]["arms"].values()] for k in ("2", "8")}
+    # K = 8's range is of the runs that section quotes (`none`, `oracle-prefix`: an earlier machine); the arms added
+    # at K = 8 later quote their own cost
+    cpu = {
+        "2": [body["cpu_s_per_run"] for body in cells["2"]["arms"].values()],
+        "8": [cells["8"]["arms"][arm]["cpu_s_per_run"] for arm in ("none", "oracle-prefix")],
+    }
     assert (
         f"{min(cpu['2']):.0f}-{max(cpu['2']):.0f} CPU-seconds a run at K = 2, "
         f"{min(cpu['8']):.0f}-{max(cpu['8']):.0f} at K = 8)" in flat
@@ -661,3 +666,27 @@ def test_extend_restores_an_earlier_reports_runs_and_keeps_its_other_cells(horiz
          "--work-dir", str(tmp_path / "other"), "--out-dir", str(tmp_path / "out3")], log=lambda *a: None,
     )  # fmt: skip
     assert sorted((label, seed) for _, kind, label, seed in trained if kind == "train") == [("none", 0), ("none", 1)]
+
+
+def test_extend_gives_a_kept_cell_the_shares_of_ceilings_added_since_it_was_written(horizon):
+    """A kept cell written before a share existed (here: its `share_of_ceiling` removed) gets it from its runs."""
+    cell = synthetic_cell(0.1)
+    body = horizon.build_report({"chained": {4: cell}}, window=1)["chained"]["4"]
+    for arm in body["arms"].values():
+        arm.pop("share_of_ceiling", None)
+    budget = {"variants": ["chained"], "ks": [4], "arms": cell["arms"], "seeds": [0, 1, 2], "window": 1}
+    earlier = {
+        "variants": {"chained": {"4": body}},
+        "runs": {"chained-k4": cell["runs"]},
+        "config": {"arms": {}, "variants": {"chained": {"window": 1}}, "budget": budget},
+    }
+    report = {
+        "variants": {},
+        "runs": {},
+        "cells_not_run": [],
+        "config": {"arms": {}, "variants": {}, "budget": {**budget, "variants": [], "ks": [], "arms": []}},
+    }
+    horizon.extend_report(report, json.loads(json.dumps(earlier)), "earlier.json")
+    share = report["variants"]["chained"]["4"]["arms"]["oracle-gear"]["share_of_ceiling"]
+    assert share["sampled_accuracy"]["mean"] == pytest.approx(0.5)
+    assert report["extended_from"]["cells_kept"] == ["chained-k4"]
