@@ -690,3 +690,76 @@ def test_extend_gives_a_kept_cell_the_shares_of_ceilings_added_since_it_was_writ
     share = report["variants"]["chained"]["4"]["arms"]["oracle-gear"]["share_of_ceiling"]
     assert share["sampled_accuracy"]["mean"] == pytest.approx(0.5)
     assert report["extended_from"]["cells_kept"] == ["chained-k4"]
+
+
+def test_the_independent_k8_ceiling_section_is_the_committed_json():
+    """The results page's `independent` K = 8 section: a row per arm run there besides `none` and `oracle-prefix`,
+    each GEAR-shaped arm's share of `oracle-process`'s gain with its localization, and the cost of those runs."""
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    cell = report["variants"]["independent"]["8"]
+    process = cell["arms"]["oracle-process"]
+    assert all(process[f"{m}_minus_none"]["ci_low"] > 0 for m in ("reward_last", "sampled_accuracy"))
+    added = [arm for arm in cell["arms"] if arm not in ("none", "oracle-prefix")]
+    for arm in added:
+        assert independent_row(arm, cell["arms"][arm], cell["overrun"]["arms"], k=8) in page, arm
+
+    def share(value):
+        return "n/a" if value is None else f"{value['mean']:+.2f} [{value['ci_low']:+.2f}, {value['ci_high']:+.2f}]"
+
+    def num(value):
+        return "n/a" if value is None else f"{value:.2f}"
+
+    for arm in added:
+        body = cell["arms"][arm]
+        if arm == "oracle-process" or not body.get("localization"):
+            continue
+        loc, shares = body["localization"], body["share_of_process_ceiling"]
+        row = [
+            f"`{arm}`",
+            share(shares["reward_last"]),
+            share(shares["sampled_accuracy"]),
+            f"{num(loc['onset_rate'])} ({num(loc['onset_rate_random'])})",
+            num(loc["first_onset_by_error"]),
+            f"{num(loc['blame_ratio'])} ({num(loc['blame_ratio_random'])})",
+        ]
+        assert "| " + " | ".join(row) + " |" in page, arm
+    cpu = [cell["arms"][arm]["cpu_s_per_run"] for arm in added]
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    assert f"on another machine, at {min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run" in flat
+
+
+def test_the_gear_signed_replication_on_the_results_page_is_the_committed_json(horizon):
+    """The replication of `gear-signed` at independent K = 8 ran on seeds the study's report does not hold, and the
+    page's rows (seeds 0-7, 8-15, and the 16 pooled) are the two committed reports' paired differences."""
+    results = REPO_ROOT / "bench" / "results"
+    study = json.loads((results / "horizon.json").read_text())
+    replication = json.loads((results / "horizon_replication" / "horizon.json").read_text())
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    assert replication["config"]["budget"]["seeds"] == list(range(8, 16))
+    assert not set(replication["config"]["budget"]["seeds"]) & set(range(8))
+    assert replication["config"]["variants"]["independent"] == study["config"]["variants"]["independent"]
+    bodies = {
+        "0-7": study["variants"]["independent"]["8"]["arms"]["gear-signed"],
+        "8-15": replication["variants"]["independent"]["8"]["arms"]["gear-signed"],
+    }
+    metrics = ("reward_last", "sampled_accuracy")
+
+    def interval(x):
+        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
+
+    def row(name, diffs):
+        above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
+        return f"| {name} | {interval(diffs[0])} | {interval(diffs[1])} | {above} |"
+
+    for name, body in bodies.items():
+        assert row(name, [body[f"{m}_minus_none"] for m in metrics]) in page, name
+    pooled = [
+        horizon.teacher_sweep.paired_interval([v for b in bodies.values() for v in b[f"{m}_minus_none"]["values"]])
+        for m in metrics
+    ]
+    assert all(p["n_seeds"] == 16 for p in pooled)
+    assert row("0-15 pooled", pooled) in page
+    none = study["variants"]["independent"]["8"]["arms"]["none"]["sampled_accuracy"]["values"]
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    assert f"({max(none) - min(none):.2f} between the best and the worst of `none`'s seeds 0-7)" in flat
