@@ -594,6 +594,15 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             )
     if min(ks) < 1:
         parser.error("every K must be at least 1")
+    earlier = None
+    if args.extend:  # read before anything runs: a wrong path fails here, not after the training
+        try:
+            earlier = json.loads(Path(args.extend).read_text())
+        except (OSError, ValueError) as error:
+            parser.error(f"--extend {args.extend}: cannot read it as a JSON report ({error})")
+        missing = [key for key in ("variants", "runs", "config") if key not in earlier]
+        if missing:
+            parser.error(f"--extend {args.extend}: not a horizon report (no {', '.join(missing)})")
     for item in args.set:
         if not item.partition("=")[0] or "=" not in item:
             parser.error(f"--set takes KEY=VALUE; got {item!r}")
@@ -644,7 +653,6 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             plan[(variant, k)] = cell
             jobs += [start, *cell["probes"].values(), *cell["train"]]
 
-    earlier = json.loads(Path(args.extend).read_text()) if args.extend else None
     if earlier is not None and not args.fresh:
         restore_runs(earlier, args.extend, jobs, log)
     results = teacher_sweep.run_jobs(

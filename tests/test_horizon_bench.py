@@ -667,6 +667,14 @@ def test_extend_restores_an_earlier_reports_runs_and_keeps_its_other_cells(horiz
     )  # fmt: skip
     assert sorted((label, seed) for _, kind, label, seed in trained if kind == "train") == [("none", 0), ("none", 1)]
 
+    trained.clear()  # a path that is no report fails before anything runs, naming the option
+    (tmp_path / "other.json").write_text(json.dumps({"title": "not a horizon report"}))
+    for bad in (tmp_path / "missing.json", tmp_path / "other.json"):
+        with pytest.raises(SystemExit):
+            horizon.main(["--variants", "independent", "--arms", "none", *common, "--extend", str(bad),
+                          "--work-dir", str(tmp_path / "bad"), "--out-dir", str(tmp_path / "bad")])  # fmt: skip
+    assert trained == []
+
 
 def test_extend_gives_a_kept_cell_the_shares_of_ceilings_added_since_it_was_written(horizon):
     """A kept cell written before a share existed (here: its `share_of_ceiling` removed) gets it from its runs."""
