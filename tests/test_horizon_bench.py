@@ -107,39 +107,31 @@ def cell_with_a_second_ceiling(second: str) -> dict:
     return cell
 
 
-def test_share_of_process_ceiling_is_reported_where_oracle_process_is_above_grpo(horizon):
-    """oracle-prefix below GRPO (-0.05), oracle-process above it (+0.1 + 0.01 s): an arm at half oracle-process's gain
-    has no share of the issue's ceiling and a share of 0.5 of the process ceiling, in the JSON and in the table."""
-    cell = cell_with_a_second_ceiling("oracle-process")
-    body = horizon.build_report({"independent": {8: cell}}, window=1)["independent"]["8"]
+@pytest.mark.parametrize(
+    ("second", "key", "column"),
+    [
+        ("oracle-process", "share_of_process_ceiling", "share of process ceiling"),
+        ("oracle-prefix-raw", "share_of_raw_ceiling", "share of raw ceiling"),
+    ],
+)
+def test_a_share_is_reported_against_a_second_ceiling_where_the_issues_is_below_grpo(horizon, second, key, column):
+    """oracle-prefix below GRPO (-0.05), `second` above it (+0.1 + 0.01 s): an arm at half `second`'s gain has no
+    share of the issue's ceiling and a share of 0.5 of `second`'s, in the JSON and in the table's two columns of it;
+    each ceiling's own cells say so."""
+    body = horizon.build_report({"independent": {8: cell_with_a_second_ceiling(second)}}, window=1)["independent"]["8"]
     arm = body["arms"]["oracle-gear"]
     assert arm["share_of_ceiling"] == {"reward_last": None, "sampled_accuracy": None}
     for metric in ("reward_last", "sampled_accuracy"):
-        assert arm["share_of_process_ceiling"][metric]["mean"] == pytest.approx(0.5)
-    assert "share_of_process_ceiling" not in body["arms"]["oracle-process"]
-    assert "share_of_raw_ceiling" not in arm  # no oracle-prefix-raw run in this cell
+        assert arm[key][metric]["mean"] == pytest.approx(0.5)
+    assert key not in body["arms"][second]
+    other = {"share_of_process_ceiling", "share_of_raw_ceiling"} - {key}
+    assert not other & set(arm)  # that ceiling did not run in this cell
     table = horizon.markdown({"variants": {"independent": {"8": body}}})
     header = next(line for line in table.splitlines() if line.startswith("| arm |"))
     row = next(line for line in table.splitlines() if line.startswith("| `oracle-gear` |"))
     assert row.count("|") == header.count("|") == 16
-    cells = [c.strip() for c in row.split("|")[1:-1]]
-    columns = [c.strip() for c in header.split("|")[1:-1]]
-    assert cells[columns.index("share of process ceiling (sampled)")] == "+0.50 [+0.50, +0.50]"
-
-
-def test_share_of_raw_ceiling_is_reported_beside_the_issues_ceiling(horizon):
-    """A ceiling below GRPO (oracle-prefix, -0.05) and its unrescaled twin above it (oracle-prefix-raw, +0.1 + 0.01 s):
-    an arm at half the twin's gain has no share of the first and a share of 0.5 of the second."""
-    cell = cell_with_a_second_ceiling("oracle-prefix-raw")
-    body = horizon.build_report({"chained": {4: cell}}, window=1)["chained"]["4"]
-    arm = body["arms"]["oracle-gear"]
-    assert arm["share_of_ceiling"] == {"reward_last": None, "sampled_accuracy": None}
-    for metric in ("reward_last", "sampled_accuracy"):
-        assert arm["share_of_raw_ceiling"][metric]["mean"] == pytest.approx(0.5)
-    assert "share_of_raw_ceiling" not in body["arms"]["oracle-prefix-raw"]
-    table = horizon.markdown({"variants": {"chained": {"4": body}}})
-    row = next(line for line in table.splitlines() if line.startswith("| `oracle-gear` |"))
-    assert row.count("+0.50 [+0.50, +0.50]") == 2 and row.count("n/a") >= 2
+    cells = dict(zip((c.strip() for c in header.split("|")[1:-1]), (c.strip() for c in row.split("|")[1:-1])))
+    assert cells[f"{column} (reward)"] == cells[f"{column} (sampled)"] == "+0.50 [+0.50, +0.50]"
     assert table.count("(ceiling)") == 4  # each ceiling's own two cells
 
 
@@ -734,6 +726,24 @@ def test_the_independent_k8_ceiling_section_is_the_committed_json():
         assert "| " + " | ".join(row) + " |" in page, arm
     cpu = [cell["arms"][arm]["cpu_s_per_run"] for arm in added]
     flat = page.replace("\n  ", " ").replace("\n", " ")
+    # the prose around the tables
+    none = cell["none_accuracy"]
+    assert f"where GRPO itself goes from {none['start']:.3f} to {none['end']:.3f}" in flat
+    solution, signed = (cell["arms"][arm] for arm in ("gear-solution", "gear-signed"))
+    loc = solution["localization"]
+    assert (
+        f"token in {loc['onset_rate']:.2f} of them, {loc['onset_rate_random']:.2f} at a random token, and its first "
+        f"onset falls at or before the error in {loc['first_onset_by_error']:.2f}), but GEAR's weights put "
+        f"{loc['blame_ratio']:.2f} times the mean weight on the error and move {loc['moved_share']:.2f} of the" in flat
+    )
+    loc = signed["localization"]
+    assert f"(blame ratio {loc['blame_ratio']:.2f}, {loc['moved_share']:.2f} of the mass moved)" in flat
+    reward, held_out = (signed[f"{m}_minus_none"] for m in ("reward_last", "sampled_accuracy"))
+    assert f"({sum(v > 0 for v in reward['values'])} of 8 seeds above)" in flat
+    assert (
+        f"({sum(v > 0 for v in held_out['values'])} of 8 above; the interval's lower end is "
+        f"{held_out['ci_low']:+.5f})" in flat
+    )
     assert f"on another machine, at {min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run" in flat
 
 
