@@ -54,7 +54,7 @@ def test_controls_give_the_noise_floor_and_the_wrong_reference_ratio(tmp_path):
     batch = generate(trainer, prompt=5)  # the second is: its one prompt's wrong reference is the first batch's answer
     assert len(calls) == plain + 2  # the rows' student forward, one teacher forward of 2 x 2 rows
     control = batch["gear_control_kl"]
-    assert control.shape == (batch["completion_ids"].size(0), 2)
+    assert control.shape == (batch["completion_ids"].size(0), 3)
     rows = (~control[:, 0].isnan()).nonzero().flatten().tolist()
     assert len(rows) == 2
     # The live teacher shown the student's own prompt is the student: the floor is 0 up to rounding.
@@ -67,6 +67,9 @@ def test_controls_give_the_noise_floor_and_the_wrong_reference_ratio(tmp_path):
     weighted(trainer, batch)
     torch.testing.assert_close(torch.tensor(metrics["gear/kl_wrong_over_right"][-1]), expected, rtol=1e-4, atol=0)
     assert abs(metrics["gear/kl_floor"][-1]) < 1e-4  # every row has a truth: the floor is the control rows'
+    # ... and so is its largest KL: the control rows' own, not the sentinel of a step without reference-less rows
+    assert metrics["gear/kl_floor_max"][-1] == control[rows, 2].max().item()
+    assert 0 <= metrics["gear/kl_floor_max"][-1] < 1e-4
 
 
 def test_controls_make_the_same_forwards_whatever_the_rows_hold(tmp_path):

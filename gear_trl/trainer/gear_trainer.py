@@ -734,9 +734,10 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         num_segments = (segment_ids.max(dim=1).values + 1).clamp(min=0).sum()
         in_segment = ((segment_ids >= 0) & mask).sum()
         w = weights[mask]
-        # The teacher controls (Teacher.control_kl): per-row KL sums without a reference and with a wrong one.
+        # The teacher controls (Teacher.control_kl): per-row KL sums without a reference and with a wrong one, and
+        # the largest KL without a reference.
         if control is None:
-            control = torch.full((kl.size(0), 2), float("nan"), device=device)
+            control = torch.full((kl.size(0), 3), float("nan"), device=device)
         floor_rows, wrong_rows = ~control[:, 0].isnan(), ~control[:, 1].isnan() & has_truth
         row_kl, row_tokens = (kl * m).sum(dim=1), m.sum(dim=1)
         sums = torch.stack(
@@ -773,7 +774,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             ]
         )
         big = torch.finfo(torch.float32).max
-        floor_kl = kl[mask & ~has_truth[:, None]]
+        # rows without a reference and the control rows shown the student's prompt: a step whose floor is only the
+        # control rows' still has a largest floor KL (the sentinel -big is for a rank with neither)
+        floor_kl = torch.cat([kl[mask & ~has_truth[:, None]], control[floor_rows, 2].nan_to_num(nan=-big)])
         extremes = torch.stack(
             [
                 kl[mask].max() if w.numel() else torch.tensor(0.0, device=device),

@@ -285,10 +285,11 @@ class Teacher:
 
     @torch.no_grad()
     def control_kl(self, mode: str, output, prompts: list, references: list, tools: list, solutions) -> torch.Tensor:
-        """Per-row KL sums [B, 2] (NaN outside the control rows) of the teacher without a reference (the student's
+        """Per-row KL sums [B, 3] (NaN outside the control rows) of the teacher without a reference (the student's
         prompt: the noise floor) and with a wrong reference (the first later row's, cyclically, that differs, else
         the first different one of the last batches' references, as a rank's batch may hold one prompt; NaN in that
-        column when there is none), at the last of every `teacher_control_steps` generation batches in training.
+        column when there is none), at the last of every `teacher_control_steps` generation batches in training;
+        the third column is the row's largest KL without a reference (its share of `gear/kl_floor_max`).
 
         The rows are the first `teacher_control_rows` (rows with a reference first); every rank runs that many rows
         whatever they hold: one student forward and the teacher passes over twice as many rows, so ZeRO-3's gathers
@@ -298,7 +299,7 @@ class Teacher:
         trainer, args = self.trainer, self.trainer.args
         completion_ids = output["completion_ids"]
         num_rows = completion_ids.size(0)
-        result = torch.full((num_rows, 2), float("nan"), device=completion_ids.device)
+        result = torch.full((num_rows, 3), float("nan"), device=completion_ids.device)
         if mode != "train" or args.credit == "rlsd" or not args.teacher_control_steps or not args.teacher_control_rows:
             return result
         due = self._control_batches % args.teacher_control_steps == args.teacher_control_steps - 1
@@ -342,8 +343,10 @@ class Teacher:
         kl = trainer._divergence(twice, torch.cat([student, student]))[0]
         mask = twice["completion_mask"].bool() & (twice["tool_mask"].bool() if "tool_mask" in twice else True)
         sums = (kl * mask).sum(dim=1).view(2, len(rows))
+        largest = kl.masked_fill(~mask, float("-inf")).max(dim=1).values.view(2, len(rows))
         for k, i in enumerate(rows):
             result[i, 0] = sums[0, k]
+            result[i, 2] = largest[0, k]
             if has_wrong[k]:
                 result[i, 1] = sums[1, k]
         return result
