@@ -25,7 +25,8 @@ and, added after the first runs and not in the full budget's arms: `oracle-proce
 in `chained` a line that computes right from a wrong carried value is a right step) and `oracle-first-error` (blame on
 the first wrong token's line only, neither the prefix nor the lines after it), and `-raw` variants of `oracle-prefix`
 and `oracle-first-error` that drop the blame they take off tokens instead of moving it onto the rest (no mean-1
-rescale).
+rescale); and `gear-distill` (`gear-solution` with `distillation_weight: 0.5`, ours: the teacher's sampled-token
+log-ratio blended into the advantage, a sign per token).
 
 Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
 bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
@@ -104,6 +105,10 @@ ARMS = {
     "oracle-prefix-raw": {"credit": "gear", "oracle": "prefix", "oracle_options": {"rescale": False}},
     "oracle-first-error-raw": {"credit": "gear", "oracle": "first_error", "oracle_options": {"rescale": False}},
     "oracle-prefix-keep-close": {"credit": "gear", "oracle": "prefix", "oracle_options": {"keep_close": True}},
+    "gear-distill": {
+        "credit": "gear",
+        "overrides": ["--teacher_reference", "solution", "--distillation_weight", "0.5"],
+    },
 }
 """Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
 through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
@@ -120,6 +125,12 @@ DIAGNOSTIC_ARMS = (
 )
 """Oracles added after the first runs to find why `oracle-prefix` fell below GRPO (docs/results/horizon.md); not in
 the full budget's arms."""
+ADDED_ARMS = ("gear-distill",)
+"""Real arms added after the first runs, not in the full budget's arms. `gear-distill` is `gear-solution` with the
+option `distillation_weight: 0.5` (ours): the loss's advantage (1 - w) * A_t + w * (log pT - log pS) on the sampled
+token, SDPO's distillation written as an advantage, the first real arm whose per-token sign can differ from its
+rollout's, as `oracle-process`'s does. 0.5, the even blend, was fixed before any run of it (TRL's default 1.0 is
+distillation alone, which drops the outcome reward), not tuned."""
 CEILING = "oracle-prefix"
 """The ceiling of redistribution inside a rollout: `share_of_ceiling` divides by its gain over `none`."""
 RAW_CEILING = "oracle-prefix-raw"
@@ -139,7 +150,7 @@ BUDGETS = {
     "full": {
         "variants": list(VARIANTS),
         "ks": [2, 4, 8],
-        "arms": [arm for arm in ARMS if arm not in DIAGNOSTIC_ARMS],
+        "arms": [arm for arm in ARMS if arm not in DIAGNOSTIC_ARMS + ADDED_ARMS],
         "seeds": list(range(8)),
         "max_steps": 40,
         "eval_limit": None,

@@ -70,6 +70,8 @@ def test_unknown_credit_mode_lists_the_valid_ones():
         ("failed_prefix_weight", 1.5, "[0.0, 1.0]"),
         ("failed_prefix_weight", -0.5, "[0.0, 1.0]"),
         ("rlsd_lambda_decay_steps", 0, "positive integer or None"),
+        ("distillation_weight", 1.5, "[0.0, 1.0]"),
+        ("distillation_weight", -0.1, "[0.0, 1.0]"),
     ],
 )
 def test_out_of_range_values_name_the_field_and_range(field, value, fragment):
@@ -117,3 +119,17 @@ def test_failed_prefix_weight_defaults_to_the_papers_gear_and_needs_gears_segmen
             make(credit=credit, failed_prefix_weight=0.5)
     # At 1.0 it does nothing, so every mode takes it.
     assert make(credit="rlsd", failed_prefix_weight=1.0).credit == "rlsd"
+
+
+def test_distillation_weight_defaults_to_the_papers_gear_and_needs_a_teacher():
+    assert make().distillation_weight == 0.0
+    for credit in ("gear", "gear-signed", "token", "rlsd", "gear+gigpo"):
+        args = make(credit=credit, distillation_weight=0.5)
+        # the log-ratio comes from the divergence pass (rlsd's own signal is it)
+        assert args.wants_log_ratio == (credit != "rlsd")
+    for credit in ("none", "gigpo"):
+        with pytest.raises(
+            ValueError, match=re.escape("`distillation_weight: 0.5`") + ".*" + re.escape(f"`credit: {credit}`")
+        ):
+            make(credit=credit, distillation_weight=0.5)
+    assert not make(credit="token").wants_log_ratio

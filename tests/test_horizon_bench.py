@@ -190,8 +190,15 @@ def test_every_arm_has_a_known_credit_and_oracle(horizon):
     import horizon_oracles
 
     # the full budget runs every arm but the diagnostic oracles added after the first runs
-    assert set(horizon.BUDGETS["full"]["arms"]) == set(horizon.ARMS) - set(horizon.DIAGNOSTIC_ARMS)
-    assert set(horizon.DIAGNOSTIC_ARMS) < set(horizon.ARMS)
+    assert set(horizon.BUDGETS["full"]["arms"]) == set(horizon.ARMS) - set(
+        horizon.DIAGNOSTIC_ARMS + horizon.ADDED_ARMS
+    )
+    assert set(horizon.DIAGNOSTIC_ARMS + horizon.ADDED_ARMS) < set(horizon.ARMS)
+    # gear-distill is gear-solution with the option at the blend fixed before any run of it
+    assert horizon.ARMS["gear-distill"] == {
+        "credit": "gear",
+        "overrides": ["--teacher_reference", "solution", "--distillation_weight", "0.5"],
+    }
     for arm, spec in horizon.ARMS.items():
         assert spec["credit"] in ("none", "gear", "gear-signed", "rlsd", "token", "gear_no_entropy"), arm
         assert spec.get("oracle") in (None, "from_error", "error_token", *horizon_oracles.WEIGHT_KINDS), arm

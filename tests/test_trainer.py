@@ -398,3 +398,34 @@ def test_gear_signed_flips_gears_weights_where_the_teacher_supports_the_sampled_
     # `gear` logs it too (computing the same log-ratio, never changing its own weights); `rlsd` does not.
     weighted(gear, dict(batch))
     assert len(gear._metrics["train"]["gear/onsets_teacher_supported_frac"]) == 1
+
+
+def test_distillation_weight_blends_the_teachers_log_ratio_into_the_losss_advantages(tmp_path):
+    """distillation_weight in a real step: GEAR's credit unchanged, the loss's advantages (1 - w) * A_t + w * delta_t
+    on rows with a teacher, a failed rollout's teacher-supported token pushed up, gear/distill_share logged, and the
+    model card names the setting."""
+    from gear_trl.credit import distill_advantages
+
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    paper = make_trainer(tmp_path, args=tiny_args(tmp_path), model=copy.deepcopy(model))
+    blend = make_trainer(tmp_path, args=tiny_args(tmp_path, distillation_weight=0.5), model=model)
+    batch = generate(paper, first_batch(paper))
+    plain = paper.compute_credit(dict(batch))
+    trace = blend.compute_credit(dict(batch))
+    assert plain.distilled is None
+    torch.testing.assert_close(trace.advantages, plain.advantages)  # GEAR's own credit is the paper's
+    expected = distill_advantages(plain.advantages, plain.log_ratio, plain.mask, 0.5, plain.has_ground_truth)
+    torch.testing.assert_close(trace.distilled, expected)
+    failed = (batch["gear_base_advantages"] < 0)[:, None] & trace.mask & trace.has_ground_truth[:, None]
+    supported = failed & (trace.log_ratio > 0)
+    assert supported.any(), "the batch needs a failed rollout's token the teacher supports"
+    assert (trace.distilled[supported] > trace.advantages[supported]).all()
+    blend.model.train()
+    weighted(blend, batch)
+    torch.testing.assert_close(batch["advantages"], trace.distilled, atol=1e-5, rtol=1e-4)
+    keep = trace.mask & trace.has_ground_truth[:, None]
+    dense = (0.5 * trace.log_ratio).abs()[keep].sum()
+    share = dense / (dense + (0.5 * trace.advantages).abs()[keep].sum())
+    assert blend._metrics["train"]["gear/distill_share"][-1] == pytest.approx(share.item(), rel=1e-4)
+    assert "- distillation_weight: `0.5`" in "\n".join(blend._credit_card_lines())
+    assert "gear/distill_share" not in paper._metrics["train"]

@@ -11,11 +11,14 @@
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
 - :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (ours) and the share of onsets in
   passed rollouts on teacher-supported tokens.
+- :func:`distill_advantages`, :func:`distillation_share`: GEAR's advantage blended with the teacher's sampled-token
+  log-ratio, SDPO's distillation as an advantage (`distillation_weight`, ours), and the share it holds.
 - :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
   rollouts).
 """
 
 from .diagnostics import failure_contrast, failure_contrast_sums
+from .distill import distill_advantages, distillation_share
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
 from .rlsd import rlsd_lambda, rlsd_token_weights
@@ -35,6 +38,8 @@ __all__ = [
     "SEGMENT_MODES",
     "HeadStatistics",
     "below_noise_floor",
+    "distill_advantages",
+    "distillation_share",
     "failed_prefix_mask",
     "failure_contrast",
     "failure_contrast_sums",

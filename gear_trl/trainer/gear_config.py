@@ -92,6 +92,9 @@ class GEARConfig(GRPOConfig):
         failed_prefix_weight (`float`, defaults to `1.0`): ours, not the paper's: in a completion with negative
             advantage, the tokens before its first segment are multiplied by this weight after `weight_norm`, so the
             blame taken off the prefix the teacher agrees with is dropped, not moved; 1.0 is the paper's GEAR.
+        distillation_weight (`float`, defaults to `0.0`): ours, not the paper's: each model token's advantage becomes
+            `(1 - w) * A_t + w * (log pT(y_t) - log pS(y_t))`, SDPO's sampled-token distillation written as an
+            advantage (TRL's `SDPOTrainer` name and meaning); 0.0 is the paper's GEAR.
         rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
         rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
             many optimizer steps (after the warmup).
@@ -200,6 +203,18 @@ class GEARConfig(GRPOConfig):
             "its weights). In [0, 1]; 1.0 = the paper's GEAR (our default). `credit: gear`, `gear_no_entropy` and "
             "`gear-signed` only. Why it exists: docs/results/horizon.md, where a label oracle of this shape was the "
             "only one above GRPO and its mean-1 rescaled twin fell below it."
+        },
+    )
+    distillation_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Ours, not the paper's: on the model tokens of rows with a reference, the loss's advantage is "
+            "(1 - w) * A_t + w * delta_t, delta_t = log pT(y_t) - log pS(y_t) of the sampled token from the teacher "
+            "pass GEAR already runs: SDPO's sampled-token reverse-KL distillation written as an advantage (TRL's "
+            "SDPOTrainer `distillation_weight`, the same blend on policy), so a failed rollout's token the teacher "
+            "supports is pushed up, which no weight >= 0 can do. In [0, 1]; 0.0 = the paper's GEAR (our default); "
+            "1.0 = distillation alone. Any mode with a teacher. Logged as gear/distill_share. Why it exists: "
+            "docs/results/horizon.md."
         },
     )
     rlsd_lambda: float = field(
@@ -416,6 +431,13 @@ class GEARConfig(GRPOConfig):
                 + (" or per-step advantages" if "gigpo" in self.credit else "")
                 + ", so it would do nothing. Leave it at 1.0."
             )
+        _in_range("distillation_weight", self.distillation_weight, 0.0, 1.0)
+        if self.distillation_weight > 0 and not self.uses_teacher:
+            raise ValueError(
+                f"`distillation_weight: {self.distillation_weight}` distils the teacher's log-ratio into the "
+                f"advantage, and `credit: {self.credit}` runs no teacher pass, so it would do nothing. Use a mode "
+                "with a teacher (e.g. `credit: gear`), or leave it at 0.0."
+            )
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
         _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)
@@ -526,8 +548,9 @@ class GEARConfig(GRPOConfig):
     @property
     def wants_log_ratio(self) -> bool:
         """Whether the divergence pass also gives the sampled token's log pT - log pS: `gear-signed` signs its signal
-        by it, and `gear` logs `gear/onsets_teacher_supported_frac` from it."""
-        return self.credit in ("gear", "gear-signed")
+        by it, `gear` logs `gear/onsets_teacher_supported_frac` from it, and `distillation_weight` distils it (under
+        `rlsd` it is the signal itself)."""
+        return self.credit in ("gear", "gear-signed") or (self.distillation_weight > 0 and self.credit != "rlsd")
 
     @property
     def teacher_reads_siblings(self) -> bool:

@@ -33,6 +33,8 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx
 
 from ..credit import (
     below_noise_floor,
+    distill_advantages,
+    distillation_share,
     failed_prefix_mask,
     reverse_kl_and_entropy,
     rlsd_lambda,
@@ -96,6 +98,9 @@ class CreditTrace:
     """[B] bool: rows with a teacher whose largest KL is below `onset_min_kl` (weights 1)."""
     log_ratio: torch.Tensor | None = None
     """[B, T] float: the sampled token's log pT - log pS, in the modes that read it (`GEARConfig.wants_log_ratio`)."""
+    distilled: torch.Tensor | None = None
+    """[B, T] float: with `distillation_weight > 0`, the loss's advantages, (1 - w) * advantages + w * log pT - log pS
+    on rows with a teacher (`credit.distill_advantages`); `advantages` stays GEAR's credit of the outcome."""
 
     def to(self, device) -> CreditTrace:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -365,7 +370,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
             self.last_credit_trace = trace.to("cpu")
             self.last_credit_prompt_ids = batch["prompt_ids"].cpu()  # a report shows rollouts of one prompt together
-        return trace.advantages
+        return trace.advantages if trace.distilled is None else trace.distilled
 
     @torch.no_grad()
     def _divergence(self, batch, student_hidden: torch.Tensor) -> tuple:
@@ -450,6 +455,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         weights = torch.where(has_truth[:, None], weights, mask.float())
         segment_ids = torch.where(has_truth[:, None], segment_ids, torch.full_like(segment_ids, -1))
         advantages = (base[:, None] if base.dim() == 1 else base) * weights
+        distilled = None
+        if self.args.distillation_weight > 0:
+            if self.args.credit == "rlsd":  # its divergence pass's signal is the sampled token's log pS - log pT
+                log_ratio = -kl
+            distilled = distill_advantages(advantages, log_ratio, mask, self.args.distillation_weight, has_truth)
         return CreditTrace(
             completion_ids=batch["completion_ids"],
             mask=mask,
@@ -464,6 +474,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             if self.args.credit != "rlsd"
             else None,
             log_ratio=log_ratio,
+            distilled=distilled,
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -669,6 +680,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 weight_norm=args.weight_norm,
                 weight_eps=args.weight_eps,
                 failed_prefix_weight=args.failed_prefix_weight,
+                distillation_weight=args.distillation_weight,
                 teacher_reference=args.teacher_reference,
             )
             # The teacher kind's own knob: two runs differing only in it must not have the same card.
@@ -763,6 +775,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 row_kl[wrong_rows].sum(),
                 # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
                 self._failed_prefix_tokens(trace),
+                # distillation_weight: the distillation term's share of the loss's advantage mass
+                *(
+                    distillation_share(
+                        trace.advantages, trace.log_ratio, mask, self.args.distillation_weight, has_truth
+                    )
+                    if trace.distilled is not None
+                    else torch.zeros(2, device=device)
+                ),
                 # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
                 *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
                 # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
@@ -789,7 +809,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
         (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
         floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl, n_prefix = sums[10:17].tolist()
-        contrast = sums[17:-2]
+        distill_mass, advantage_mass = sums[17:19].tolist()
+        contrast = sums[19:-2]
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
@@ -821,6 +842,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             metrics["onsets_teacher_supported_frac"] = n_supported / n_onsets if n_onsets else float("nan")
         # NaN in a step without a control row (left out of the interval's mean, like kl_floor)
         metrics["kl_wrong_over_right"] = wrong_kl / right_kl if right_kl > 0 else float("nan")
+        if self.args.distillation_weight > 0:  # NaN in a step whose advantages are all 0 on rows with a teacher
+            metrics["distill_share"] = distill_mass / advantage_mass if advantage_mass > 0 else float("nan")
         if self.args.credit in PREFIX_WEIGHT_MODES:
             n_failed = contrast[CONTRAST_SUMS.index("tokens_failed")].item()
             metrics["failed_prefix_frac"] = n_prefix / n_failed if n_failed else float("nan")

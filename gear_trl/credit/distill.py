@@ -1,0 +1,80 @@
+"""`distillation_weight` (ours, not the paper's): GEAR's advantage blended with the teacher's sampled-token log-ratio.
+
+SDPO (Hübotter et al. 2026, arXiv 2601.20802) distils a self-teacher, the policy shown what it did not know, back
+into the policy. Its sampled-token form (TRL's `SDPOTrainer`, `distillation_mode="sampled_token"`) is the per-token
+loss ``(log pS(y_t) - log pT(y_t)).detach() * log pS(y_t)``, whose gradient is ``-delta_t * grad log pS(y_t)`` with
+``delta_t = log pT(y_t) - log pS(y_t)``: a policy gradient whose advantage is ``delta_t``. Written as an advantage it
+joins GRPO's in GRPO's own loss: ``(1 - w) * A_t + w * delta_t`` gives on policy (importance ratio 1, one token
+aggregation) the gradient of TRL's ``(1 - w) * policy_loss + w * distillation_loss`` (tests/test_credit_distill.py).
+
+Every weighting GEAR has scales a rollout's one advantage by a weight >= 0, so a failed rollout's right decision is
+blamed, at best less. The log-ratio has a sign per token: where the teacher, which sees the reference, gives the
+sampled token more probability than the student, ``delta_t > 0`` whatever the rollout's outcome. That per-decision
+sign is what the one ceiling the horizon study measured above GRPO, `oracle-process`, has
+(docs/results/horizon.md).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def distill_advantages(
+    advantages: torch.Tensor,
+    log_ratio: torch.Tensor,
+    mask: torch.Tensor,
+    weight: float,
+    valid: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``(1 - w) * A_t + w * delta_t`` on the model tokens of rows with a teacher; ``A_t`` elsewhere.
+
+    Args:
+        advantages: [B] float per rollout, or [B, T] per token (GEAR's ``A_i * w_t``).
+        log_ratio: [B, T] float, ``delta_t = log pT(y_t) - log pS(y_t)`` of the sampled token (no gradient flows).
+        mask: [B, T] bool (or 0/1), model-written tokens.
+        weight: ``w`` in [0, 1]; 0 returns the advantages unchanged (as [B, T]), 1 is pure distillation.
+        valid: optional [B] bool, rows with a teacher (a reference); other rows keep ``A_t`` (plain GRPO's fallback
+            for a row without ground truth, whose teacher prompt is the student's). Default: every row.
+
+    Returns:
+        [B, T] float32.
+    """
+    if log_ratio.dim() != 2 or mask.shape != log_ratio.shape:
+        raise ValueError(
+            f"log_ratio and mask must both be [B, T]; got {tuple(log_ratio.shape)} and {tuple(mask.shape)}."
+        )
+    if advantages.shape not in (log_ratio.shape[:1], log_ratio.shape):
+        raise ValueError(
+            f"advantages must be [B] or [B, T] with [B, T] = {tuple(log_ratio.shape)}; got {tuple(advantages.shape)}."
+        )
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight must be in [0, 1]; got {weight}.")
+    device = log_ratio.device
+    base = advantages.detach().to(device=device, dtype=torch.float32)
+    base = base[:, None].expand(log_ratio.shape) if base.dim() == 1 else base
+    blend = (1.0 - weight) * base + weight * log_ratio.detach().float()
+    keep = mask.to(device=device, dtype=torch.bool)
+    if valid is not None:
+        keep = keep & valid.to(device=device, dtype=torch.bool)[:, None]
+    return torch.where(keep, blend, base)
+
+
+def distillation_share(
+    advantages: torch.Tensor, log_ratio: torch.Tensor, mask: torch.Tensor, weight: float, valid: torch.Tensor
+) -> torch.Tensor:
+    """Sums for ``gear/distill_share``: over model tokens of rows with a teacher, ``sum |w * delta_t|`` and
+    ``sum |(1 - w) * A_t| + sum |w * delta_t|``, so the share of the loss's advantage mass the distillation term
+    holds reduces across ranks (0 with ``w = 0``; near 1 where groups have no mixed outcomes).
+
+    Args: as `distill_advantages` (``valid`` required).
+
+    Returns:
+        [2] float32: (distillation mass, total mass).
+    """
+    device = log_ratio.device
+    base = advantages.detach().to(device=device, dtype=torch.float32)
+    base = base[:, None].expand(log_ratio.shape) if base.dim() == 1 else base
+    keep = (mask.to(device=device, dtype=torch.bool) & valid.to(device=device, dtype=torch.bool)[:, None]).float()
+    dense = (weight * log_ratio.detach().float()).abs().mul(keep).sum()
+    outcome = ((1.0 - weight) * base).abs().mul(keep).sum()
+    return torch.stack([dense, dense + outcome])
