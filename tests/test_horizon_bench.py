@@ -752,11 +752,23 @@ def test_the_independent_k8_ceiling_section_is_the_committed_json():
         f"{held_out['ci_low']:+.5f})" in flat
     )
     assert f"on another machine, at {min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run" in flat
+    # gear-distill's bullet: its seeds above GRPO and its held-out interval and share
+    distill = cell["arms"]["gear-distill"]
+    reward, held_out = (distill[f"{m}_minus_none"] for m in ("reward_last", "sampled_accuracy"))
+    held_share = distill["share_of_process_ceiling"]["sampled_accuracy"]
+    assert (
+        f"({sum(v > 0 for v in reward['values'])} of 8 seeds above), **{held_out['mean']:+.3f} "
+        f"[{held_out['ci_low']:+.3f}, {held_out['ci_high']:+.3f}] held-out** "
+        f"({sum(v > 0 for v in held_out['values'])} of 8 above), {held_share['mean']:+.2f} "
+        f"[{held_share['ci_low']:+.2f}, {held_share['ci_high']:+.2f}] of `oracle-process`'s held-out gain" in flat
+    )
 
 
-def test_the_gear_signed_replication_on_the_results_page_is_the_committed_json(horizon):
-    """The replication of `gear-signed` at independent K = 8 ran on seeds the study's report does not hold, and the
-    page's rows (seeds 0-7, 8-15, and the 16 pooled) are the two committed reports' paired differences."""
+@pytest.mark.parametrize("arm", ["gear-signed", "gear-distill"])
+def test_the_replications_on_the_results_page_are_the_committed_json(horizon, arm):
+    """The replications of `gear-signed` and `gear-distill` at independent K = 8 ran on seeds the study's report does
+    not hold, and each one's page rows (seeds 0-7, 8-15, and the 16 pooled) are the two committed reports' paired
+    differences."""
     results = REPO_ROOT / "bench" / "results"
     study = json.loads((results / "horizon.json").read_text())
     replication = json.loads((results / "horizon_replication" / "horizon.json").read_text())
@@ -765,8 +777,8 @@ def test_the_gear_signed_replication_on_the_results_page_is_the_committed_json(h
     assert not set(replication["config"]["budget"]["seeds"]) & set(range(8))
     assert replication["config"]["variants"]["independent"] == study["config"]["variants"]["independent"]
     bodies = {
-        "0-7": study["variants"]["independent"]["8"]["arms"]["gear-signed"],
-        "8-15": replication["variants"]["independent"]["8"]["arms"]["gear-signed"],
+        "0-7": study["variants"]["independent"]["8"]["arms"][arm],
+        "8-15": replication["variants"]["independent"]["8"]["arms"][arm],
     }
     metrics = ("reward_last", "sampled_accuracy")
 
