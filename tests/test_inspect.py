@@ -9,7 +9,15 @@ import torch
 from transformers import AutoTokenizer
 
 from gear_trl.inspect import main
-from gear_trl.reporting import decode_tokens, render_html, render_png, rollout_summary, trace_rows
+from gear_trl.reporting import (
+    decode_tokens,
+    render_html,
+    render_html_report,
+    render_png,
+    rollout_summary,
+    trace_rows,
+)
+from gear_trl.reporting.rows import token_table
 from gear_trl.trainer.gear_trainer import CreditTrace
 
 TINY = "data/tiny-qwen3"
@@ -172,6 +180,19 @@ def test_trace_rows_cut_padding_and_recover_the_advantage():
     assert rows[0]["advantage"] == pytest.approx(2.0) and rows[1]["advantage"] == pytest.approx(-1.0)
     rows = trace_rows(trace, completion_mask=torch.tensor([[1, 1, 1, 1, 1, 0], [1] * 6]), rewards=torch.tensor([1, 0]))
     assert len(rows[0]["completion_ids"]) == 5 and rows[0]["reward"] == 1.0
+    assert "loss_advantages" not in rows[0]  # the loss's advantages are A * weight: nothing more to show
+
+    # with `distillation_weight` the loss's own advantages ride along, cut like the rest, into each token's tooltip
+    trace.distilled = torch.arange(12, dtype=torch.float32).view(2, 6) / 4 - 1
+    rows = trace_rows(trace, pad_token_id=pad)
+    assert rows[0]["loss_advantages"] == [-1.0, -0.75, -0.5, -0.25] and len(rows[1]["loss_advantages"]) == 6
+    tokens = ["a", "b", "c", "d"]
+    assert [t["loss_advantage"] for t in token_table(tokens, rows[0])] == [-1.0, -0.75, -0.5, -0.25]
+    parser = TokenSpans()
+    parser.feed(render_html_report([(tokens, rows[0])], "distilled"))
+    assert "advantage in the loss -0.7500 (with distillation_weight)" in parser.tokens[1]["attrs"]["title"]
+    plain = {key: value for key, value in rows[0].items() if key != "loss_advantages"}
+    assert all(t["loss_advantage"] is None for t in token_table(tokens, plain))
 
 
 def test_cli_on_the_tiny_recipe_writes_html_and_png(tmp_path, capsys):

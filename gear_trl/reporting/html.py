@@ -49,6 +49,8 @@ def _tooltip(tok: dict) -> str:
         f"signal {tok['signal']:.4f}",
         f"weight {tok['weight']:.4f}",
     ]
+    if tok.get("loss_advantage") is not None:
+        lines.append(f"advantage in the loss {tok['loss_advantage']:+.4f} (with distillation_weight)")
     if tok["segment"] >= 0:
         lines.append(f"segment {tok['segment']}" + (" (onset)" if tok["first"] else ""))
     elif tok["mask"]:

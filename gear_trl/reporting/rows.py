@@ -30,7 +30,8 @@ def _column(trace_row: dict, key: str, n: int, default) -> list:
 
 
 def token_table(tokens: Sequence[str], trace_row: dict) -> list[dict]:
-    """Per token: text, mask, raw and max-normalized KL and entropy, signal, weight, segment, onset/first/last flags."""
+    """Per token: text, mask, raw and max-normalized KL and entropy, signal, weight, segment, onset/first/last flags,
+    and the advantage the loss gets where it is not A * weight (`loss_advantage`: `distillation_weight`; else None)."""
     n = len(tokens)
     mask = [bool(m) for m in _column(trace_row, "mask", n, True)]
     kl = [float(v) for v in _column(trace_row, "kl", n, 0.0)]
@@ -39,6 +40,7 @@ def token_table(tokens: Sequence[str], trace_row: dict) -> list[dict]:
     weights = [float(v) for v in _column(trace_row, "weights", n, 1.0)]
     segments = [int(v) for v in _column(trace_row, "segment_ids", n, -1)]
     ids = _column(trace_row, "completion_ids", n, None)
+    loss_advantages = _column(trace_row, "loss_advantages", n, None)
     kl_max = max([v for v, m in zip(kl, mask, strict=True) if m] or [0.0])
     h_max = max([v for v, m in zip(entropy, mask, strict=True) if m] or [0.0])
     table = []
@@ -61,6 +63,7 @@ def token_table(tokens: Sequence[str], trace_row: dict) -> list[dict]:
                 "segment": seg,
                 "first": seg >= 0 and previous != seg,  # the segment's onset token
                 "last": seg >= 0 and following != seg,
+                "loss_advantage": None if loss_advantages[i] is None else float(loss_advantages[i]),
             }
         )
     return table
@@ -212,6 +215,9 @@ def trace_rows(
             "advantage": advantage,
             "has_ground_truth": bool(trace.has_ground_truth[i]),
         }
+        distilled = getattr(trace, "distilled", None)  # `distillation_weight`: the loss's own advantages
+        if distilled is not None:
+            row["loss_advantages"] = distilled[i, :length].tolist()
         below_floor = getattr(trace, "below_floor", None)
         if below_floor is not None:
             row["below_floor"] = bool(below_floor[i])
