@@ -762,6 +762,21 @@ def test_the_independent_k8_ceiling_section_is_the_committed_json():
         f"({sum(v > 0 for v in held_out['values'])} of 8 above), {held_share['mean']:+.2f} "
         f"[{held_share['ci_low']:+.2f}, {held_share['ci_high']:+.2f}] of `oracle-process`'s held-out gain" in flat
     )
+    # the two options' shares of the ceiling in the conclusion, and of oracle-prefix-raw's gain in its bullet
+    process_shares = [
+        cell["arms"][a]["share_of_process_ceiling"]["sampled_accuracy"]["mean"]
+        for a in ("gear-signed", "gear-distill")
+    ]
+    assert "about a third of it held-out on seeds 0-7 ({:+.2f} and {:+.2f})".format(*process_shares) in flat
+    raw = cell["arms"]["oracle-prefix-raw"]["sampled_accuracy_minus_none"]
+    assert (
+        f"**{raw['mean']:+.3f} [{raw['ci_low']:+.3f}, {raw['ci_high']:+.3f}]** ({sum(v > 0 for v in raw['values'])} of 8 seeds above)"
+        in flat
+    )
+    raw_shares = [
+        cell["arms"][a]["share_of_raw_ceiling"]["sampled_accuracy"]["mean"] for a in ("gear-signed", "gear-distill")
+    ]
+    assert "`gear-distill` recover {:.2f} and {:.2f} of this oracle's held-out gain".format(*raw_shares) in flat
 
 
 @pytest.mark.parametrize("arm", ["gear-signed", "gear-distill"])

@@ -19,6 +19,12 @@ from __future__ import annotations
 import torch
 
 
+def _per_token(advantages: torch.Tensor, log_ratio: torch.Tensor) -> torch.Tensor:
+    """[B] or [B, T] advantages as [B, T] float32 on `log_ratio`'s device, detached."""
+    base = advantages.detach().to(device=log_ratio.device, dtype=torch.float32)
+    return base[:, None].expand(log_ratio.shape) if base.dim() == 1 else base
+
+
 def distill_advantages(
     advantages: torch.Tensor,
     log_ratio: torch.Tensor,
@@ -50,8 +56,7 @@ def distill_advantages(
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"weight must be in [0, 1]; got {weight}.")
     device = log_ratio.device
-    base = advantages.detach().to(device=device, dtype=torch.float32)
-    base = base[:, None].expand(log_ratio.shape) if base.dim() == 1 else base
+    base = _per_token(advantages, log_ratio)
     blend = (1.0 - weight) * base + weight * log_ratio.detach().float()
     keep = mask.to(device=device, dtype=torch.bool)
     if valid is not None:
@@ -72,8 +77,7 @@ def distillation_share(
         [2] float32: (distillation mass, total mass).
     """
     device = log_ratio.device
-    base = advantages.detach().to(device=device, dtype=torch.float32)
-    base = base[:, None].expand(log_ratio.shape) if base.dim() == 1 else base
+    base = _per_token(advantages, log_ratio)
     keep = (mask.to(device=device, dtype=torch.bool) & valid.to(device=device, dtype=torch.bool)[:, None]).float()
     dense = (weight * log_ratio.detach().float()).abs().mul(keep).sum()
     outcome = ((1.0 - weight) * base).abs().mul(keep).sum()
