@@ -40,3 +40,25 @@ def test_a_four_rollout_report_fits_a_page_width_and_a_reasonable_height(tmp_pat
     assert width < 1400
     assert height < 2400, height  # one line per line break made this about 3 times as tall
     assert min(right_margin) > 200, "the title runs into the right edge"
+
+
+def test_a_report_with_loss_advantages_draws_a_fourth_band_in_their_colours(tmp_path):
+    from gear_trl.reporting.colors import ADVANTAGE_COLORS
+
+    tokens, row = rollout(2)
+    n = len(tokens)
+    plain = render_png_report([(tokens, row)], str(tmp_path / "plain.png"), "plain", dpi=50)
+    down = {**row, "loss_advantages": [-1.0] * n}  # every token pushed down: full red
+    distilled = render_png_report([(tokens, down)], str(tmp_path / "distilled.png"), "distilled", dpi=50)
+
+    def colours(path):
+        with Image.open(path) as image:
+            return image.size, {rgb: count for count, rgb in image.convert("RGB").getcolors(1 << 20)}
+
+    (width, height), plain_colours = colours(plain)
+    (width_d, height_d), distilled_colours = colours(distilled)
+    red = tuple(int(ADVANTAGE_COLORS[0][i : i + 2], 16) for i in (1, 3, 5))
+    assert width_d == width and height_d > height  # one more band on every line
+    assert red not in plain_colours
+    # Under every trained token, not only in the legend's strip (a few dozen pixels at this resolution).
+    assert distilled_colours.get(red, 0) > 500, distilled_colours.get(red, 0)

@@ -125,3 +125,33 @@ def test_the_group_note_heads_the_rollout():
 
     head, _ = header_lines({"group": "prompt 1: 1 of 4 above the group's mean, 3 below", "advantage": 1.5, "kl": []})
     assert head.startswith("prompt 1: 1 of 4") and "advantage +1.500" in head
+
+
+def test_the_advantage_in_the_loss_gets_a_band_of_its_own_on_one_scale_for_the_report():
+    """With `distillation_weight` a token's advantage in the loss has its own sign, which the weight band cannot show:
+    a fourth band colours it red (pushed down) to green (pushed up), full colour at the report's largest |value|
+    over trained tokens; a report without it keeps its three bands."""
+    from gear_trl.reporting.colors import ADVANTAGE_COLORS, advantage_color, advantage_scale
+    from gear_trl.reporting.rows import token_table
+
+    row = hand_made_row()
+    n = len(TOKENS)
+    first = {**row, "loss_advantages": [0.5 - 0.25 * i for i in range(n)]}  # +0.5, +0.25, 0, -0.25, ...
+    second = {**row, "loss_advantages": [0.1] * n}
+    model = [i for i, m in enumerate(row["mask"]) if m]
+    tables = [token_table(TOKENS, first), token_table(TOKENS, second)]
+    assert advantage_scale(tables) == max(abs(0.5 - 0.25 * i) for i in model)  # masked tokens do not set it
+    assert advantage_scale([token_table(TOKENS, row)]) is None
+    scale = 2.0
+    assert advantage_color(-2.0, scale) == ADVANTAGE_COLORS[0] and advantage_color(2.0, scale) == ADVANTAGE_COLORS[2]
+    assert advantage_color(0.0, scale) == "#ffffff" and advantage_color(None, scale) == "#ffffff"
+    page = render_html_report([(TOKENS, first), (TOKENS, second)], "distilled")
+    parser = TokenSpans()
+    parser.feed(page)
+    scale = advantage_scale(tables)
+    for i, span in enumerate(parser.tokens[:n]):
+        assert styles(span)["--a"] == advantage_color(first["loss_advantages"][i], scale)
+    assert page.count('<span class="b a"></span>') == 2 * n and 'id="view-a"' in page
+    assert f"linear-gradient(to right,{','.join(ADVANTAGE_COLORS)})" in page
+    plain = render_html_report([(TOKENS, row)], "plain")
+    assert '<span class="b a">' not in plain and 'id="view-a"' not in plain and "--a:" not in plain

@@ -14,6 +14,9 @@ ENTROPY_COLORS = ("#ffffff", "#c9b3e0", "#6a3d9a")
 WEIGHT_COLORS = ("#2166ac", "#ffffff", "#e66101")
 WEIGHT_SPAN = 0.5
 """Weights are coloured from 1 - WEIGHT_SPAN (full blue: less credit / blame) to 1 + WEIGHT_SPAN (full orange)."""
+ADVANTAGE_COLORS = ("#b42318", "#ffffff", "#1a7f37")
+"""The advantage a token gets in the loss (with `distillation_weight`), on a diverging scale around 0: red pushes the
+token down, green up, full colour at the report's largest absolute value."""
 MASKED_COLOR = "#ececec"
 ONSET_COLOR = "#d62728"
 
@@ -40,3 +43,25 @@ def color_scale(stops: Sequence[str], x: float) -> str:
 
 def weight_color(weight: float) -> str:
     return color_scale(WEIGHT_COLORS, 0.5 + (weight - 1.0) / (2 * WEIGHT_SPAN))
+
+
+def advantage_scale(tables: Sequence[Sequence[dict]]) -> float | None:
+    """The largest |loss advantage| over the trained tokens of every rollout of a report, the span of its advantage
+    colours (one scale for the report, so its rollouts compare); None when no token has a loss advantage (the loss's
+    advantage is A * weight, which the header and the weight band already show)."""
+    values = [
+        abs(tok["loss_advantage"])
+        for table in tables
+        for tok in table
+        if tok["mask"] and tok.get("loss_advantage") is not None and math.isfinite(tok["loss_advantage"])
+    ]
+    if not values:
+        return None
+    return max(max(values), 1e-8)
+
+
+def advantage_color(value: float | None, scale: float) -> str:
+    """The colour of a loss advantage on a scale of +-`scale` (white for a token without one)."""
+    if value is None:
+        return "#ffffff"
+    return color_scale(ADVANTAGE_COLORS, 0.5 + value / (2 * scale))

@@ -10,12 +10,15 @@ from functools import cache
 import jinja2
 
 from .colors import (
+    ADVANTAGE_COLORS,
     ENTROPY_COLORS,
     KL_COLORS,
     MASKED_COLOR,
     ONSET_COLOR,
     WEIGHT_COLORS,
     WEIGHT_SPAN,
+    advantage_color,
+    advantage_scale,
     color_scale,
     weight_color,
 )
@@ -58,7 +61,7 @@ def _tooltip(tok: dict) -> str:
     return "\n".join(lines)
 
 
-def _token_view(tok: dict) -> dict:
+def _token_view(tok: dict, scale: float | None = None) -> dict:
     classes = ["tok"]
     if not tok["mask"]:
         classes.append("masked")
@@ -72,6 +75,8 @@ def _token_view(tok: dict) -> dict:
         f"--kl:{color_scale(KL_COLORS, tok['kl_norm'])};--h:{color_scale(ENTROPY_COLORS, tok['entropy_norm'])};"
         f"--w:{weight_color(tok['weight'])}"
     )
+    if scale is not None:  # the advantage in the loss, on the report's one scale
+        style += f";--a:{advantage_color(tok.get('loss_advantage'), scale)}"
     return {
         "classes": " ".join(classes),
         "index": tok["index"],
@@ -86,7 +91,7 @@ def _token_view(tok: dict) -> dict:
     }
 
 
-def _rollout_view(tokens: Sequence[str], trace_row: dict, title: str) -> dict:
+def _rollout_view(table: list[dict], trace_row: dict, title: str, scale: float | None = None) -> dict:
     advantage = trace_row.get("advantage")
     meta = []
     for part in header_parts(trace_row):
@@ -100,15 +105,20 @@ def _rollout_view(tokens: Sequence[str], trace_row: dict, title: str) -> dict:
         "meta": meta,
         "prompt": None if prompt is None else str(prompt),
         "ground_truth": None if truth is None else str(truth),
-        "tokens": [_token_view(tok) for tok in token_table(tokens, trace_row)],
+        "tokens": [_token_view(tok, scale) for tok in table],
     }
 
 
 def render_html_report(rollouts: Sequence[tuple[Sequence[str], dict]], title: str) -> str:
-    """A self-contained HTML page (inline CSS, no scripts or external assets) of several `(tokens, trace_row)`."""
+    """A self-contained HTML page (inline CSS, no scripts or external assets) of several `(tokens, trace_row)`. A
+    fourth band, the advantage in the loss, is drawn when any token has one (`distillation_weight`)."""
+    tables = [(row, token_table(tokens, row)) for tokens, row in rollouts]
+    scale = advantage_scale([table for _, table in tables])
     return _template().render(
         title=title,
-        rollouts=[_rollout_view(tokens, row, f"rollout {i}") for i, (tokens, row) in enumerate(rollouts)],
+        rollouts=[_rollout_view(table, row, f"rollout {i}", scale) for i, (row, table) in enumerate(tables)],
+        advantage_colors=",".join(ADVANTAGE_COLORS),
+        advantage_scale=None if scale is None else f"{scale:.3g}",
         kl_colors=",".join(KL_COLORS),
         entropy_colors=",".join(ENTROPY_COLORS),
         weight_colors=",".join(WEIGHT_COLORS),

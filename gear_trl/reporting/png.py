@@ -1,5 +1,6 @@
 """The credit report as a PNG (matplotlib): per rollout a header, then its tokens as boxes wrapped over lines, three
-bands under each (KL, entropy, weight), laid out in inches on one axes. matplotlib is imported when a figure is drawn,
+bands under each (KL, entropy, weight; a fourth, the advantage in the loss, where `distillation_weight` made it more
+than A * weight), laid out in inches on one axes. matplotlib is imported when a figure is drawn,
 so the HTML report works without it."""
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from .colors import (
+    ADVANTAGE_COLORS,
     ENTROPY_COLORS,
     KL_COLORS,
     MASKED_COLOR,
     ONSET_COLOR,
     WEIGHT_COLORS,
     WEIGHT_SPAN,
+    advantage_color,
+    advantage_scale,
     color_scale,
     weight_color,
 )
@@ -63,7 +67,8 @@ def render_png_report(
     dpi: int = 150,
 ) -> str:
     """Draw several `(tokens, trace_row)` to a PNG at `path`: per rollout a header line, then its tokens as boxes
-    wrapped over lines, each with three bands (KL, entropy, weight), onsets outlined in red, a bracket under each
+    wrapped over lines, each with three bands (KL, entropy, weight) and a fourth (the advantage in the loss, red to
+    green on one scale for the report) when any token has a `loss_advantage`, onsets outlined in red, a bracket under each
     segment, tool-result tokens greyed. A rollout longer than `max_tokens` is cut (the HTML shows all). Returns
     `path`."""
     import matplotlib
@@ -73,10 +78,12 @@ def render_png_report(
     from matplotlib.collections import LineCollection, PatchCollection
     from matplotlib.patches import Rectangle
 
-    line_h = _TEXT_H + 3 * _BAND_H + _LINE_GAP
+    tables = [(row, token_table(tokens, row)) for tokens, row in rollouts]
+    scale = advantage_scale([table for _, table in tables])
+    band_labels = ("KL", "H", "w") if scale is None else ("KL", "H", "w", "A")
+    line_h = _TEXT_H + len(band_labels) * _BAND_H + _LINE_GAP
     blocks = []
-    for tokens, row in rollouts:
-        table = token_table(tokens, row)
+    for row, table in tables:
         cut = max(len(table) - max_tokens, 0)
         blocks.append((row, _layout(table[:max_tokens], chars_per_line), cut))
 
@@ -108,23 +115,30 @@ def render_png_report(
         _LEFT, title_h / 2, "\n".join(title_lines), fontsize=_TITLE_SIZE, fontweight="bold", linespacing=1.3, **text_kw
     )
     y = title_h
-    # Legend: three gradient strips and what the marks mean.
+    # Legend: a gradient strip a band and what the marks mean.
     x = _LEFT
-    for label, stops, low, high in (
+    strips = [
         ("KL / max", KL_COLORS, "0", "1"),
         ("entropy / max", ENTROPY_COLORS, "0", "1"),
         ("weight", WEIGHT_COLORS, f"{1 - WEIGHT_SPAN:g}", f"{1 + WEIGHT_SPAN:g}"),
-    ):
+    ]
+    bands_text = "bands under each token: KL, entropy, weight"
+    marks_text = "red box: segment onset;  bracket: segment;  grey: tool result"
+    if scale is not None:
+        strips.append(("advantage in the loss (A)", ADVANTAGE_COLORS, f"{-scale:+.3g}", f"{scale:+.3g}"))
+        bands_text = "bands: KL, entropy, weight, A"  # three short lines: four strips leave less room
+        marks_text = "red box: segment onset\nbracket: segment;  grey: tool result"
+    for label, stops, low, high in strips:
         ax.text(x, y + 0.1, label, fontsize=7, **text_kw)
         for k in range(24):
             rect(x + k * 0.05, y + 0.2, 0.05, 0.08, color_scale(stops, k / 23))
         ax.text(x, y + 0.36, low, fontsize=6, **text_kw)
         ax.text(x + 1.2, y + 0.36, high, fontsize=6, va="center", ha="right", parse_math=False)
-        x += 1.6
+        x += 1.6 if scale is None else 1.45
     ax.text(
         x,
         y + 0.18,
-        "bands under each token: KL, entropy, weight\nred box: segment onset;  bracket: segment;  grey: tool result",
+        bands_text + "\n" + marks_text,
         fontsize=7,
         color="#444",
         linespacing=1.4,
@@ -160,7 +174,7 @@ def render_png_report(
             y += header_h
             for number, line in enumerate(lines):
                 band_y = y + _TEXT_H
-                for k, label in enumerate(("KL", "H", "w")):  # on every line, so any band can be read where it is
+                for k, label in enumerate(band_labels):  # on every line, so any band can be read where it is
                     ax.text(
                         _LEFT - 0.05,
                         band_y + (k + 0.5) * _BAND_H,
@@ -177,13 +191,15 @@ def render_png_report(
                     masked = not tok["mask"]
                     rect(x0, y, w, _TEXT_H, "#ffffff")
                     if masked:
-                        bands = (MASKED_COLOR,) * 3
+                        bands = (MASKED_COLOR,) * len(band_labels)
                     else:
                         bands = (
                             color_scale(KL_COLORS, tok["kl_norm"]),
                             color_scale(ENTROPY_COLORS, tok["entropy_norm"]),
                             weight_color(tok["weight"]),
                         )
+                        if scale is not None:
+                            bands += (advantage_color(tok["loss_advantage"], scale),)
                     for k, face in enumerate(bands):
                         rect(x0, band_y + k * _BAND_H, w, _BAND_H, face)
                     ax.text(
@@ -202,7 +218,7 @@ def render_png_report(
                         if segment_start is None:
                             segment_start = (x0, tok["first"])
                         if tok["last"] or tok is line[-1][0]:
-                            bracket_y = band_y + 3 * _BAND_H + 0.025
+                            bracket_y = band_y + len(band_labels) * _BAND_H + 0.025
                             start_x, opens = segment_start
                             end_x = x0 + w
                             bracket_segments.append([(start_x + 0.01, bracket_y), (end_x - 0.01, bracket_y)])
