@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install demo test test-fast docs clean
+.PHONY: install demo compare test test-fast docs clean
 
 # Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
 # python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
@@ -63,6 +63,47 @@ demo: install
 	@echo
 	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json \
 		--run outputs/demo --credit outputs/demo/credit
+
+# GRPO and one GEAR setting trained side by side (one run a core) from the same warm start and seed, on the horizon
+# task's independent variant at K = 8 (data/horizon; docs/results/horizon.md), with the study's budget (60 steps of 8
+# problems x 8 samples): the warm start and both trained models are scored on the same 200 held-out problems (2
+# samples each at the training temperature), gear_trl.inspect renders the GEAR model's credit on a group that mixes
+# passes and fails, and compare_summary.py prints both before/after figures, plots both reward curves in one PNG and
+# quotes the study's paired result for the same two arms. The GEAR setting is `gear-distill` (the study's arm name):
+# GEAR with the solution teacher and distillation_weight 0.5; another is given with COMPARE_GEAR and COMPARE_ARM.
+# Seed 0 is the study's first seed, fixed before any comparison ran; COMPARE_SEED picks another.
+COMPARE_SEED ?= 0
+COMPARE_ARM ?= gear-distill
+COMPARE_GEAR ?= --credit gear --teacher_reference solution --distillation_weight 0.5
+COMPARE_TASK = --config recipes/tiny/config_horizon.yaml --model_name_or_path data/tiny-qwen3-horizon-independent \
+	--dataset_name data/horizon/independent/k8 --max_completion_length 112
+COMPARE_RUN = $(COMPARE_TASK) --max_steps 60 --seed $(COMPARE_SEED) --logging_steps 1 --save_strategy steps \
+	--save_steps 60 --disable_tqdm true
+COMPARE_EVAL = --dataset data/horizon/independent/k8 --split test --dataset-format generic --reward horizon_accuracy \
+	--max-new-tokens 112 --temperature 1.0 --num-samples 2 --batch-size 50 --device cpu --seed 0 --no-progress
+compare: export OMP_NUM_THREADS = 1
+compare: export TRL_EXPERIMENTAL_SILENCE = 1
+compare: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
+compare: install
+	@mkdir -p outputs/compare
+	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-horizon-independent $(COMPARE_EVAL) \
+		--output outputs/compare/eval_start.json > outputs/compare/eval_start.log
+	$(PYTHON) -m gear_trl.train $(COMPARE_RUN) --credit none --output_dir outputs/compare/grpo \
+		> outputs/compare/train_grpo.log & \
+	$(PYTHON) -m gear_trl.train $(COMPARE_RUN) $(COMPARE_GEAR) --output_dir outputs/compare/gear \
+		> outputs/compare/train_gear.log && wait $$!
+	$(PYTHON) -m gear_trl.evaluate --model outputs/compare/grpo $(COMPARE_EVAL) --output outputs/compare/eval_grpo.json \
+		> outputs/compare/eval_grpo.log & \
+	$(PYTHON) -m gear_trl.evaluate --model outputs/compare/gear $(COMPARE_EVAL) --output outputs/compare/eval_gear.json \
+		> outputs/compare/eval_gear.log && wait $$!
+	$(PYTHON) -m gear_trl.inspect $(COMPARE_TASK) $(COMPARE_GEAR) --model outputs/compare/gear --num-rollouts 4 \
+		--out outputs/compare/credit > outputs/compare/inspect.log
+	@echo
+	@$(PYTHON) recipes/tiny/compare_summary.py outputs/compare/eval_start.json \
+		--arm GRPO outputs/compare/grpo outputs/compare/eval_grpo.json \
+		--arm "GEAR ($(COMPARE_ARM))" outputs/compare/gear outputs/compare/eval_gear.json \
+		--study bench/results/horizon.json --study-cell independent 8 --study-arm $(COMPARE_ARM) \
+		--plot outputs/compare/reward.png --credit outputs/compare/credit
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

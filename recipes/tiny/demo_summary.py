@@ -70,6 +70,16 @@ def plot_rewards(history: list[tuple[int, float]], path: Path) -> Path:
     return path
 
 
+def credit_line(credit_dir: Path) -> str:
+    """Where gear_trl.inspect put its credit report (and its picture) in `credit_dir`."""
+    reports = sorted(credit_dir.glob("credit_*.html"))
+    if not reports:
+        raise FileNotFoundError(f"No credit report (credit_*.html) in {credit_dir}.")
+    pngs = sorted(credit_dir.glob("credit_*.png"))
+    also = f" (picture: {pngs[0]})" if pngs else ""
+    return f"per-token credit of rollouts from the trained model: {reports[0]}{also}"
+
+
 def report_lines(start: dict, end: dict, run_dir: Path | None = None, credit_dir: Path | None = None) -> list[str]:
     lines = [summary(start, end)]
     if run_dir is not None:
@@ -81,12 +91,7 @@ def report_lines(start: dict, end: dict, run_dir: Path | None = None, credit_dir
             f"{first:.3f} -> {last:.3f}; curve: {png}"
         )
     if credit_dir is not None:
-        reports = sorted(credit_dir.glob("credit_*.html"))
-        if not reports:
-            raise FileNotFoundError(f"No credit report (credit_*.html) in {credit_dir}.")
-        pngs = sorted(credit_dir.glob("credit_*.png"))
-        also = f" (picture: {pngs[0]})" if pngs else ""
-        lines.append(f"per-token credit of rollouts from the trained model: {reports[0]}{also}")
+        lines.append(credit_line(credit_dir))
     if run_dir is not None:
         lines.append(f"trained model and its model card: {run_dir}/ ({run_dir / 'README.md'})")
     return lines

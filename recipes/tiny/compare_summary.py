@@ -1,0 +1,128 @@
+"""Print what `make compare` did, for a person: GRPO and a GEAR setting trained side by side from the same warm start
+and seed, their held-out accuracy before and after, both training-reward curves in one PNG, and what the study's
+paired seeds say about the same two arms (so one seed's figures are read for what they are).
+
+python recipes/tiny/compare_summary.py outputs/compare/eval_start.json \
+    --arm GRPO outputs/compare/grpo outputs/compare/eval_grpo.json \
+    --arm GEAR outputs/compare/gear outputs/compare/eval_gear.json \
+    --study bench/results/horizon.json --study-cell independent 8 --study-arm gear-distill \
+    --plot outputs/compare/reward.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+# recipes/tiny is not a package; this script shares demo_summary's functions, from the same folder, also when loaded
+# by path (the tests)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import demo_summary
+
+
+def final_window(steps: int) -> int:
+    """The last quarter of the steps, at least one: the window bench/learning.py's final-window figures average."""
+    return max(1, steps // 4)
+
+
+def arm_lines(name: str, start: dict, end: dict, history: list[tuple[int, float]]) -> list[str]:
+    """Two lines for one arm: held-out accuracy start -> end, and its training reward's first and final window."""
+    if not history:
+        raise ValueError(f"{name}: the run logged no reward.")
+    window = final_window(len(history))
+    rewards = [reward for _, reward in history]
+    first, last = sum(rewards[:window]) / window, sum(rewards[-window:]) / window
+    return [
+        f"{name}: {demo_summary.summary(start, end)}",
+        f"{name}: training reward, mean of the first and last {window} logged steps: {first:.3f} -> {last:.3f}",
+    ]
+
+
+def plot_curves(histories: dict[str, list[tuple[int, float]]], path: Path) -> Path:
+    """Every arm's training reward per logged step in one small line plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5.5, 3.0), dpi=100)
+    for name, history in histories.items():
+        steps, rewards = zip(*history, strict=True)
+        axis.plot(steps, rewards, marker="o", markersize=2, linewidth=1, label=name)
+    axis.set_xlabel("optimizer step")
+    axis.set_ylabel("mean training reward")
+    axis.set_title("same warm start, same seed", fontsize=10)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def study_line(study: dict, variant: str, k: str, arm: str) -> str:
+    """The study's paired figure for `arm` against GRPO (`none`) at one cell: held-out and final-window reward
+    differences with their 95% t-intervals and seed count, from the committed report. Raises KeyError naming what
+    the report lacks."""
+    cells = study.get("variants", {})
+    if variant not in cells or k not in cells[variant]:
+        raise KeyError(f"the study report has no cell {variant} K = {k}")
+    arms = cells[variant][k]["arms"]
+    if arm not in arms:
+        raise KeyError(f"the study report has no arm {arm!r} at {variant} K = {k} (it has {sorted(arms)})")
+
+    def figure(metric: str) -> str:
+        value = arms[arm][metric]
+        return f"{value['mean']:+.3f} [{value['ci_low']:+.3f}, {value['ci_high']:+.3f}]"
+
+    n = arms[arm]["sampled_accuracy_minus_none"]["n_seeds"]
+    return (
+        f"the study ({variant}, K = {k}, `{arm}` - GRPO, paired over {n} seeds, 95% t-intervals): held-out "
+        f"{figure('sampled_accuracy_minus_none')}, final-window training reward {figure('reward_last_minus_none')}; "
+        f"one seed's difference above is one draw from that spread"
+    )
+
+
+def report_lines(
+    start: dict, arms: list[tuple[str, Path, dict]], plot: Path | None = None, credit_dir: Path | None = None
+) -> list[str]:
+    lines, histories = [], {}
+    for name, run_dir, end in arms:
+        histories[name] = demo_summary.reward_history(run_dir)
+        lines += arm_lines(name, start, end, histories[name])
+    if len(arms) == 2:
+        (a, _, end_a), (b, _, end_b) = arms
+        lines.append(
+            f"{b} - {a}, held-out accuracy at the end (this seed): {end_b['accuracy'] - end_a['accuracy']:+.3f}"
+        )
+    if plot is not None:
+        lines.append(f"both training-reward curves: {plot_curves(histories, plot)}")
+    if credit_dir is not None:
+        lines.append(f"{arms[-1][0]}: {demo_summary.credit_line(credit_dir)}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("start", help="evaluate report of the warm start (JSON)")
+    parser.add_argument("--arm", nargs=3, action="append", required=True, metavar=("NAME", "RUN_DIR", "END_JSON"),
+                        help="an arm's name, its training output_dir and the evaluate report of its trained model")  # fmt: skip
+    parser.add_argument("--plot", type=Path, default=None, help="where to write the curves' PNG")
+    parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect's --out folder (last arm)")
+    parser.add_argument("--study", type=Path, default=None, help="a bench/horizon.py report (JSON)")
+    parser.add_argument("--study-cell", nargs=2, metavar=("VARIANT", "K"), default=("independent", "8"))
+    parser.add_argument("--study-arm", default=None, help="the study's arm the GEAR run matches")
+    args = parser.parse_args(argv)
+    start = json.loads(Path(args.start).read_text())
+    arms = [(name, Path(run), json.loads(Path(end).read_text())) for name, run, end in args.arm]
+    lines = report_lines(start, arms, args.plot, args.credit)
+    if args.study is not None and args.study_arm:
+        lines.append(study_line(json.loads(args.study.read_text()), *args.study_cell, args.study_arm))
+    print("\n".join(lines))
+    return lines
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""`make compare` (GRPO and a GEAR setting side by side on the horizon task) and recipes/tiny/compare_summary.py,
+which prints its figures. The target's commands are read from `make -n`, with the Makefile's variables expanded."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_demo_summary import report, write_run
+from tests.utils import load_file
+
+REPO = Path(__file__).resolve().parent.parent
+compare_summary = load_file(REPO / "recipes" / "tiny" / "compare_summary.py", "gear_compare_summary")
+horizon = load_file(REPO / "bench" / "horizon.py", "gear_horizon_for_compare")
+
+
+def history(rewards):
+    return [(step, reward) for step, reward in enumerate(rewards, start=1)]
+
+
+def test_arm_lines_average_the_first_and_final_quarter_of_the_steps():
+    # 8 steps: windows of 2, the first two (0.0, 0.2) and the last two (0.6, 1.0)
+    lines = compare_summary.arm_lines("GRPO", report(0.2), report(0.25), history([0, 0.2, 0, 0, 0, 0, 0.6, 1.0]))
+    assert lines[0] == (
+        "GRPO: held-out sampled (temperature 1) accuracy (100 test problems of data/calc_tools x 2 samples): "
+        "start 0.200 -> end 0.250 (+0.050)"
+    )
+    assert lines[1].endswith("first and last 2 logged steps: 0.100 -> 0.800")
+    for steps in (1, 3, 8, 40, 60):  # the window the study's final-window figures average
+        assert compare_summary.final_window(steps) == horizon.learning.final_window(steps)
+    with pytest.raises(ValueError, match="GRPO"):
+        compare_summary.arm_lines("GRPO", report(0.2), report(0.2), [])
+
+
+def study(arms):
+    def figure(mean, low, high, n=16):
+        return {"mean": mean, "ci_low": low, "ci_high": high, "n_seeds": n}
+
+    return {"variants": {"independent": {"8": {"arms": {
+        arm: {"sampled_accuracy_minus_none": figure(*acc), "reward_last_minus_none": figure(*rew)}
+        for arm, (acc, rew) in arms.items()
+    }}}}}  # fmt: skip
+
+
+def test_study_line_quotes_the_paired_figures_of_the_named_arm():
+    report_ = study({"gear-distill": ((0.03, 0.01, 0.05), (0.02, -0.001, 0.041)), "none": ((0, 0, 0), (0, 0, 0))})
+    line = compare_summary.study_line(report_, "independent", "8", "gear-distill")
+    assert "`gear-distill` - GRPO, paired over 16 seeds" in line
+    assert "held-out +0.030 [+0.010, +0.050]" in line and "reward +0.020 [-0.001, +0.041]" in line
+    with pytest.raises(KeyError, match="gear-signed.*it has \\['gear-distill', 'none'\\]"):
+        compare_summary.study_line(report_, "independent", "8", "gear-signed")
+    with pytest.raises(KeyError, match="chained K = 8"):
+        compare_summary.study_line(report_, "chained", "8", "gear-distill")
+
+
+def test_report_lines_plot_both_curves_and_the_end_difference(tmp_path):
+    runs = {}
+    for name, rewards in (("grpo", [0.1, 0.1, 0.2, 0.3]), ("gear", [0.1, 0.2, 0.3, 0.5])):
+        (tmp_path / name).mkdir()
+        runs[name] = write_run(tmp_path / name, {4: history(rewards)})
+    credit = tmp_path / "credit"
+    credit.mkdir()
+    (credit / "credit_test.html").write_text("<html></html>")
+    plot = tmp_path / "reward.png"
+    lines = compare_summary.report_lines(
+        report(0.2), [("GRPO", runs["grpo"], report(0.25)), ("GEAR", runs["gear"], report(0.3))], plot, credit
+    )
+    assert lines[1].endswith("0.100 -> 0.300") and lines[3].endswith("0.100 -> 0.500")
+    assert lines[4] == "GEAR - GRPO, held-out accuracy at the end (this seed): +0.050"
+    assert lines[5] == f"both training-reward curves: {plot}" and plot.stat().st_size > 1000
+    assert lines[6].startswith("GEAR: per-token credit") and str(credit / "credit_test.html") in lines[6]
+
+
+def compare_commands() -> list[list[str]]:
+    """The `compare` target's commands, from `make -n` (variables expanded), split at `&`, `&&` and `;`."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    text = subprocess.run(
+        ["make", "-n", "compare", "PYTHON=python"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.replace("\\\n", " ")
+    commands = []
+    for line in text.splitlines():
+        current, lexer = [], shlex.shlex(line.strip(), posix=True, punctuation_chars="&;>")
+        lexer.whitespace_split = True
+        for token in lexer:
+            if token in ("&", "&&", ";"):
+                commands.append(current)
+                current = []
+            else:
+                current.append(token)
+        commands.append(current)
+    return [command for command in commands if len(command) > 2]
+
+
+def options(cmd):
+    parsed, args = {}, cmd[3:]
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
+            parsed.setdefault(arg, []).append(value)
+    return {key: values[-1] for key, values in parsed.items()}  # the last occurrence wins, as in the parsers
+
+
+def test_make_compare_trains_grpo_and_the_study_arm_it_quotes_on_the_same_seed_and_rows():
+    commands = compare_commands()
+    trains = [options(cmd) for cmd in commands if cmd[1:3] == ["-m", "gear_trl.train"]]
+    evaluations = [options(cmd) for cmd in commands if cmd[1:3] == ["-m", "gear_trl.evaluate"]]
+    summary = next(cmd for cmd in commands if cmd[1].endswith("compare_summary.py"))
+    assert len(trains) == 2 and len(evaluations) == 3
+    grpo, gear = trains
+    assert grpo["--credit"] == "none"
+    # The same run but for the GEAR options: same warm start, data, seed, steps, completion length.
+    assert {k: v for k, v in gear.items() if k not in horizon_arm_flags()} == {
+        k: v for k, v in grpo.items() if k not in horizon_arm_flags()
+    }
+    assert grpo["--seed"] == gear["--seed"] == "0"
+    # The study's independent K = 8 cell with its budget, and the GEAR run is the arm the summary quotes.
+    arm = options(summary)["--study-arm"]
+    assert [gear["--credit"], *flags_of(gear, horizon.ARMS[arm].get("overrides", []))] == [
+        horizon.ARMS[arm]["credit"],
+        *horizon.ARMS[arm].get("overrides", []),
+    ]
+    cell = options(
+        ["", "", "", *horizon.cell_overrides("independent", 8, horizon.VARIANTS["independent"]["model"], arm)]
+    )
+    for key, value in cell.items():
+        assert gear[key] == value and (key in horizon_arm_flags() or grpo[key] == value)
+    assert int(gear["--max_steps"]) == horizon.VARIANTS["independent"]["max_steps"]
+    assert options(summary)["--study-cell"] == "independent" and "8" in summary
+    # Warm start and both trained models scored the same way on the cell's held-out rows.
+    start, end_grpo, end_gear = evaluations
+    assert start["--model"] == cell["--model_name_or_path"]
+    assert (end_grpo["--model"], end_gear["--model"]) == (grpo["--output_dir"], gear["--output_dir"])
+    same = [{k: v for k, v in e.items() if k not in ("--model", "--output")} for e in evaluations]
+    assert same[0] == same[1] == same[2]
+    assert start["--dataset"] == cell["--dataset_name"] and start["--split"] == "test"
+    assert start["--max-new-tokens"] == cell["--max_completion_length"]
+    assert start["--num-samples"] == "2" and start["--temperature"] == "1.0"
+    assert summary[2] == start["--output"]
+    # The summary reads each arm's run and end report, the curve needs a point a step, and a checkpoint at the end.
+    arms = [summary[i + 1 : i + 4] for i, token in enumerate(summary) if token == "--arm"]
+    assert [a[1:] for a in arms] == [
+        [grpo["--output_dir"], end_grpo["--output"]],
+        [gear["--output_dir"], end_gear["--output"]],
+    ]
+    assert grpo["--logging_steps"] == "1" and grpo["--save_steps"] == grpo["--max_steps"]
+    inspect = options(next(cmd for cmd in commands if cmd[1:3] == ["-m", "gear_trl.inspect"]))
+    assert (
+        inspect["--model"] == gear["--output_dir"]
+        and inspect["--distillation_weight"] == gear["--distillation_weight"]
+    )
+    assert inspect["--dataset_name"] == cell["--dataset_name"] and options(summary)["--credit"] == inspect["--out"]
+
+
+def horizon_arm_flags():
+    return {"--credit", "--teacher_reference", "--distillation_weight", "--output_dir"}
+
+
+def flags_of(parsed, overrides):
+    """`overrides` (a flag list) with each flag's value as `parsed` has it."""
+    flags = [item for item in overrides if item.startswith("--")]
+    return [token for flag in flags for token in (flag, parsed[flag])]
+
+
+def test_the_compare_summary_runs_on_the_committed_study():
+    report_ = json.loads((REPO / "bench" / "results" / "horizon.json").read_text())
+    line = compare_summary.study_line(report_, "independent", "8", "gear-distill")
+    acc = report_["variants"]["independent"]["8"]["arms"]["gear-distill"]["sampled_accuracy_minus_none"]
+    assert f"held-out {acc['mean']:+.3f} [{acc['ci_low']:+.3f}, {acc['ci_high']:+.3f}]" in line
