@@ -293,6 +293,32 @@ def test_rlsd_weights_the_advantages_by_the_sampled_tokens_signed_log_ratio(tmp_
     assert "gear/onsets_teacher_supported_frac" not in metrics
 
 
+def test_distillation_weight_under_rlsd_distils_the_same_log_ratio_gear_reads(tmp_path):
+    """rlsd + distillation_weight in a real step: rlsd's divergence pass gives log pS - log pT (signed) and no
+    separate log-ratio, so the blend reads its negative; that is the log pT - log pS a `gear` trainer computes on the
+    same batch, and the loss's advantages are (1 - w) * RLSD's advantages + w * it."""
+    from gear_trl.credit import distill_advantages
+
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    gear = make_trainer(tmp_path, args=tiny_args(tmp_path, distillation_weight=0.5), model=copy.deepcopy(model))
+    rlsd = make_trainer(
+        tmp_path, args=tiny_args(tmp_path, credit="rlsd", rlsd_lambda=1.0, distillation_weight=0.5), model=model
+    )
+    batch = generate(rlsd, first_batch(rlsd))
+    trace = rlsd.compute_credit(dict(batch))
+    reference = gear.compute_credit(dict(batch))
+    mask = trace.mask
+    torch.testing.assert_close(trace.log_ratio[mask], reference.log_ratio[mask], atol=1e-5, rtol=1e-4)
+    assert (trace.log_ratio[mask] > 0).any() and (trace.log_ratio[mask] < 0).any()
+    expected = distill_advantages(trace.advantages, -trace.kl, mask, 0.5, trace.has_ground_truth)
+    torch.testing.assert_close(trace.distilled, expected)
+    assert not torch.allclose(trace.distilled[mask], trace.advantages[mask])  # the blend moved something
+    rlsd.model.train()
+    weighted(rlsd, batch)
+    torch.testing.assert_close(batch["advantages"], trace.distilled, atol=1e-5, rtol=1e-4)
+    assert 0 < rlsd._metrics["train"]["gear/distill_share"][-1] < 1
+
+
 def test_rlsd_lambda_decays_over_training(tmp_path):
     args = tiny_args(tmp_path, credit="rlsd", rlsd_lambda_decay_steps=2, max_steps=2, rlsd_negative_only=True)
     trainer = make_trainer(tmp_path, args=args)
