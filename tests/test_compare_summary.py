@@ -4,14 +4,13 @@ which prints its figures. The target's commands are read from `make -n`, with th
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.test_demo_summary import report, write_run
+from tests.test_demo_summary import report, split_commands, write_run
 from tests.utils import load_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,17 +82,8 @@ def compare_commands() -> list[list[str]]:
     text = subprocess.run(
         ["make", "-n", "compare", "PYTHON=python"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.replace("\\\n", " ")
-    commands = []
-    for line in text.splitlines():
-        current, lexer = [], shlex.shlex(line.strip(), posix=True, punctuation_chars="&;>")
-        lexer.whitespace_split = True
-        for token in lexer:
-            if token in ("&", "&&", ";"):
-                commands.append(current)
-                current = []
-            else:
-                current.append(token)
-        commands.append(current)
+    # `>` split off too, so a redirection's target is never read as a flag's value
+    commands = split_commands(text, punctuation="&;>")
     return [command for command in commands if len(command) > 2]
 
 

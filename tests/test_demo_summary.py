@@ -40,9 +40,15 @@ def demo_commands() -> list[list[str]]:
     joined; commands on one line split at `&`, `&&` and `;`)."""
     text = (REPO / "Makefile").read_text().replace("\\\n", " ")
     lines = re.search(r"^demo:[^\n]*install[^\n]*\n((?:\t[^\n]*\n)+)", text, re.MULTILINE).group(1)
+    return split_commands(lines)
+
+
+def split_commands(lines: str, punctuation: str = "&;") -> list[list[str]]:
+    """Shell lines as argument lists, one per command: split at `&`, `&&` and `;`, a leading `@` dropped, empty
+    commands left out."""
     commands = []
     for line in lines.splitlines():
-        current, lexer = [], shlex.shlex(line.strip().lstrip("@"), posix=True, punctuation_chars="&;")
+        current, lexer = [], shlex.shlex(line.strip().lstrip("@"), posix=True, punctuation_chars=punctuation)
         lexer.whitespace_split = True
         for token in lexer:
             if token in ("&", "&&", ";"):
