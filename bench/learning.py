@@ -245,6 +245,7 @@ def train_one(job: dict) -> dict:
         "kl_floor": _log_series(history, "gear/kl_floor"),
         "onsets_teacher_supported_frac": _log_series(history, "gear/onsets_teacher_supported_frac"),
         "gigpo_step_adv_std": _log_series(history, "gigpo/step_adv_std"),
+        "distill_share": _log_series(history, "gear/distill_share"),  # with distillation_weight; else None
         "completion_length": _log_series(history, "completions/mean_length"),
     }
     del trainer

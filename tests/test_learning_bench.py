@@ -55,6 +55,7 @@ def test_learning_benchmark_runs_and_reports(tmp_path):
     none = next(run for run in report["runs"] if run["mode"] == "none")
     assert all(value is not None for value in gear["weight_std"])  # GEAR logs its weights; GRPO has none
     assert all(value is None for value in none["weight_std"])
+    assert gear["distill_share"] == [None, None]  # recorded for every run; a number only with distillation_weight
     assert report["start"]["eval"]["n"] == 4
     assert report["summary"]["gear"]["greedy_accuracy"]["values"] == [gear["eval"]["greedy_accuracy"]]
 
