@@ -53,33 +53,74 @@ def test_the_share_by_hand():
     assert dense == pytest.approx(0.6) and total == pytest.approx(1.6)
 
 
-def test_the_blend_gives_trls_sdpo_gradient_on_policy():
-    """TRL's SDPOTrainer loss, (1 - w) * policy_loss + w * distillation_loss with its sampled-token distillation, has
-    on policy (importance ratio 1) the gradient of GRPO's loss with our blended advantages, both summed over the
-    completion mask and divided by its size (DAPO's aggregation, TRL's default)."""
-    from trl.experimental.sdpo.loss_utils import compute_sampled_token_self_distillation_loss
-
-    torch.manual_seed(0)
-    b, t, v, w = 3, 5, 11, 0.3
+def _sdpo_case(seed=0):
+    torch.manual_seed(seed)
+    b, t, v = 3, 5, 11
     student = torch.randn(b, t, v, requires_grad=True)
     teacher = torch.randn(b, t, v)
     ids = torch.randint(v, (b, t))
-    mask = torch.rand(b, t) > 0.2
-    advantages = torch.tensor([0.8, -1.2, 0.4])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0]], dtype=torch.bool)  # lengths 5, 2, 4
+    return student, teacher, ids, mask, torch.tensor([0.8, -1.2, 0.4])
 
-    def logps(logits):
-        return torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None])[..., 0]
 
-    def policy_loss(per_token_advantages):
-        lp = logps(student)
-        ratio = torch.exp(lp - lp.detach())
-        return -(ratio * per_token_advantages * mask).sum() / mask.sum()
+def _logps(logits, ids):
+    return torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None])[..., 0]
 
+
+def _per_sequence_mean(per_token, mask):
+    """TRL's `loss_type="grpo"` aggregation, and the one SDPOTrainer gives its distillation loss whatever the loss
+    type (trl/experimental/sdpo/sdpo_trainer.py, `_compute_self_distillation_loss`): per sequence, then the batch."""
+    return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+
+def _token_mean(per_token, mask):
+    """TRL's `loss_type="dapo"` aggregation (GRPOTrainer's default, and the recipes'): over every token."""
+    return (per_token * mask).sum() / mask.sum()
+
+
+def _policy_per_token(student, ids, per_token_advantages):
+    lp = _logps(student, ids)
+    return -torch.exp(lp - lp.detach()) * per_token_advantages  # on policy: importance ratio 1
+
+
+def test_the_blend_gives_trls_sdpo_gradient_on_policy():
+    """TRL's SDPOTrainer loss with `loss_type="grpo"`, (1 - w) * policy_loss + w * distillation_loss with its
+    sampled-token distillation, both averaged per sequence and then over the batch, has on policy (importance ratio
+    1) the gradient of GRPO's `grpo` loss with our blended advantages."""
+    from trl.experimental.sdpo.loss_utils import compute_sampled_token_self_distillation_loss
+
+    student, teacher, ids, mask, advantages = _sdpo_case()
+    b, t, _ = student.shape
+    w = 0.3
     distill = compute_sampled_token_self_distillation_loss(student, teacher, ids, distillation_alpha=1.0)
-    theirs = (1 - w) * policy_loss(advantages[:, None].expand(b, t)) + w * (distill * mask).sum() / mask.sum()
+    policy = _policy_per_token(student, ids, advantages[:, None].expand(b, t))
+    theirs = (1 - w) * _per_sequence_mean(policy, mask) + w * _per_sequence_mean(distill, mask)
     (grad_theirs,) = torch.autograd.grad(theirs, student)
-    delta = (logps(teacher) - logps(student)).detach()
-    ours = policy_loss(distill_advantages(advantages, delta, mask, w))
+    delta = (_logps(teacher, ids) - _logps(student, ids)).detach()
+    ours = _per_sequence_mean(_policy_per_token(student, ids, distill_advantages(advantages, delta, mask, w)), mask)
     (grad_ours,) = torch.autograd.grad(ours, student)
     torch.testing.assert_close(grad_ours, grad_theirs, atol=1e-6, rtol=1e-5)
     assert grad_ours.abs().sum() > 0
+
+
+def test_under_token_aggregation_the_term_is_weighted_per_token_unlike_trls_sdpo():
+    """Under `loss_type="dapo"` the blend's distillation term is aggregated as the policy term is, over every token:
+    the gradient of (1 - w) * dapo(policy) + w * dapo(distillation). TRL's SDPOTrainer averages its distillation
+    term per sequence whatever the loss type, so with completions of different lengths the two differ (a long
+    completion's tokens weigh more here); docs/configuration.md says so."""
+    from trl.experimental.sdpo.loss_utils import compute_sampled_token_self_distillation_loss
+
+    student, teacher, ids, mask, advantages = _sdpo_case()
+    b, t, _ = student.shape
+    w = 0.3
+    distill = compute_sampled_token_self_distillation_loss(student, teacher, ids, distillation_alpha=1.0)
+    policy = _policy_per_token(student, ids, advantages[:, None].expand(b, t))
+    token_level = (1 - w) * _token_mean(policy, mask) + w * _token_mean(distill, mask)
+    trls = (1 - w) * _token_mean(policy, mask) + w * _per_sequence_mean(distill, mask)
+    (grad_token_level,) = torch.autograd.grad(token_level, student, retain_graph=True)
+    (grad_trls,) = torch.autograd.grad(trls, student)
+    delta = (_logps(teacher, ids) - _logps(student, ids)).detach()
+    ours = _token_mean(_policy_per_token(student, ids, distill_advantages(advantages, delta, mask, w)), mask)
+    (grad_ours,) = torch.autograd.grad(ours, student)
+    torch.testing.assert_close(grad_ours, grad_token_level, atol=1e-6, rtol=1e-5)
+    assert (grad_ours - grad_trls).abs().max() > 1e-3  # the lengths 5, 2 and 4 weigh differently

@@ -293,6 +293,36 @@ def test_rlsd_weights_the_advantages_by_the_sampled_tokens_signed_log_ratio(tmp_
     assert "gear/onsets_teacher_supported_frac" not in metrics
 
 
+def test_distillation_leaves_rows_no_reward_function_scored_alone(tmp_path):
+    """GRPO gives a row every reward function returned None for advantage 0 ("no learning signal"); the
+    distillation term must not move the policy on it either, while the other rows are blended."""
+    from transformers import AutoTokenizer
+
+    from gear_trl import GEARTrainer
+    from gear_trl.credit import distill_advantages
+
+    def first_two_unscored(prompts, completions, **kwargs):
+        return [None if i < 2 else float(len(str(c)) % 3) for i, c in enumerate(completions)]
+
+    trainer = GEARTrainer(
+        model=AutoModelForCausalLM.from_pretrained(TINY),
+        reward_funcs=[first_two_unscored],
+        args=tiny_args(tmp_path, distillation_weight=0.5),
+        train_dataset=math_rows(),
+        processing_class=AutoTokenizer.from_pretrained(TINY),
+    )
+    batch = generate(trainer, first_batch(trainer))
+    assert batch["gear_scorable"].tolist() == [False, False, True, True]
+    trace = trainer.compute_credit(dict(batch))
+    assert trace.distill_rows.tolist() == [False, False, True, True]
+    mask = trace.mask
+    assert (trace.distilled[:2][mask[:2]] == 0).all()  # advantage 0 in GRPO, and left at 0
+    assert (trace.log_ratio[:2][mask[:2]] != 0).any()  # it would have moved them
+    expected = distill_advantages(trace.advantages, trace.log_ratio, mask, 0.5, trace.distill_rows)
+    torch.testing.assert_close(trace.distilled, expected)
+    assert not torch.allclose(trace.distilled[2:][mask[2:]], trace.advantages[2:][mask[2:]])
+
+
 def test_distillation_weight_under_rlsd_distils_the_same_log_ratio_gear_reads(tmp_path):
     """rlsd + distillation_weight in a real step: rlsd's divergence pass gives log pS - log pT (signed) and no
     separate log-ratio, so the blend reads its negative; that is the log pT - log pS a `gear` trainer computes on the

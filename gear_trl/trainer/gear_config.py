@@ -211,7 +211,7 @@ class GEARConfig(GRPOConfig):
             "help": "Ours, not the paper's: on the model tokens of rows with a reference, the loss's advantage is "
             "(1 - w) * A_t + w * delta_t, delta_t = log pT(y_t) - log pS(y_t) of the sampled token from the teacher "
             "pass GEAR already runs: SDPO's sampled-token reverse-KL distillation written as an advantage (TRL's "
-            "SDPOTrainer `distillation_weight`, the same blend on policy), so a failed rollout's token the teacher "
+            "SDPOTrainer `distillation_weight`, the same gradient on policy with loss_type grpo), so a failed rollout's token the teacher "
             "supports is pushed up, which no weight >= 0 can do. In [0, 1]; 0.0 = the paper's GEAR (our default); "
             "1.0 = distillation alone. Any mode with a teacher. Logged as gear/distill_share. Why it exists: "
             "docs/results/horizon.md."

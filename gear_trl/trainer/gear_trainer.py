@@ -74,6 +74,7 @@ GEAR_BATCH_KEYS = (
     "gear_truncated",
     "gear_teacher_shared",
     "gear_control_kl",
+    "gear_scorable",
 )
 
 
@@ -100,7 +101,11 @@ class CreditTrace:
     """[B, T] float: the sampled token's log pT - log pS, in the modes that read it (`GEARConfig.wants_log_ratio`)."""
     distilled: torch.Tensor | None = None
     """[B, T] float: with `distillation_weight > 0`, the loss's advantages, (1 - w) * advantages + w * log pT - log pS
-    on rows with a teacher (`credit.distill_advantages`); `advantages` stays GEAR's credit of the outcome."""
+    on `distill_rows` (`credit.distill_advantages`); `advantages` stays GEAR's credit of the outcome."""
+    distill_rows: torch.Tensor | None = None
+    """[B] bool, with `distillation_weight > 0`: the rows distilled, those with a teacher that some reward function
+    scored (GRPO gives a row every reward function returned None for advantage 0, "no learning signal": the
+    distillation term would move the policy on it)."""
 
     def to(self, device) -> CreditTrace:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -261,6 +266,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
         output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
         output["gear_teacher_shared"] = torch.full((len(inputs),), self.teacher.pass_shared, device=mask.device)
+        # Rows some reward function scored (rewards_per_func is the whole generation batch's; TRL slices it the same
+        # way): GRPO zeroes an unscorable row's advantage, and distillation_weight leaves it alone too.
+        start = self.accelerator.process_index * len(inputs)
+        scorable = ~torch.isnan(record.rewards_per_func[start : start + len(inputs)]).all(dim=1)
+        output["gear_scorable"] = scorable.to(mask.device)
         if self._student_hidden is not None:
             divergence = self._divergence(output, self._student_hidden)
             output["advantages"] = self._gear_advantages(output, divergence, mode)
@@ -455,11 +465,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         weights = torch.where(has_truth[:, None], weights, mask.float())
         segment_ids = torch.where(has_truth[:, None], segment_ids, torch.full_like(segment_ids, -1))
         advantages = (base[:, None] if base.dim() == 1 else base) * weights
-        distilled = None
+        distilled = distill_rows = None
         if self.args.distillation_weight > 0:
             if self.args.credit == "rlsd":  # its divergence pass's signal is the sampled token's log pS - log pT
                 log_ratio = -kl
-            distilled = distill_advantages(advantages, log_ratio, mask, self.args.distillation_weight, has_truth)
+            scorable = batch.get("gear_scorable")  # absent from a batch built by hand: every row scored
+            distill_rows = has_truth if scorable is None else has_truth & scorable.to(has_truth.device)
+            distilled = distill_advantages(advantages, log_ratio, mask, self.args.distillation_weight, distill_rows)
         return CreditTrace(
             completion_ids=batch["completion_ids"],
             mask=mask,
@@ -475,6 +487,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             else None,
             log_ratio=log_ratio,
             distilled=distilled,
+            distill_rows=distill_rows,
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -778,7 +791,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 # distillation_weight: the distillation term's share of the loss's advantage mass
                 *(
                     distillation_share(
-                        trace.advantages, trace.log_ratio, mask, self.args.distillation_weight, has_truth
+                        trace.advantages, trace.log_ratio, mask, self.args.distillation_weight, trace.distill_rows
                     )
                     if trace.distilled is not None
                     else torch.zeros(2, device=device)
