@@ -69,7 +69,7 @@ demo: install
 # problems x 8 samples): the warm start and both trained models are scored on the same 200 held-out problems (2
 # samples each at the training temperature), gear_trl.inspect renders the GEAR model's credit on a group that mixes
 # passes and fails, and compare_summary.py prints both before/after figures, plots both reward curves in one PNG and
-# quotes the study's paired result for the same two arms. The GEAR setting is `gear-distill` (the study's arm name):
+# quotes the study's paired result for the same two arms, pooled over the seeds of its committed reports. The GEAR setting is `gear-distill` (the study's arm name):
 # GEAR with the solution teacher and distillation_weight 0.5; another is given with COMPARE_GEAR and COMPARE_ARM.
 # Seed 0 is the study's first seed, fixed before any comparison ran; COMPARE_SEED picks another.
 COMPARE_SEED ?= 0
@@ -102,7 +102,8 @@ compare: install
 	@$(PYTHON) recipes/tiny/compare_summary.py outputs/compare/eval_start.json \
 		--arm GRPO outputs/compare/grpo outputs/compare/eval_grpo.json \
 		--arm "GEAR ($(COMPARE_ARM))" outputs/compare/gear outputs/compare/eval_gear.json \
-		--study bench/results/horizon.json --study-cell independent 8 --study-arm $(COMPARE_ARM) \
+		--study bench/results/horizon.json --study bench/results/horizon_replication/horizon.json \
+		--study-cell independent 8 --study-arm $(COMPARE_ARM) \
 		--plot outputs/compare/reward.png --credit outputs/compare/credit
 
 test: install

@@ -36,25 +36,30 @@ def test_arm_lines_average_the_first_and_final_quarter_of_the_steps():
         compare_summary.arm_lines("GRPO", report(0.2), report(0.2), [])
 
 
-def study(arms):
-    def figure(mean, low, high, n=16):
-        return {"mean": mean, "ci_low": low, "ci_high": high, "n_seeds": n}
-
-    return {"variants": {"independent": {"8": {"arms": {
-        arm: {"sampled_accuracy_minus_none": figure(*acc), "reward_last_minus_none": figure(*rew)}
+def study(seeds, arms):
+    """A study report holding, per arm, the per-seed differences from `none` of both metrics."""
+    return {"config": {"budget": {"seeds": seeds}}, "variants": {"independent": {"8": {"arms": {
+        arm: {"sampled_accuracy_minus_none": {"values": acc}, "reward_last_minus_none": {"values": rew}}
         for arm, (acc, rew) in arms.items()
     }}}}}  # fmt: skip
 
 
-def test_study_line_quotes_the_paired_figures_of_the_named_arm():
-    report_ = study({"gear-distill": ((0.03, 0.01, 0.05), (0.02, -0.001, 0.041)), "none": ((0, 0, 0), (0, 0, 0))})
-    line = compare_summary.study_line(report_, "independent", "8", "gear-distill")
-    assert "`gear-distill` - GRPO, paired over 16 seeds" in line
-    assert "held-out +0.030 [+0.010, +0.050]" in line and "reward +0.020 [-0.001, +0.041]" in line
+def test_study_line_pools_the_paired_differences_of_every_report_given():
+    first = study([0, 1], {"gear-distill": ([0.01, 0.03], [0.0, 0.02]), "none": ([0, 0], [0, 0])})
+    second = study([2, 3], {"gear-distill": ([0.05, 0.03], [0.04, 0.02])})
+    line = compare_summary.study_line([first], "independent", "8", "gear-distill")
+    # two seeds: mean 0.02, sd 0.01414, t(0.975, 1) = 12.706: half-width 0.127
+    assert "paired over 2 seeds" in line and "held-out +0.020 [-0.107, +0.147]" in line
+    line = compare_summary.study_line([first, second], "independent", "8", "gear-distill")
+    # four seeds 0.01, 0.03, 0.05, 0.03: mean 0.03, sd 0.01633, t(0.975, 3) = 3.182: half-width 0.026
+    assert "paired over 4 seeds" in line and "held-out +0.030 [+0.004, +0.056]" in line
+    assert "final-window training reward +0.020 [-0.006, +0.046]" in line
+    with pytest.raises(ValueError, match="share seeds \\[0, 1\\]"):
+        compare_summary.study_line([first, first], "independent", "8", "gear-distill")
     with pytest.raises(KeyError, match="gear-signed.*it has \\['gear-distill', 'none'\\]"):
-        compare_summary.study_line(report_, "independent", "8", "gear-signed")
+        compare_summary.study_line([first], "independent", "8", "gear-signed")
     with pytest.raises(KeyError, match="chained K = 8"):
-        compare_summary.study_line(report_, "chained", "8", "gear-distill")
+        compare_summary.study_line([first], "chained", "8", "gear-distill")
 
 
 def test_report_lines_plot_both_curves_and_the_end_difference(tmp_path):
@@ -157,8 +162,18 @@ def flags_of(parsed, overrides):
     return [token for flag in flags for token in (flag, parsed[flag])]
 
 
-def test_the_compare_summary_runs_on_the_committed_study():
-    report_ = json.loads((REPO / "bench" / "results" / "horizon.json").read_text())
-    line = compare_summary.study_line(report_, "independent", "8", "gear-distill")
-    acc = report_["variants"]["independent"]["8"]["arms"]["gear-distill"]["sampled_accuracy_minus_none"]
+def test_the_compare_summary_pools_the_committed_reports_it_names():
+    """The Makefile's --study reports exist, and pooled they give the figure the study's own statistics give over
+    the same seeds."""
+    summary = next(cmd for cmd in compare_commands() if cmd[1].endswith("compare_summary.py"))
+    paths = [summary[i + 1] for i, token in enumerate(summary) if token == "--study"]
+    reports = [json.loads((REPO / path).read_text()) for path in paths]
+    line = compare_summary.study_line(reports, "independent", "8", "gear-distill")
+    values = [
+        v
+        for r in reports
+        for v in r["variants"]["independent"]["8"]["arms"]["gear-distill"]["sampled_accuracy_minus_none"]["values"]
+    ]
+    acc = horizon.teacher_sweep.paired_interval(values)
+    assert len(reports) >= 2 and acc["n_seeds"] == sum(len(r["config"]["budget"]["seeds"]) for r in reports)
     assert f"held-out {acc['mean']:+.3f} [{acc['ci_low']:+.3f}, {acc['ci_high']:+.3f}]" in line

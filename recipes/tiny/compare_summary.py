@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 # recipes/tiny is not a package; this script shares demo_summary's functions, from the same folder, also when loaded
-# by path (the tests)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# by path (the tests), and the study's paired t-interval from bench/teacher_sweep.py (standard library only)
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1] / "bench")]
 import demo_summary
+import teacher_sweep
 
 
 def final_window(steps: int) -> int:
@@ -62,25 +64,37 @@ def plot_curves(histories: dict[str, list[tuple[int, float]]], path: Path) -> Pa
     return path
 
 
-def study_line(study: dict, variant: str, k: str, arm: str) -> str:
-    """The study's paired figure for `arm` against GRPO (`none`) at one cell: held-out and final-window reward
-    differences with their 95% t-intervals and seed count, from the committed report. Raises KeyError naming what
-    the report lacks."""
-    cells = study.get("variants", {})
-    if variant not in cells or k not in cells[variant]:
-        raise KeyError(f"the study report has no cell {variant} K = {k}")
-    arms = cells[variant][k]["arms"]
-    if arm not in arms:
-        raise KeyError(f"the study report has no arm {arm!r} at {variant} K = {k} (it has {sorted(arms)})")
+def study_line(studies: list[dict], variant: str, k: str, arm: str) -> str:
+    """The studies' paired figures for `arm` against GRPO (`none`) at one cell: held-out and final-window reward
+    differences with 95% t-intervals over the seeds of every report given (each report's own seeds; a seed found in
+    two reports is refused), from the committed reports. Raises KeyError naming what a report lacks."""
+    values: dict[str, list[float]] = {"sampled_accuracy": [], "reward_last": []}
+    seen: set[int] = set()
+    for study in studies:
+        cells = study.get("variants", {})
+        if variant not in cells or k not in cells[variant]:
+            raise KeyError(f"the study report has no cell {variant} K = {k}")
+        arms = cells[variant][k]["arms"]
+        if arm not in arms:
+            raise KeyError(f"the study report has no arm {arm!r} at {variant} K = {k} (it has {sorted(arms)})")
+        seeds = set(study.get("config", {}).get("budget", {}).get("seeds", []))
+        if seeds & seen:
+            raise ValueError(
+                f"two study reports share seeds {sorted(seeds & seen)}: pooling them would count a run twice"
+            )
+        seen |= seeds
+        for metric in values:
+            values[metric] += arms[arm][f"{metric}_minus_none"]["values"]
+    pooled = {metric: teacher_sweep.paired_interval(v) for metric, v in values.items()}
 
     def figure(metric: str) -> str:
-        value = arms[arm][metric]
+        value = pooled[metric]
         return f"{value['mean']:+.3f} [{value['ci_low']:+.3f}, {value['ci_high']:+.3f}]"
 
-    n = arms[arm]["sampled_accuracy_minus_none"]["n_seeds"]
+    n = pooled["sampled_accuracy"]["n_seeds"]
     return (
         f"the study ({variant}, K = {k}, `{arm}` - GRPO, paired over {n} seeds, 95% t-intervals): held-out "
-        f"{figure('sampled_accuracy_minus_none')}, final-window training reward {figure('reward_last_minus_none')}; "
+        f"{figure('sampled_accuracy')}, final-window training reward {figure('reward_last')}; "
         f"one seed's difference above is one draw from that spread"
     )
 
@@ -111,15 +125,17 @@ def main(argv: list[str] | None = None) -> list[str]:
                         help="an arm's name, its training output_dir and the evaluate report of its trained model")  # fmt: skip
     parser.add_argument("--plot", type=Path, default=None, help="where to write the curves' PNG")
     parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect's --out folder (last arm)")
-    parser.add_argument("--study", type=Path, default=None, help="a bench/horizon.py report (JSON)")
+    parser.add_argument("--study", type=Path, action="append", default=[],
+                        help="a bench/horizon.py report (JSON); repeatable: the reports' seeds are pooled")  # fmt: skip
     parser.add_argument("--study-cell", nargs=2, metavar=("VARIANT", "K"), default=("independent", "8"))
     parser.add_argument("--study-arm", default=None, help="the study's arm the GEAR run matches")
     args = parser.parse_args(argv)
     start = json.loads(Path(args.start).read_text())
     arms = [(name, Path(run), json.loads(Path(end).read_text())) for name, run, end in args.arm]
     lines = report_lines(start, arms, args.plot, args.credit)
-    if args.study is not None and args.study_arm:
-        lines.append(study_line(json.loads(args.study.read_text()), *args.study_cell, args.study_arm))
+    if args.study and args.study_arm:
+        studies = [json.loads(path.read_text()) for path in args.study]
+        lines.append(study_line(studies, *args.study_cell, args.study_arm))
     print("\n".join(lines))
     return lines
 
