@@ -103,7 +103,7 @@ compare: install
 		--arm GRPO outputs/compare/grpo outputs/compare/eval_grpo.json \
 		--arm "GEAR ($(COMPARE_ARM))" outputs/compare/gear outputs/compare/eval_gear.json \
 		--study bench/results/horizon.json --study bench/results/horizon_replication/horizon.json \
-		--study-cell independent 8 --study-arm $(COMPARE_ARM) \
+		--study bench/results/horizon_replication_2/horizon.json --study-cell independent 8 --study-arm $(COMPARE_ARM) \
 		--plot outputs/compare/reward.png --credit outputs/compare/credit
 
 test: install

@@ -815,3 +815,75 @@ def test_the_replications_on_the_results_page_are_the_committed_json(horizon, ar
     none = study["variants"]["independent"]["8"]["arms"]["none"]["sampled_accuracy"]["values"]
     flat = page.replace("\n  ", " ").replace("\n", " ")
     assert f"({max(none) - min(none):.2f} between the best and the worst of `none`'s seeds 0-7)" in flat
+
+
+def test_the_second_replication_on_the_results_page_is_the_committed_json(horizon):
+    """The second replication (seeds 16-31, declared before it ran) and its page: each arm's rows for the three sets
+    of seeds and the 32 pooled, the arms against each other, the collapsed `none` run of seed 25 and the look without
+    it, all read from the three committed reports."""
+    results = REPO_ROOT / "bench" / "results"
+    reports = [
+        json.loads((results / path / "horizon.json").read_text())
+        for path in (".", "horizon_replication", "horizon_replication_2")
+    ]
+    second = reports[2]
+    page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    seeds = second["config"]["budget"]["seeds"]
+    assert seeds == list(range(16, 32))
+    assert second["config"]["variants"]["independent"] == reports[0]["config"]["variants"]["independent"]
+    cells = [r["variants"]["independent"]["8"]["arms"] for r in reports]
+    metrics = ("reward_last", "sampled_accuracy")
+    paired = horizon.teacher_sweep.paired_interval
+
+    def interval(x):
+        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
+
+    def row(arm, name, diffs):
+        above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
+        return f"| `{arm}` | {name} | {interval(diffs[0])} | {interval(diffs[1])} | {above} |"
+
+    def values(arm, metric, cell_list=cells):
+        return [v for cell in cell_list for v in cell[arm][f"{metric}_minus_none"]["values"]]
+
+    for arm in ("gear-signed", "gear-distill"):
+        for name, cell in zip(("0-7", "8-15", "16-31"), cells, strict=True):
+            assert row(arm, name, [cell[arm][f"{m}_minus_none"] for m in metrics]) in page, (arm, name)
+        pooled = [paired(values(arm, m)) for m in metrics]
+        assert all(p["n_seeds"] == 32 for p in pooled)
+        assert row(arm, "0-31 pooled", pooled) in page, arm
+    # the declared test: the held-out interval on seeds 16-31 above zero, for neither arm
+    low = {arm: cells[2][arm]["sampled_accuracy_minus_none"]["ci_low"] for arm in ("gear-distill", "gear-signed")}
+    assert all(v <= 0 for v in low.values())
+    assert "`gear-distill`'s held-out interval ends at {:.3f}, `gear-signed`'s at {:.3f}".format(*low.values()) in flat
+    # the two arms against each other over the 32 seeds
+    against = [
+        paired([a - b for a, b in zip(values("gear-distill", m), values("gear-signed", m), strict=True)])
+        for m in metrics
+    ]
+    assert f"`gear-distill` - `gear-signed` is {interval(against[1])} held-out and {interval(against[0])}" in flat
+    # seed 25: GRPO collapsed, and the look without it
+    at = seeds.index(25)
+    runs = {r["label"]: r for r in second["runs"]["independent-k8"] if r["seed"] == 25}
+    assert runs["none"]["eval"]["sampled_accuracy"] == runs["none"]["eval"]["greedy_accuracy"] == 0.0
+    diffs = [cells[2][a]["sampled_accuracy_minus_none"]["values"][at] for a in ("gear-signed", "gear-distill")]
+    assert "largest differences on these seeds (+{:.3f}, +{:.3f})".format(*diffs) in flat
+    assert all(
+        d == max(cells[2][a]["sampled_accuracy_minus_none"]["values"])
+        for d, a in zip(diffs, ("gear-signed", "gear-distill"), strict=True)
+    )
+    assert (
+        "ended at {} and {}".format(*(runs[a]["eval"]["sampled_accuracy"] for a in ("gear-signed", "gear-distill")))
+        in flat
+    )
+    without = {
+        arm: [
+            paired([v for i, v in enumerate(cells[2][arm][f"{m}_minus_none"]["values"]) if i != at]) for m in metrics
+        ]
+        for arm in ("gear-distill", "gear-signed")
+    }
+    d, g = without["gear-distill"], without["gear-signed"]
+    assert (
+        f"`gear-distill` {interval(d[1])} held-out and {interval(d[0])} in training reward, `gear-signed` {interval(g[1])} and {interval(g[0])}"
+        in flat
+    )
