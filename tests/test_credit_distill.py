@@ -67,6 +67,18 @@ def _logps(logits, ids):
     return torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None])[..., 0]
 
 
+def _sdpo_terms(w=0.3):
+    """The case, TRL's sampled-token distillation loss on it (per token) and GRPO's on-policy per-token loss with
+    the rollouts' own advantages: (student, teacher, ids, mask, advantages, distill, policy, w)."""
+    from trl.experimental.sdpo.loss_utils import compute_sampled_token_self_distillation_loss
+
+    student, teacher, ids, mask, advantages = _sdpo_case()
+    b, t, _ = student.shape
+    distill = compute_sampled_token_self_distillation_loss(student, teacher, ids, distillation_alpha=1.0)
+    policy = _policy_per_token(student, ids, advantages[:, None].expand(b, t))
+    return student, teacher, ids, mask, advantages, distill, policy, w
+
+
 def _per_sequence_mean(per_token, mask):
     """TRL's `loss_type="grpo"` aggregation, and the one SDPOTrainer gives its distillation loss whatever the loss
     type (trl/experimental/sdpo/sdpo_trainer.py, `_compute_self_distillation_loss`): per sequence, then the batch."""
@@ -87,13 +99,7 @@ def test_the_blend_gives_trls_sdpo_gradient_on_policy():
     """TRL's SDPOTrainer loss with `loss_type="grpo"`, (1 - w) * policy_loss + w * distillation_loss with its
     sampled-token distillation, both averaged per sequence and then over the batch, has on policy (importance ratio
     1) the gradient of GRPO's `grpo` loss with our blended advantages."""
-    from trl.experimental.sdpo.loss_utils import compute_sampled_token_self_distillation_loss
-
-    student, teacher, ids, mask, advantages = _sdpo_case()
-    b, t, _ = student.shape
-    w = 0.3
-    distill = compute_sampled_token_self_distillation_loss(student, teacher, ids, distillation_alpha=1.0)
-    policy = _policy_per_token(student, ids, advantages[:, None].expand(b, t))
+    student, teacher, ids, mask, advantages, distill, policy, w = _sdpo_terms()
     theirs = (1 - w) * _per_sequence_mean(policy, mask) + w * _per_sequence_mean(distill, mask)
     (grad_theirs,) = torch.autograd.grad(theirs, student)
     delta = (_logps(teacher, ids) - _logps(student, ids)).detach()
@@ -108,13 +114,7 @@ def test_under_token_aggregation_the_term_is_weighted_per_token_unlike_trls_sdpo
     the gradient of (1 - w) * dapo(policy) + w * dapo(distillation). TRL's SDPOTrainer averages its distillation
     term per sequence whatever the loss type, so with completions of different lengths the two differ (a long
     completion's tokens weigh more here); docs/configuration.md says so."""
-    from trl.experimental.sdpo.loss_utils import compute_sampled_token_self_distillation_loss
-
-    student, teacher, ids, mask, advantages = _sdpo_case()
-    b, t, _ = student.shape
-    w = 0.3
-    distill = compute_sampled_token_self_distillation_loss(student, teacher, ids, distillation_alpha=1.0)
-    policy = _policy_per_token(student, ids, advantages[:, None].expand(b, t))
+    student, teacher, ids, mask, advantages, distill, policy, w = _sdpo_terms()
     token_level = (1 - w) * _token_mean(policy, mask) + w * _token_mean(distill, mask)
     trls = (1 - w) * _token_mean(policy, mask) + w * _per_sequence_mean(distill, mask)
     (grad_token_level,) = torch.autograd.grad(token_level, student, retain_graph=True)
