@@ -562,14 +562,22 @@ def test_the_independent_horizon_table_on_the_results_page_is_the_committed_json
     flat = page.replace("\n  ", " ").replace("\n", " ")
     # K = 8's range is of the runs that section quotes (`none`, `oracle-prefix`: an earlier machine); the arms added
     # at K = 8 later quote their own cost
+    shaped = ("oracle-gear", "oracle-strong", "oracle-two-sided-0.5", "oracle-two-sided-0.9")  # K = 2: later
     cpu = {
-        "2": [body["cpu_s_per_run"] for body in cells["2"]["arms"].values()],
+        "2": [body["cpu_s_per_run"] for arm, body in cells["2"]["arms"].items() if arm not in shaped],
         "8": [cells["8"]["arms"][arm]["cpu_s_per_run"] for arm in ("none", "oracle-prefix")],
     }
     assert (
         f"{min(cpu['2']):.0f}-{max(cpu['2']):.0f} CPU-seconds a run at K = 2, "
         f"{min(cpu['8']):.0f}-{max(cpu['8']):.0f} at K = 8)" in flat
     )
+    later = [r["cpu_s"] for r in report["runs"]["independent-k2"] if r["label"] in shaped]
+    assert f"at {min(later):.0f}-{max(later):.0f} CPU-seconds a run on this session's machine" in flat
+    held_out = [cells["2"]["arms"][arm]["sampled_accuracy_minus_none"] for arm in shaped]
+    both = [cells["2"]["arms"][a][f"{m}_minus_none"] for a in shaped for m in ("reward_last", "sampled_accuracy")]
+    assert all(h["ci_low"] <= 0 <= h["ci_high"] for h in both)  # "every interval ... holds zero in both metrics"
+    means = sorted(h["mean"] for h in held_out)
+    assert f"(means from {means[-1]:+.3f} to {means[0]:+.3f} held-out)" in flat
     process = cells["2"]["arms"].get("oracle-process")
     if process:
         at_or_above = sum(v >= 0 for v in process["reward_last_minus_none"]["values"])
