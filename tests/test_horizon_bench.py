@@ -885,6 +885,8 @@ def test_the_second_replication_on_the_results_page_is_the_committed_json(horizo
     at = seeds.index(25)
     runs = {r["label"]: r for r in second["runs"]["independent-k8"] if r["seed"] == 25}
     assert runs["none"]["eval"]["sampled_accuracy"] == runs["none"]["eval"]["greedy_accuracy"] == 0.0
+    start = second["variants"]["independent"]["8"]["start"]["greedy_accuracy"]
+    assert f"(the warm start's greedy accuracy is {start:.3f})" in flat
     diffs = [cells[2][a]["sampled_accuracy_minus_none"]["values"][at] for a in ("gear-signed", "gear-distill")]
     assert "largest differences on these seeds (+{:.3f}, +{:.3f})".format(*diffs) in flat
     assert all(

@@ -17,23 +17,18 @@ import sys
 from pathlib import Path
 
 # recipes/tiny is not a package; this script shares demo_summary's functions, from the same folder, also when loaded
-# by path (the tests), and the study's paired t-interval from bench/teacher_sweep.py (standard library only)
+# by path (the tests), and the study's paired t-interval and final window from bench/ (standard library only)
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1] / "bench")]
 import demo_summary
 import teacher_sweep
 
 
-def final_window(steps: int) -> int:
-    """The last quarter of the steps, at least one: the window bench/learning.py's final-window figures average."""
-    return max(1, steps // 4)
-
-
 def arm_lines(name: str, start: dict, end: dict, history: list[tuple[int, float]]) -> list[str]:
     """Two lines for one arm: held-out accuracy start -> end, and its training reward's first and final window."""
     if not history:
         raise ValueError(f"{name}: the run logged no reward.")
-    window = final_window(len(history))
+    window = teacher_sweep.learning.final_window(len(history))  # the study's final window
     rewards = [reward for _, reward in history]
     first, last = sum(rewards[:window]) / window, sum(rewards[-window:]) / window
     return [
