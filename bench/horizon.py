@@ -109,6 +109,14 @@ ARMS = {
         "credit": "gear",
         "overrides": ["--teacher_reference", "solution", "--distillation_weight", "0.5"],
     },
+    "gear-distill-0.25": {
+        "credit": "gear",
+        "overrides": ["--teacher_reference", "solution", "--distillation_weight", "0.25"],
+    },
+    "gear-distill-1.0": {
+        "credit": "gear",
+        "overrides": ["--teacher_reference", "solution", "--distillation_weight", "1.0"],
+    },
 }
 """Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
 through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
@@ -125,12 +133,14 @@ DIAGNOSTIC_ARMS = (
 )
 """Oracles added after the first runs to find why `oracle-prefix` fell below GRPO (docs/results/horizon.md); not in
 the full budget's arms."""
-ADDED_ARMS = ("gear-distill",)
+ADDED_ARMS = ("gear-distill", "gear-distill-0.25", "gear-distill-1.0")
 """Real arms added after the first runs, not in the full budget's arms. `gear-distill` is `gear-solution` with the
 option `distillation_weight: 0.5` (ours): the loss's advantage (1 - w) * A_t + w * (log pT - log pS) on the sampled
 token, SDPO's distillation written as an advantage, the first real arm whose per-token sign can differ from its
 rollout's, as `oracle-process`'s does. 0.5, the even blend, was fixed before any run of it (TRL's default 1.0 is
-distillation alone, which drops the outcome reward), not tuned."""
+distillation alone, which drops the outcome reward), not tuned. `gear-distill-0.25` and `gear-distill-1.0` are the
+same arm at `distillation_weight` 0.25 and 1.0 (TRL's SDPOTrainer default), declared on docs/results/horizon.md before
+any run of them, to see how the gain depends on the weight; neither changes a default."""
 CEILING = "oracle-prefix"
 """The ceiling of redistribution inside a rollout: `share_of_ceiling` divides by its gain over `none`."""
 RAW_CEILING = "oracle-prefix-raw"

@@ -199,6 +199,11 @@ def test_every_arm_has_a_known_credit_and_oracle(horizon):
         "credit": "gear",
         "overrides": ["--teacher_reference", "solution", "--distillation_weight", "0.5"],
     }
+    # the two weights declared later differ from it in the weight only
+    for weight in ("0.25", "1.0"):
+        spec = horizon.ARMS[f"gear-distill-{weight}"]
+        assert spec["overrides"][:-1] == horizon.ARMS["gear-distill"]["overrides"][:-1]
+        assert spec["overrides"][-1] == weight and spec["credit"] == "gear"
     for arm, spec in horizon.ARMS.items():
         assert spec["credit"] in ("none", "gear", "gear-signed", "rlsd", "token", "gear_no_entropy"), arm
         assert spec.get("oracle") in (None, "from_error", "error_token", *horizon_oracles.WEIGHT_KINDS), arm
