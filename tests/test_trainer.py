@@ -485,3 +485,33 @@ def test_distillation_weight_blends_the_teachers_log_ratio_into_the_losss_advant
     assert blend._metrics["train"]["gear/distill_share"][-1] == pytest.approx(share.item(), rel=1e-4)
     assert "- distillation_weight: `0.5`" in "\n".join(blend._credit_card_lines())
     assert "gear/distill_share" not in paper._metrics["train"]
+
+
+def test_opsm_and_vespo_act_per_token_where_advantage_signs_vary_inside_a_completion(tmp_path):
+    """TRL's off-policy sequence mask and VESPO's gamma weight read the sign of the advantage: with GEAR's own credit
+    every model token carries its rollout's sign, so both act per completion as TRL documents; with
+    `distillation_weight` a completion's signs differ, and both act per token (docs/configuration.md says so)."""
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    paper = make_trainer(tmp_path, args=tiny_args(tmp_path), model=copy.deepcopy(model))
+    distil = make_trainer(tmp_path, args=tiny_args(tmp_path, distillation_weight=1.0), model=model)
+    batch = generate(paper, first_batch(paper))
+    mask = batch["completion_mask"].float()
+    for trainer, per_row in ((paper, True), (distil, False)):
+        trainer.model.train()
+        inputs = weighted(trainer, dict(batch))
+        advantages = inputs["advantages"]
+        assert advantages.dim() == 2
+        live = mask.bool() & (advantages != 0)
+        mixed = [
+            r for r in range(len(mask)) if (advantages[r][live[r]] > 0).any() and (advantages[r][live[r]] < 0).any()
+        ]
+        assert (not mixed) == per_row, mixed
+        logps = torch.zeros_like(mask)
+        # every completion off policy by 1 nat a token: OPSM keeps exactly the tokens with advantage >= 0
+        keep = trainer.get_off_policy_mask(advantages, logps, logps + 1.0, mask, off_policy_threshold=0.5)
+        assert keep.shape == advantages.shape
+        assert torch.equal(keep.bool()[live], (advantages >= 0)[live])
+        phi = trainer.get_gamma_weights(advantages, torch.full_like(mask, 0.01), mask, None)
+        for r in range(len(mask)):
+            distinct = phi[r][live[r]].unique()
+            assert len(distinct) == (2 if r in mixed else 1 if live[r].any() else 0), (r, distinct)
