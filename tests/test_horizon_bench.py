@@ -395,16 +395,22 @@ def test_the_results_pages_other_quoted_figures_are_the_committed_json():
     for k in "248":
         held_out = f"{chained[k]['arms']['oracle-prefix']['sampled_accuracy_minus_none']['mean']:.3f}"
         assert held_out in readme, k
+    # the GEAR-shaped oracles at K = 8: the bullet's held-out figures, and the README's
+    gear_k8, wide_k8 = (interval("8", arm, "sampled_accuracy") for arm in ("oracle-gear", "oracle-two-sided-0.9"))
+    assert f"`oracle-gear` ties GRPO ({gear_k8} held-out), `oracle-two-sided-0.5` sits just below it held-out " in page
+    below = sum(v < 0 for v in chained["8"]["arms"]["oracle-two-sided-0.5"]["sampled_accuracy_minus_none"]["values"])
+    assert f"({interval('8', 'oracle-two-sided-0.5', 'sampled_accuracy')}, {below} of 8 seeds below)" in page
+    assert f"`oracle-gear` {gear_k8} held-out, `oracle-two-sided-0.9` {wide_k8}" in readme
 
 
 def test_the_results_pages_gear_shaped_oracle_table_is_the_committed_json():
-    """Each row of the table of GEAR-shaped oracles (K = 4, then K = 2): mass moved, blame ratio, the paired
+    """Each row of the table of GEAR-shaped oracles (K = 4, then 2, then 8): mass moved, blame ratio, the paired
     differences and the number of seeds below `none`, all from bench/results/horizon.json; within a K the rows are
-    ordered by the mass moved."""
+    ordered by the mass moved. At K = 8, how often each ran past K lines as quoted."""
     report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
     page = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text()
     oracles = ("oracle-gear", "oracle-two-sided-0.5", "oracle-strong", "oracle-two-sided-0.9", "oracle-prefix")
-    for k in ("4", "2"):
+    for k in ("4", "2", "8"):
         arms = report["variants"]["chained"][k]["arms"]
         rows = {}
         for arm in oracles:
@@ -424,8 +430,14 @@ def test_the_results_pages_gear_shaped_oracle_table_is_the_committed_json():
         by_position = sorted(oracles, key=rows.get)
         moved = [arms[arm]["localization"]["moved_share"] for arm in by_position]
         assert moved == sorted(moved), k
-    cpu = [report["variants"]["chained"]["4"]["arms"][arm]["cpu_s_per_run"] for arm in oracles[:4]]
-    assert f"{min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run at K = 4" in page.replace("\n", " ")
+    flat = page.replace("\n  ", " ").replace("\n", " ")
+    for k in ("4", "8"):
+        cpu = [report["variants"]["chained"][k]["arms"][arm]["cpu_s_per_run"] for arm in oracles[:4]]
+        assert f"{min(cpu):.0f}-{max(cpu):.0f} CPU-seconds a run at K = {k}" in flat
+    overrun = report["variants"]["chained"]["8"]["overrun"]["arms"]
+    share = {arm: sum(overrun[arm].values()) / len(overrun[arm]) for arm in (*oracles[:4], "none")}
+    low, high = min(share[a] for a in oracles[:4]), max(share[a] for a in oracles[:4])
+    assert f"({low:.3f}-{high:.3f} of held-out samples, `none` {share['none']:.3f})" in flat
 
 
 def test_the_independent_calibration_quoted_in_data_readme_is_the_committed_json():
@@ -723,6 +735,9 @@ def test_extend_gives_a_kept_cell_the_shares_of_ceilings_added_since_it_was_writ
     assert report["extended_from"]["cells_kept"] == ["chained-k4"]
 
 
+LATER_DISTILL_ARMS = ("gear-distill-0.25", "gear-distill-1.0")
+
+
 def test_the_independent_k8_ceiling_section_is_the_committed_json():
     """The results page's `independent` K = 8 section: a row per arm run there besides `none` and `oracle-prefix`,
     each GEAR-shaped arm's share of `oracle-process`'s gain with its localization, and the cost of those runs."""
@@ -731,7 +746,8 @@ def test_the_independent_k8_ceiling_section_is_the_committed_json():
     cell = report["variants"]["independent"]["8"]
     process = cell["arms"]["oracle-process"]
     assert all(process[f"{m}_minus_none"]["ci_low"] > 0 for m in ("reward_last", "sampled_accuracy"))
-    added = [arm for arm in cell["arms"] if arm not in ("none", "oracle-prefix")]
+    # the two later distillation weights have their own section (test_the_distillation_weights_section_...)
+    added = [arm for arm in cell["arms"] if arm not in ("none", "oracle-prefix", *LATER_DISTILL_ARMS)]
     for arm in added:
         assert independent_row(arm, cell["arms"][arm], cell["overrun"]["arms"], k=8) in page, arm
 
@@ -913,3 +929,69 @@ def test_the_second_replication_on_the_results_page_is_the_committed_json(horizo
         f"`gear-distill` {interval(d[1])} held-out and {interval(d[0])} in training reward, `gear-signed` {interval(g[1])} and {interval(g[0])}"
         in flat
     )
+
+
+def test_the_k16_paragraph_is_the_committed_start_scores():
+    """Why K = 16 is not a cell: both warm starts' scores there, as committed in bench/results/horizon_k16_start.json
+    with the study's start settings (the budget 12 K + 16, the same sampling)."""
+    scores = json.loads((REPO_ROOT / "bench" / "results" / "horizon_k16_start.json").read_text())["variants"]
+    flat = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n", " ")
+    for variant, body in scores.items():
+        assert body["dataset"] == f"data/horizon/{variant}/k16" and body["n"] * body["num_samples"] == 400
+        assert body["accuracy"] == 0.0 and body["pass_at_k"] == 0.0
+    assert "Both warm starts score 0.000 at K = 16 (200 test problems x 2 samples each" in flat
+    independent, chained = scores["independent"], scores["chained"]
+    assert f"only {independent['finished_frac']:.3f} of its samples end within the 12 K + 16 = 208-token" in flat
+    assert f"writes {independent['lines_before_break']['median']:.0f} well-formed lines" in flat
+    assert (
+        f"ending {chained['finished_frac']:.2f} of them (median {chained['lines_before_break']['median']:.0f}" in flat
+    )
+
+
+def test_the_distillation_weights_section_is_the_committed_json(horizon):
+    """The rows of `distillation_weight` 0.25, 0.5 and 1.0 at independent K = 8 (seeds 0-7): each against `none` and
+    against `gear-distill` paired by seed, the seeds above `none`, the declared verdict and the cost, all from
+    bench/results/horizon.json."""
+    report = json.loads((REPO_ROOT / "bench" / "results" / "horizon.json").read_text())
+    flat = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n  ", " ").replace("\n", " ")
+    arms = report["variants"]["independent"]["8"]["arms"]
+    paired = horizon.teacher_sweep.paired_interval
+
+    def interval(x):
+        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
+
+    def against_blend(arm):
+        ours, blend = (arms[a]["sampled_accuracy_minus_none"]["values"] for a in (arm, "gear-distill"))
+        return paired([a - b for a, b in zip(ours, blend, strict=True)])
+
+    for arm, weight in (("gear-distill-0.25", "0.25"), ("gear-distill", "0.5"), ("gear-distill-1.0", "1.0")):
+        diffs = [arms[arm][f"{m}_minus_none"] for m in ("reward_last", "sampled_accuracy")]
+        assert all(d["n_seeds"] == 8 for d in diffs)
+        versus = "(itself)" if arm == "gear-distill" else interval(against_blend(arm))
+        above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
+        row = f"| `{arm}` | {weight} | {interval(diffs[0])} | {interval(diffs[1])} | {versus} | {above} |"
+        assert row in flat, arm
+    light, pure = against_blend("gear-distill-0.25"), against_blend("gear-distill-1.0")
+    # the declared rule: a candidate only with a held-out interval above gear-distill's
+    assert light["ci_low"] <= 0 and pure["ci_high"] < 0
+    assert f"0.25's held-out gain over `gear-distill` is {interval(light)}, an interval across zero" in flat
+    below = sum(v < 0 for v in pure["values"])
+    assert f"below `gear-distill` on {below} of 8 seeds" in flat
+    share = arms["gear-distill-0.25"]["share_of_process_ceiling"]["sampled_accuracy"]
+    assert (
+        f"{share['mean']:+.2f} [{share['ci_low']:+.2f}, {share['ci_high']:+.2f}] of `oracle-process`'s held-out"
+        in flat
+    )
+    means = [
+        arms[a]["sampled_accuracy_minus_none"]["mean"]
+        for a in ("gear-distill-0.25", "gear-distill", "gear-distill-1.0")
+    ]
+    assert "falls as the weight rises ({:+.3f}, {:+.3f}, {:+.3f} held-out)".format(*means) in flat
+    cpu = [arms[a]["cpu_s_per_run"] for a in LATER_DISTILL_ARMS]
+    assert f"(16 runs, {min(cpu):.0f}-{max(cpu):.0f} CPU-seconds each" in flat
+    # the conclusion and the README quote the same two rows
+    readme = (REPO_ROOT / "README.md").read_text()
+    light, pure = (interval(arms[a]["sampled_accuracy_minus_none"]) for a in LATER_DISTILL_ARMS)
+    assert f"at `distillation_weight` 0.25 the held-out gain on seeds 0-7 is {light}" in flat
+    assert f"ties GRPO ({pure})" in flat
+    assert f"`distillation_weight` 0.25 {light} held-out" in readme and f"distillation alone) {pure}" in readme
