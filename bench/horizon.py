@@ -400,10 +400,13 @@ def plot(report: dict, path: Path) -> list[str]:
             by_label.setdefault(label, handle)
     labels = [arm for arm in arms if arm in by_label]
     handles = [by_label[arm] for arm in labels]
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
+    bottom = 0.0
+    if handles:  # room under the axes for every legend row (0.2 in each at fontsize 8), so no row covers a K label
+        ncol = min(len(labels), 5)
+        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8)
+        bottom = 0.02 + math.ceil(len(labels) / ncol) * 0.2 / fig.get_figheight()
     fig.suptitle(report["title"], fontsize=9)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return labels
