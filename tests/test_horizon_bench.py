@@ -995,3 +995,7 @@ def test_the_distillation_weights_section_is_the_committed_json(horizon):
     assert f"at `distillation_weight` 0.25 the held-out gain on seeds 0-7 is {light}" in flat
     assert f"ties GRPO ({pure})" in flat
     assert f"`distillation_weight` 0.25 {light} held-out" in readme and f"distillation alone) {pure}" in readme
+    options = (REPO_ROOT / "docs" / "configuration.md").read_text().replace("\n", " ")
+    versus = interval(against_blend("gear-distill-0.25"))
+    assert f"0.25 gains {light} held-out over GRPO, not resolved above 0.5 ({versus} paired)" in options
+    assert f"ends level with GRPO ({pure}) and below 0.5" in options
