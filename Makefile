@@ -1,5 +1,6 @@
-# Fresh machine: `make demo` installs, trains GEAR+GiGPO on the tiny calculator tool task and prints a before/after
-# summary; `make test` installs and runs the tests; `make docs` installs and builds the docs site into site/.
+# Fresh machine: `make demo` installs, trains GRPO and GEAR side by side from one warm start on the tiny horizon task
+# and prints both before/after; `make demo-tools` trains GEAR+GiGPO on the tiny calculator tool task; `make test`
+# installs and runs the tests; `make docs` installs and builds the docs site into site/.
 #
 # Where it installs: into the active virtual environment when there is one (VIRTUAL_ENV set), else into a project
 # one, .venv, made on first use with $(SYSTEM_PYTHON). Never into the system's own python3: Debian and Ubuntu refuse
@@ -16,7 +17,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install demo compare test test-fast docs clean
+.PHONY: install demo demo-tools compare test test-fast docs clean
 
 # Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
 # python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
@@ -33,78 +34,83 @@ install: $(filter $(VENV)/bin/python,$(PYTHON))
 	$(PYTHON) -m pip install --quiet -e ".[dev,docs]"
 	$(PYTHON) -m pip install --quiet --no-deps "bfcl-eval==2026.3.23"
 
-# GEAR + GiGPO for 20 steps at learning rate 1e-4 (the recipe's own 60 steps at 5e-5 are the learning testbed's) on
-# the multi-turn calculator task, recipes/tiny/config_calc_tools.yaml: the warm start
-# data/tiny-qwen3-calc calls add/subtract tools that are executed, then answers in \boxed{}. The warm start is scored
-# on 100 held-out problems of data/calc_tools (2 samples each at the training temperature) on the second core while
-# training runs; then the trained model is scored on the same problems while gear_trl.inspect renders the credit of 4
-# of its rollouts; demo_summary.py prints start vs end, the training reward (curve in outputs/demo/reward.png) and
-# where the credit report and the model are. The Trainer's per-step log dicts go to outputs/demo/train.log.
-# One torch thread: for a model this small a second thread gains little, and on a busy machine it makes every op
-# wait at an OpenMP barrier (a step took 11 s instead of 2 s beside another job).
-# Library warnings (transformers' deprecations, TRL's "experimental feature") are silenced here only: a person reads this.
+# `make demo`: GRPO and one GEAR setting trained side by side (one run a core) from the same warm start and seed, on
+# the horizon task's independent variant at K = 8 (data/horizon; docs/results/horizon.md), with the study's budget
+# (60 steps of 8 problems x 8 samples): the warm start and both trained models are scored on the same 200 held-out
+# problems (2 samples each at the training temperature), gear_trl.inspect renders the GEAR model's credit on a group
+# that mixes passes and fails, and compare_summary.py prints both before/after figures, plots both reward curves in
+# one PNG and quotes the study's paired result for the same two arms, pooled over the seeds of the committed reports
+# that hold the arm (DEMO_STUDY). The GEAR setting is `gear-distill-0.25` (the study's arm name): GEAR with the
+# solution teacher and distillation_weight 0.25, the one setting that passed a replication the study declared before
+# it ran (docs/results/horizon.md). Another is given with DEMO_GEAR, DEMO_ARM and DEMO_STUDY (reports holding that arm).
+# Seed 0 is the study's first seed, fixed before any comparison ran; DEMO_SEED picks another.
+DEMO_SEED ?= 0
+DEMO_ARM ?= gear-distill-0.25
+DEMO_GEAR ?= --credit gear --teacher_reference solution --distillation_weight 0.25
+DEMO_STUDY ?= bench/results/horizon.json bench/results/horizon_replication_3/horizon.json
+DEMO_TASK = --config recipes/tiny/config_horizon.yaml --model_name_or_path data/tiny-qwen3-horizon-independent \
+	--dataset_name data/horizon/independent/k8 --max_completion_length 112
+DEMO_RUN = $(DEMO_TASK) --max_steps 60 --seed $(DEMO_SEED) --logging_steps 1 --save_strategy steps \
+	--save_steps 60 --disable_tqdm true
+DEMO_EVAL = --dataset data/horizon/independent/k8 --split test --dataset-format generic --reward horizon_accuracy \
+	--max-new-tokens 112 --temperature 1.0 --num-samples 2 --batch-size 50 --device cpu --seed 0 --no-progress
 demo: export OMP_NUM_THREADS = 1
 demo: export TRL_EXPERIMENTAL_SILENCE = 1
 demo: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
 demo: install
 	@mkdir -p outputs/demo
+	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-horizon-independent $(DEMO_EVAL) \
+		--output outputs/demo/eval_start.json > outputs/demo/eval_start.log
+	$(PYTHON) -m gear_trl.train $(DEMO_RUN) --credit none --output_dir outputs/demo/grpo \
+		> outputs/demo/train_grpo.log & \
+	$(PYTHON) -m gear_trl.train $(DEMO_RUN) $(DEMO_GEAR) --output_dir outputs/demo/gear \
+		> outputs/demo/train_gear.log && wait $$!
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo/grpo $(DEMO_EVAL) --output outputs/demo/eval_grpo.json \
+		> outputs/demo/eval_grpo.log & \
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo/gear $(DEMO_EVAL) --output outputs/demo/eval_gear.json \
+		> outputs/demo/eval_gear.log && wait $$!
+	$(PYTHON) -m gear_trl.inspect $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num-rollouts 4 \
+		--out outputs/demo/credit > outputs/demo/inspect.log
+	@echo
+	@$(PYTHON) recipes/tiny/compare_summary.py outputs/demo/eval_start.json \
+		--arm GRPO outputs/demo/grpo outputs/demo/eval_grpo.json \
+		--arm "GEAR ($(DEMO_ARM))" outputs/demo/gear outputs/demo/eval_gear.json \
+		$(addprefix --study ,$(DEMO_STUDY)) --study-cell independent 8 --study-arm $(DEMO_ARM) \
+		--plot outputs/demo/reward.png --credit outputs/demo/credit
+
+# The side-by-side's earlier name.
+compare: demo
+
+# `make demo-tools`: GEAR + GiGPO for 20 steps at learning rate 1e-4 (the recipe's own 60 steps at 5e-5 are the
+# learning testbed's) on the multi-turn calculator task, recipes/tiny/config_calc_tools.yaml: the warm start
+# data/tiny-qwen3-calc calls add/subtract tools that are executed, then answers in \boxed{}. The warm start is scored
+# on 100 held-out problems of data/calc_tools (2 samples each at the training temperature) on the second core while
+# training runs; then the trained model is scored on the same problems while gear_trl.inspect renders the credit of 4
+# of its rollouts; demo_summary.py prints start vs end, the training reward (curve in outputs/demo_tools/reward.png) and
+# where the credit report and the model are. The Trainer's per-step log dicts go to outputs/demo_tools/train.log.
+# One torch thread: for a model this small a second thread gains little, and on a busy machine it makes every op
+# wait at an OpenMP barrier (a step took 11 s instead of 2 s beside another job).
+# Library warnings (transformers' deprecations, TRL's "experimental feature") are silenced here only: a person reads this.
+demo-tools: export OMP_NUM_THREADS = 1
+demo-tools: export TRL_EXPERIMENTAL_SILENCE = 1
+demo-tools: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
+demo-tools: install
+	@mkdir -p outputs/demo_tools
 	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_start.json \
-		> outputs/demo/eval_start.log & \
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo_tools/eval_start.json \
+		> outputs/demo_tools/eval_start.log & \
 	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
-		--logging_steps 1 --output_dir outputs/demo > outputs/demo/train.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect --config recipes/tiny/config_calc_tools.yaml --model outputs/demo --split test \
-		--num-rollouts 4 --out outputs/demo/credit > outputs/demo/inspect.log & \
-	$(PYTHON) -m gear_trl.evaluate --model outputs/demo --dataset data/calc_tools --split test --limit 100 \
+		--logging_steps 1 --output_dir outputs/demo_tools > outputs/demo_tools/train.log && wait $$!
+	$(PYTHON) -m gear_trl.inspect --config recipes/tiny/config_calc_tools.yaml --model outputs/demo_tools --split test \
+		--num-rollouts 4 --out outputs/demo_tools/credit > outputs/demo_tools/inspect.log & \
+	$(PYTHON) -m gear_trl.evaluate --model outputs/demo_tools --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo/eval_end.json \
-		> outputs/demo/eval_end.log && wait $$!
+		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo_tools/eval_end.json \
+		> outputs/demo_tools/eval_end.log && wait $$!
 	@echo
-	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json \
-		--run outputs/demo --credit outputs/demo/credit
-
-# GRPO and one GEAR setting trained side by side (one run a core) from the same warm start and seed, on the horizon
-# task's independent variant at K = 8 (data/horizon; docs/results/horizon.md), with the study's budget (60 steps of 8
-# problems x 8 samples): the warm start and both trained models are scored on the same 200 held-out problems (2
-# samples each at the training temperature), gear_trl.inspect renders the GEAR model's credit on a group that mixes
-# passes and fails, and compare_summary.py prints both before/after figures, plots both reward curves in one PNG and
-# quotes the study's paired result for the same two arms, pooled over the seeds of its committed reports. The GEAR setting is `gear-distill` (the study's arm name):
-# GEAR with the solution teacher and distillation_weight 0.5; another is given with COMPARE_GEAR and COMPARE_ARM.
-# Seed 0 is the study's first seed, fixed before any comparison ran; COMPARE_SEED picks another.
-COMPARE_SEED ?= 0
-COMPARE_ARM ?= gear-distill
-COMPARE_GEAR ?= --credit gear --teacher_reference solution --distillation_weight 0.5
-COMPARE_TASK = --config recipes/tiny/config_horizon.yaml --model_name_or_path data/tiny-qwen3-horizon-independent \
-	--dataset_name data/horizon/independent/k8 --max_completion_length 112
-COMPARE_RUN = $(COMPARE_TASK) --max_steps 60 --seed $(COMPARE_SEED) --logging_steps 1 --save_strategy steps \
-	--save_steps 60 --disable_tqdm true
-COMPARE_EVAL = --dataset data/horizon/independent/k8 --split test --dataset-format generic --reward horizon_accuracy \
-	--max-new-tokens 112 --temperature 1.0 --num-samples 2 --batch-size 50 --device cpu --seed 0 --no-progress
-compare: export OMP_NUM_THREADS = 1
-compare: export TRL_EXPERIMENTAL_SILENCE = 1
-compare: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
-compare: install
-	@mkdir -p outputs/compare
-	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-horizon-independent $(COMPARE_EVAL) \
-		--output outputs/compare/eval_start.json > outputs/compare/eval_start.log
-	$(PYTHON) -m gear_trl.train $(COMPARE_RUN) --credit none --output_dir outputs/compare/grpo \
-		> outputs/compare/train_grpo.log & \
-	$(PYTHON) -m gear_trl.train $(COMPARE_RUN) $(COMPARE_GEAR) --output_dir outputs/compare/gear \
-		> outputs/compare/train_gear.log && wait $$!
-	$(PYTHON) -m gear_trl.evaluate --model outputs/compare/grpo $(COMPARE_EVAL) --output outputs/compare/eval_grpo.json \
-		> outputs/compare/eval_grpo.log & \
-	$(PYTHON) -m gear_trl.evaluate --model outputs/compare/gear $(COMPARE_EVAL) --output outputs/compare/eval_gear.json \
-		> outputs/compare/eval_gear.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect $(COMPARE_TASK) $(COMPARE_GEAR) --model outputs/compare/gear --num-rollouts 4 \
-		--out outputs/compare/credit > outputs/compare/inspect.log
-	@echo
-	@$(PYTHON) recipes/tiny/compare_summary.py outputs/compare/eval_start.json \
-		--arm GRPO outputs/compare/grpo outputs/compare/eval_grpo.json \
-		--arm "GEAR ($(COMPARE_ARM))" outputs/compare/gear outputs/compare/eval_gear.json \
-		--study bench/results/horizon.json --study bench/results/horizon_replication/horizon.json \
-		--study bench/results/horizon_replication_2/horizon.json --study-cell independent 8 --study-arm $(COMPARE_ARM) \
-		--plot outputs/compare/reward.png --credit outputs/compare/credit
+	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo_tools/eval_start.json outputs/demo_tools/eval_end.json \
+		--run outputs/demo_tools --credit outputs/demo_tools/credit
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

@@ -1,5 +1,5 @@
-"""`make compare` (GRPO and a GEAR setting side by side on the horizon task) and recipes/tiny/compare_summary.py,
-which prints its figures. The target's commands are read from `make -n`, with the Makefile's variables expanded."""
+"""`make demo` (GRPO and a GEAR setting side by side on the horizon task; `make compare` is its earlier name) and
+recipes/tiny/compare_summary.py, which prints its figures. The target's commands are read from `make -n`, with the Makefile's variables expanded."""
 
 from __future__ import annotations
 
@@ -79,11 +79,11 @@ def test_report_lines_plot_both_curves_and_the_end_difference(tmp_path):
 
 
 def compare_commands() -> list[list[str]]:
-    """The `compare` target's commands, from `make -n` (variables expanded), split at `&`, `&&` and `;`."""
+    """The `demo` target's commands, from `make -n` (variables expanded), split at `&`, `&&` and `;`."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     text = subprocess.run(
-        ["make", "-n", "compare", "PYTHON=python"], cwd=REPO, capture_output=True, text=True, check=True
+        ["make", "-n", "demo", "PYTHON=python"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.replace("\\\n", " ")
     # `>` split off too, so a redirection's target is never read as a flag's value
     commands = split_commands(text, punctuation="&;>")
@@ -99,7 +99,7 @@ def options(cmd):
     return {key: values[-1] for key, values in parsed.items()}  # the last occurrence wins, as in the parsers
 
 
-def test_make_compare_trains_grpo_and_the_study_arm_it_quotes_on_the_same_seed_and_rows():
+def test_make_demo_trains_grpo_and_the_study_arm_it_quotes_on_the_same_seed_and_rows():
     commands = compare_commands()
     trains = [options(cmd) for cmd in commands if cmd[1:3] == ["-m", "gear_trl.train"]]
     evaluations = [options(cmd) for cmd in commands if cmd[1:3] == ["-m", "gear_trl.evaluate"]]
@@ -166,14 +166,24 @@ def test_the_compare_summary_pools_the_committed_reports_it_names():
     summary = next(cmd for cmd in compare_commands() if cmd[1].endswith("compare_summary.py"))
     paths = [summary[i + 1] for i, token in enumerate(summary) if token == "--study"]
     reports = [json.loads((REPO / path).read_text()) for path in paths]
-    line = compare_summary.study_line(reports, "independent", "8", "gear-distill")
+    arm = options(summary)["--study-arm"]
+    # every committed report of the study that holds the arm is pooled, none left out
+    holding = [
+        path.relative_to(REPO).as_posix()
+        for path in sorted(
+            [REPO / "bench/results/horizon.json", *REPO.glob("bench/results/horizon_replication*/horizon.json")]
+        )
+        if arm in json.loads(path.read_text())["variants"].get("independent", {}).get("8", {}).get("arms", {})
+    ]
+    assert sorted(paths) == holding
+    line = compare_summary.study_line(reports, "independent", "8", arm)
     values = [
         v
         for r in reports
-        for v in r["variants"]["independent"]["8"]["arms"]["gear-distill"]["sampled_accuracy_minus_none"]["values"]
+        for v in r["variants"]["independent"]["8"]["arms"][arm]["sampled_accuracy_minus_none"]["values"]
     ]
     acc = horizon.teacher_sweep.paired_interval(values)
     assert len(reports) >= 2 and acc["n_seeds"] == sum(len(r["config"]["budget"]["seeds"]) for r in reports)
     assert f"held-out {acc['mean']:+.3f} [{acc['ci_low']:+.3f}, {acc['ci_high']:+.3f}]" in line
-    # the output Getting started shows ends with this line, as the committed reports give it
-    assert line in (REPO / "docs" / "getting-started.md").read_text()
+    # the output Getting started and the README show ends with this line, as the committed reports give it
+    assert line in (REPO / "docs" / "getting-started.md").read_text() and line in (REPO / "README.md").read_text()

@@ -1,5 +1,5 @@
 """A 20-step GEAR run of the test recipe (recipes/tiny/config_math.yaml: the random tiny model on data/math). What
-`make demo` runs (recipes/tiny/config_calc_tools.yaml for 20 steps, then the start and the result scored on the same
+`make demo-tools` runs (recipes/tiny/config_calc_tools.yaml for 20 steps, then the start and the result scored on the same
 held-out problems) is checked in tests/test_demo_summary.py; its figures are measured, not tested (README).
 
 The random tiny model and never earns the accuracy reward, so every advantage would be 0 and

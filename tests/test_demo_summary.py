@@ -1,4 +1,4 @@
-"""The demo's before/after line (recipes/tiny/demo_summary.py) and the `make demo` target that feeds it."""
+"""The tool demo's before/after line (recipes/tiny/demo_summary.py) and the `make demo-tools` target that feeds it."""
 
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ def test_reports_decoded_differently_are_refused(key, value):
 
 
 def demo_commands() -> list[list[str]]:
-    """The commands of the `demo` target's recipe lines in the Makefile, as argument lists (continuation lines
+    """The commands of the `demo-tools` target's recipe lines in the Makefile, as argument lists (continuation lines
     joined; commands on one line split at `&`, `&&` and `;`)."""
     text = (REPO / "Makefile").read_text().replace("\\\n", " ")
-    lines = re.search(r"^demo:[^\n]*install[^\n]*\n((?:\t[^\n]*\n)+)", text, re.MULTILINE).group(1)
+    lines = re.search(r"^demo-tools:[^\n]*install[^\n]*\n((?:\t[^\n]*\n)+)", text, re.MULTILINE).group(1)
     return split_commands(lines)
 
 

@@ -1,12 +1,12 @@
-"""Print what `make compare` did, for a person: GRPO and a GEAR setting trained side by side from the same warm start
+"""Print what `make demo` did, for a person: GRPO and a GEAR setting trained side by side from the same warm start
 and seed, their held-out accuracy before and after, both training-reward curves in one PNG, and what the study's
 paired seeds say about the same two arms (so one seed's figures are read for what they are).
 
-python recipes/tiny/compare_summary.py outputs/compare/eval_start.json \
-    --arm GRPO outputs/compare/grpo outputs/compare/eval_grpo.json \
-    --arm GEAR outputs/compare/gear outputs/compare/eval_gear.json \
-    --study bench/results/horizon.json --study-cell independent 8 --study-arm gear-distill \
-    --plot outputs/compare/reward.png
+python recipes/tiny/compare_summary.py outputs/demo/eval_start.json \
+    --arm GRPO outputs/demo/grpo outputs/demo/eval_grpo.json \
+    --arm GEAR outputs/demo/gear outputs/demo/eval_gear.json \
+    --study bench/results/horizon.json --study bench/results/horizon_replication_3/horizon.json \
+    --study-cell independent 8 --study-arm gear-distill-0.25 --plot outputs/demo/reward.png
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Print what `make demo` did, for a person: held-out accuracy before and after, the training reward curve (as a
+"""Print what `make demo-tools` did, for a person: held-out accuracy before and after, the training reward curve (as a
 small PNG), and where the credit report and the trained model are.
 
-python recipes/tiny/demo_summary.py outputs/demo/eval_start.json outputs/demo/eval_end.json \
-    --run outputs/demo --credit outputs/demo/credit
+python recipes/tiny/demo_summary.py outputs/demo_tools/eval_start.json outputs/demo_tools/eval_end.json \
+    --run outputs/demo_tools --credit outputs/demo_tools/credit
 """
 
 from __future__ import annotations
