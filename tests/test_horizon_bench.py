@@ -1069,3 +1069,44 @@ def test_the_third_replication_on_the_results_page_is_the_committed_json(horizon
             f"held-out gain over GRPO is {interval(test)} ({above} of 16 seeds above), {interval(pooled[1])} pooled"
             in (options)
         )
+
+
+def test_the_study_cost_paragraph_is_the_committed_reports(horizon):
+    """The page's total cost of the study: each arm's CPU-seconds a run times its seeds, summed over the study's
+    report and the three replications, split into the arms the issue names, the diagnostic and added arms, and the
+    replications."""
+    results = REPO_ROOT / "bench" / "results"
+    flat = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n", " ")
+    named = {
+        "none",
+        *("oracle-gear", "oracle-strong", "oracle-prefix", "oracle-two-sided-0.5", "oracle-two-sided-0.9"),
+        *("oracle-process", "gear-answer", "gear-solution", "gear-signed", "rlsd", "token", "gear_no_entropy"),
+    }
+
+    def runs(path, keep=lambda arm: True):
+        report = json.loads(path.read_text())
+        cells = [cell for ks in report["variants"].values() for cell in ks.values()]
+        bodies = [body for cell in cells for arm, body in cell["arms"].items() if keep(arm)]
+        return [(body["cpu_s_per_run"], len(body["sampled_accuracy"]["values"])) for body in bodies]
+
+    study = results / "horizon.json"
+    replications = sorted(results.glob("horizon_replication*/horizon.json"))
+    assert len(replications) == 3
+    parts = {
+        "all": runs(study) + [r for path in replications for r in runs(path)],
+        "named": runs(study, lambda arm: arm in named),
+        "other": runs(study, lambda arm: arm not in named),
+        "replications": [r for path in replications for r in runs(path)],
+    }
+    assert {a for a in horizon.ARMS if a not in named} >= {*horizon.DIAGNOSTIC_ARMS, *horizon.ADDED_ARMS}
+    count = {k: sum(n for _, n in v) for k, v in parts.items()}
+    hours = {k: sum(c * n for c, n in v) / 3600 for k, v in parts.items()}
+    assert count["all"] == count["named"] + count["other"] + count["replications"]
+    assert f"{count['all']} runs, {hours['all']:.1f} CPU-hours, four times the issue's 8" in flat
+    assert round(hours["all"] / 8) == 4
+    assert f"are {count['named']} runs and {hours['named']:.1f} CPU-hours on their own" in flat
+    assert f"8 CPU-hours would have allowed {8 * 3600 / count['named']:.0f} CPU-seconds a run" in flat
+    costs = [c for c, _ in parts["all"]]
+    assert f"a run here costs {min(costs):.0f}-{max(costs):.0f} (one thread" in flat
+    assert f"({count['other']} runs, {hours['other']:.1f} CPU-hours)" in flat
+    assert f"the three replications ({count['replications']} runs, {hours['replications']:.1f} CPU-hours)" in flat
