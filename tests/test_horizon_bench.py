@@ -1073,7 +1073,7 @@ def test_the_third_replication_on_the_results_page_is_the_committed_json(horizon
 
 def test_the_study_cost_paragraph_is_the_committed_reports(horizon):
     """The page's total cost of the study: each arm's CPU-seconds a run times its seeds, summed over the study's
-    report and the three replications, split into the arms the issue names, the diagnostic and added arms, and the
+    report, the three replications and the weight comparison, split into the arms the issue names, the diagnostic and added arms, and the
     replications."""
     results = REPO_ROOT / "bench" / "results"
     flat = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n", " ")
@@ -1084,29 +1084,88 @@ def test_the_study_cost_paragraph_is_the_committed_reports(horizon):
     }
 
     def runs(path, keep=lambda arm: True):
+        """Each run of the report as (variant, K, arm, seed) -> CPU-seconds (its arm's mean a run): a run two
+        reports share (the same cached run) counts once."""
         report = json.loads(path.read_text())
-        cells = [cell for ks in report["variants"].values() for cell in ks.values()]
-        bodies = [body for cell in cells for arm, body in cell["arms"].items() if keep(arm)]
-        return [(body["cpu_s_per_run"], len(body["sampled_accuracy"]["values"])) for body in bodies]
+        seeds = report["config"]["budget"]["seeds"]
+        return {
+            (variant, k, arm, seed): body["cpu_s_per_run"]
+            for variant, ks in report["variants"].items()
+            for k, cell in ks.items()
+            for arm, body in cell["arms"].items()
+            if keep(arm)
+            for seed in seeds
+        }
 
     study = results / "horizon.json"
     replications = sorted(results.glob("horizon_replication*/horizon.json"))
-    assert len(replications) == 3
+    assert len(replications) == 4  # three replications and the weight comparison on the third's seeds
+    later = {key: cost for path in replications for key, cost in runs(path).items()}
     parts = {
-        "all": runs(study) + [r for path in replications for r in runs(path)],
+        "all": {**runs(study), **later},
         "named": runs(study, lambda arm: arm in named),
         "other": runs(study, lambda arm: arm not in named),
-        "replications": [r for path in replications for r in runs(path)],
+        "replications": later,
     }
     assert {a for a in horizon.ARMS if a not in named} >= {*horizon.DIAGNOSTIC_ARMS, *horizon.ADDED_ARMS}
-    count = {k: sum(n for _, n in v) for k, v in parts.items()}
-    hours = {k: sum(c * n for c, n in v) / 3600 for k, v in parts.items()}
+    count = {k: len(v) for k, v in parts.items()}
+    hours = {k: sum(v.values()) / 3600 for k, v in parts.items()}
     assert count["all"] == count["named"] + count["other"] + count["replications"]
     assert f"{count['all']} runs, {hours['all']:.1f} CPU-hours, four times the issue's 8" in flat
     assert round(hours["all"] / 8) == 4
     assert f"are {count['named']} runs and {hours['named']:.1f} CPU-hours on their own" in flat
     assert f"8 CPU-hours would have allowed {8 * 3600 / count['named']:.0f} CPU-seconds a run" in flat
-    costs = [c for c, _ in parts["all"]]
+    costs = list(parts["all"].values())
     assert f"a run here costs {min(costs):.0f}-{max(costs):.0f} (one thread" in flat
     assert f"({count['other']} runs, {hours['other']:.1f} CPU-hours)" in flat
-    assert f"the three replications ({count['replications']} runs, {hours['replications']:.1f} CPU-hours)" in flat
+    assert (
+        f"the three replications and the weight comparison on the third's seeds ({count['replications']} runs, "
+        f"{hours['replications']:.1f} CPU-hours)" in flat
+    )
+
+
+def test_the_weight_comparison_on_fresh_seeds_is_the_committed_json(horizon):
+    """0.25 against 0.5 (`gear-distill-0.25` - `gear-distill`), declared before it ran: `gear-distill` on the third
+    replication's seeds 32-47, paired by seed with that replication's runs of 0.25 (the same `none` runs, cached, so
+    both reports' `none` figures agree); the page's rows and verdict are the committed reports'."""
+    results = REPO_ROOT / "bench" / "results"
+    study = json.loads((results / "horizon.json").read_text())
+    third = json.loads((results / "horizon_replication_3" / "horizon.json").read_text())
+    weights = json.loads((results / "horizon_replication_3_weights" / "horizon.json").read_text())
+    flat = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n  ", " ").replace("\n", " ")
+    assert weights["config"]["budget"]["seeds"] == third["config"]["budget"]["seeds"] == list(range(32, 48))
+    assert weights["config"]["variants"]["independent"] == third["config"]["variants"]["independent"]
+    cells = [r["variants"]["independent"]["8"]["arms"] for r in (study, third, weights)]
+    assert cells[2]["none"]["sampled_accuracy"]["values"] == cells[1]["none"]["sampled_accuracy"]["values"]
+    paired = horizon.teacher_sweep.paired_interval
+    metrics = ("reward_last", "sampled_accuracy")
+
+    def interval(x):
+        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
+
+    def light_minus_blend(light, blend, metric):
+        a, b = light["gear-distill-0.25"][metric]["values"], blend["gear-distill"][metric]["values"]
+        return [x - y for x, y in zip(a, b, strict=True)]
+
+    sets = {
+        "0-7": [light_minus_blend(cells[0], cells[0], m) for m in metrics],
+        "32-47": [light_minus_blend(cells[1], cells[2], m) for m in metrics],
+    }
+    sets["0-7 and 32-47 pooled"] = [sets["0-7"][i] + sets["32-47"][i] for i in range(2)]
+    for name, (reward, held_out) in sets.items():
+        above = f"{sum(v > 0 for v in reward)}, {sum(v > 0 for v in held_out)}"
+        row = f"| {name} | {interval(paired(reward))} | {interval(paired(held_out))} | {above} |"
+        assert row in flat, name
+    blend = [cells[2]["gear-distill"][f"{m}_minus_none"] for m in metrics]
+    above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in blend)
+    assert f"| `gear-distill` - `none`, 32-47 | {interval(blend[0])} | {interval(blend[1])} | {above} |" in flat
+    test = paired(sets["32-47"][1])
+    options = (REPO_ROOT / "docs" / "configuration.md").read_text().replace("\n", " ")
+    if test["ci_low"] > 0:
+        verdict = "**0.25 is resolved above 0.5 on fresh seeds**"
+    elif test["ci_high"] < 0:
+        verdict = "**0.5 is above 0.25 on fresh seeds**"
+    else:
+        verdict = "**Not resolved on fresh seeds either**"
+    assert verdict in flat and f"0.25 - 0.5 on seeds 32-47 is {interval(test)} held-out" in flat
+    assert f"0.25 - 0.5 on seeds 32-47 is {interval(test)} held-out" in options
