@@ -1169,3 +1169,25 @@ def test_the_weight_comparison_on_fresh_seeds_is_the_committed_json(horizon):
         verdict = "**Not resolved on fresh seeds either**"
     assert verdict in flat and f"0.25 - 0.5 on seeds 32-47 is {interval(test)} held-out" in flat
     assert f"0.25 - 0.5 on seeds 32-47 is {interval(test)} held-out" in options
+    # 0.5's own gain pooled over every seed it ran on (0-47): the study and the two replications, and these seeds
+    reports = [
+        study,
+        *(
+            json.loads((results / p / "horizon.json").read_text())
+            for p in ("horizon_replication", "horizon_replication_2")
+        ),
+        weights,
+    ]
+    pooled = paired(
+        [
+            v
+            for r in reports
+            for v in r["variants"]["independent"]["8"]["arms"]["gear-distill"]["sampled_accuracy_minus_none"]["values"]
+        ]
+    )
+    assert sorted(s for r in reports for s in r["config"]["budget"]["seeds"]) == list(range(48))
+    assert f"pooled over its 48 seeds (0-47) its held-out gain is {interval(pooled)}" in flat
+    assert (
+        f"{interval(blend[1])} over GRPO too (not a test declared for it; {interval(pooled)} over its 48 seeds)"
+        in options
+    )
