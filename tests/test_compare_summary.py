@@ -1,5 +1,6 @@
 """`make demo` (GRPO and a GEAR setting side by side on the horizon task; `make compare` is its earlier name) and
-recipes/tiny/compare_summary.py, which prints its figures. The target's commands are read from `make -n`, with the Makefile's variables expanded."""
+recipes/tiny/compare_summary.py, which prints its figures. The target's commands are read from `make -n`, with the
+Makefile's variables expanded."""
 
 from __future__ import annotations
 
@@ -78,12 +79,12 @@ def test_report_lines_plot_both_curves_and_the_end_difference(tmp_path):
     assert lines[6].startswith("GEAR: per-token credit") and str(credit / "credit_test.html") in lines[6]
 
 
-def compare_commands() -> list[list[str]]:
+def compare_commands(target: str = "demo") -> list[list[str]]:
     """The `demo` target's commands, from `make -n` (variables expanded), split at `&`, `&&` and `;`."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     text = subprocess.run(
-        ["make", "-n", "demo", "PYTHON=python"], cwd=REPO, capture_output=True, text=True, check=True
+        ["make", "-n", target, "PYTHON=python"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.replace("\\\n", " ")
     # `>` split off too, so a redirection's target is never read as a flag's value
     commands = split_commands(text, punctuation="&;>")
@@ -187,3 +188,7 @@ def test_the_compare_summary_pools_the_committed_reports_it_names():
     assert f"held-out {acc['mean']:+.3f} [{acc['ci_low']:+.3f}, {acc['ci_high']:+.3f}]" in line
     # the output Getting started and the README show ends with this line, as the committed reports give it
     assert line in (REPO / "docs" / "getting-started.md").read_text() and line in (REPO / "README.md").read_text()
+
+
+def test_make_compare_is_the_demo_under_its_earlier_name():
+    assert compare_commands("compare") == compare_commands("demo")
