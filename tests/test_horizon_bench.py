@@ -15,6 +15,11 @@ from tests.utils import load_file
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def interval_text(x: dict) -> str:
+    """A paired difference as the results page writes it: `+0.031 [+0.016, +0.046]`."""
+    return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
+
+
 @pytest.fixture(scope="module")
 def horizon():
     for path in (REPO_ROOT, REPO_ROOT / "bench"):
@@ -837,12 +842,9 @@ def test_the_replications_on_the_results_page_are_the_committed_json(horizon, ar
     }
     metrics = ("reward_last", "sampled_accuracy")
 
-    def interval(x):
-        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
-
     def row(name, diffs):
         above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
-        return f"| {name} | {interval(diffs[0])} | {interval(diffs[1])} | {above} |"
+        return f"| {name} | {interval_text(diffs[0])} | {interval_text(diffs[1])} | {above} |"
 
     for name, body in bodies.items():
         assert row(name, [body[f"{m}_minus_none"] for m in metrics]) in page, name
@@ -876,12 +878,9 @@ def test_the_second_replication_on_the_results_page_is_the_committed_json(horizo
     metrics = ("reward_last", "sampled_accuracy")
     paired = horizon.teacher_sweep.paired_interval
 
-    def interval(x):
-        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
-
     def row(arm, name, diffs):
         above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
-        return f"| `{arm}` | {name} | {interval(diffs[0])} | {interval(diffs[1])} | {above} |"
+        return f"| `{arm}` | {name} | {interval_text(diffs[0])} | {interval_text(diffs[1])} | {above} |"
 
     def values(arm, metric, cell_list=cells):
         return [v for cell in cell_list for v in cell[arm][f"{metric}_minus_none"]["values"]]
@@ -901,7 +900,10 @@ def test_the_second_replication_on_the_results_page_is_the_committed_json(horizo
         paired([a - b for a, b in zip(values("gear-distill", m), values("gear-signed", m), strict=True)])
         for m in metrics
     ]
-    assert f"`gear-distill` - `gear-signed` is {interval(against[1])} held-out and {interval(against[0])}" in flat
+    assert (
+        f"`gear-distill` - `gear-signed` is {interval_text(against[1])} held-out and {interval_text(against[0])}"
+        in flat
+    )
     # seed 25: GRPO collapsed, and the look without it
     at = seeds.index(25)
     runs = {r["label"]: r for r in second["runs"]["independent-k8"] if r["seed"] == 25}
@@ -926,7 +928,7 @@ def test_the_second_replication_on_the_results_page_is_the_committed_json(horizo
     }
     d, g = without["gear-distill"], without["gear-signed"]
     assert (
-        f"`gear-distill` {interval(d[1])} held-out and {interval(d[0])} in training reward, `gear-signed` {interval(g[1])} and {interval(g[0])}"
+        f"`gear-distill` {interval_text(d[1])} held-out and {interval_text(d[0])} in training reward, `gear-signed` {interval_text(g[1])} and {interval_text(g[0])}"
         in flat
     )
 
@@ -957,9 +959,6 @@ def test_the_distillation_weights_section_is_the_committed_json(horizon):
     arms = report["variants"]["independent"]["8"]["arms"]
     paired = horizon.teacher_sweep.paired_interval
 
-    def interval(x):
-        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
-
     def against_blend(arm):
         ours, blend = (arms[a]["sampled_accuracy_minus_none"]["values"] for a in (arm, "gear-distill"))
         return paired([a - b for a, b in zip(ours, blend, strict=True)])
@@ -967,14 +966,14 @@ def test_the_distillation_weights_section_is_the_committed_json(horizon):
     for arm, weight in (("gear-distill-0.25", "0.25"), ("gear-distill", "0.5"), ("gear-distill-1.0", "1.0")):
         diffs = [arms[arm][f"{m}_minus_none"] for m in ("reward_last", "sampled_accuracy")]
         assert all(d["n_seeds"] == 8 for d in diffs)
-        versus = "(itself)" if arm == "gear-distill" else interval(against_blend(arm))
+        versus = "(itself)" if arm == "gear-distill" else interval_text(against_blend(arm))
         above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
-        row = f"| `{arm}` | {weight} | {interval(diffs[0])} | {interval(diffs[1])} | {versus} | {above} |"
+        row = f"| `{arm}` | {weight} | {interval_text(diffs[0])} | {interval_text(diffs[1])} | {versus} | {above} |"
         assert row in flat, arm
     light, pure = against_blend("gear-distill-0.25"), against_blend("gear-distill-1.0")
     # the declared rule: a candidate only with a held-out interval above gear-distill's
     assert light["ci_low"] <= 0 and pure["ci_high"] < 0
-    assert f"0.25's held-out gain over `gear-distill` is {interval(light)}, an interval across zero" in flat
+    assert f"0.25's held-out gain over `gear-distill` is {interval_text(light)}, an interval across zero" in flat
     below = sum(v < 0 for v in pure["values"])
     assert f"below `gear-distill` on {below} of 8 seeds" in flat
     share = arms["gear-distill-0.25"]["share_of_process_ceiling"]["sampled_accuracy"]
@@ -991,12 +990,12 @@ def test_the_distillation_weights_section_is_the_committed_json(horizon):
     assert f"(16 runs, {min(cpu):.0f}-{max(cpu):.0f} CPU-seconds each" in flat
     # the conclusion and the README quote the same two rows
     readme = (REPO_ROOT / "README.md").read_text()
-    light, pure = (interval(arms[a]["sampled_accuracy_minus_none"]) for a in LATER_DISTILL_ARMS)
+    light, pure = (interval_text(arms[a]["sampled_accuracy_minus_none"]) for a in LATER_DISTILL_ARMS)
     assert f"at `distillation_weight` 0.25 the held-out gain on seeds 0-7 is {light}" in flat
     assert f"ties GRPO ({pure})" in flat
     assert f"`distillation_weight` 0.25 {light} held-out" in readme and f"distillation alone) {pure}" in readme
     options = (REPO_ROOT / "docs" / "configuration.md").read_text().replace("\n", " ")
-    versus = interval(against_blend("gear-distill-0.25"))
+    versus = interval_text(against_blend("gear-distill-0.25"))
     assert f"0.25 gains {light} held-out over GRPO, not resolved above 0.5 ({versus} paired);" in options
     assert f"ends level with GRPO ({pure}) and below 0.5" in options
 
@@ -1023,12 +1022,9 @@ def test_the_third_replication_on_the_results_page_is_the_committed_json(horizon
     metrics = ("reward_last", "sampled_accuracy")
     paired = horizon.teacher_sweep.paired_interval
 
-    def interval(x):
-        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
-
     def row(name, diffs):
         above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in diffs)
-        return f"| `{arm}` | {name} | {interval(diffs[0])} | {interval(diffs[1])} | {above} |"
+        return f"| `{arm}` | {name} | {interval_text(diffs[0])} | {interval_text(diffs[1])} | {above} |"
 
     pooled = [paired([v for b in bodies for v in b[f"{m}_minus_none"]["values"]]) for m in metrics]
     for name, diffs in (
@@ -1059,22 +1055,20 @@ def test_the_third_replication_on_the_results_page_is_the_committed_json(horizon
     started = (REPO_ROOT / "docs" / "getting-started.md").read_text().replace("\n", " ")
     ahead = sum(v > 0 for v in both)
     assert first <= 0 and f"one of the {24 - ahead} seeds in 24 where GEAR does not end ahead held-out" in started
-    assert f"over 24 seeds the setting is ahead held-out on {ahead}, by {interval(pooled[1])}" in started
+    assert f"over 24 seeds the setting is ahead held-out on {ahead}, by {interval_text(pooled[1])}" in started
     # what the declaration fixed for a pass: configuration.md names the weight with these figures
     options = (REPO_ROOT / "docs" / "configuration.md").read_text().replace("\n", " ")
     if test["ci_low"] > 0:
         above = sum(v > 0 for v in test["values"])
         assert "the study supports where decisions are many and independent: `distillation_weight: 0.25`**" in options
-        assert (
-            f"held-out gain over GRPO is {interval(test)} ({above} of 16 seeds above), {interval(pooled[1])} pooled"
-            in (options)
-        )
+        figures = f"{interval_text(test)} ({above} of 16 seeds above), {interval_text(pooled[1])} pooled"
+        assert f"held-out gain over GRPO is {figures}" in options
 
 
 def test_the_study_cost_paragraph_is_the_committed_reports(horizon):
     """The page's total cost of the study: each arm's CPU-seconds a run times its seeds, summed over the study's
-    report, the three replications and the weight comparison, split into the arms the issue names, the diagnostic and added arms, and the
-    replications."""
+    report, the three replications and the weight comparison, split into the arms the issue names, the diagnostic
+    and added arms, and the replications."""
     results = REPO_ROOT / "bench" / "results"
     flat = (REPO_ROOT / "docs" / "results" / "horizon.md").read_text().replace("\n", " ")
     named = {
@@ -1140,9 +1134,6 @@ def test_the_weight_comparison_on_fresh_seeds_is_the_committed_json(horizon):
     paired = horizon.teacher_sweep.paired_interval
     metrics = ("reward_last", "sampled_accuracy")
 
-    def interval(x):
-        return f"{x['mean']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}]"
-
     def light_minus_blend(light, blend, metric):
         a, b = light["gear-distill-0.25"][metric]["values"], blend["gear-distill"][metric]["values"]
         return [x - y for x, y in zip(a, b, strict=True)]
@@ -1154,11 +1145,13 @@ def test_the_weight_comparison_on_fresh_seeds_is_the_committed_json(horizon):
     sets["0-7 and 32-47 pooled"] = [sets["0-7"][i] + sets["32-47"][i] for i in range(2)]
     for name, (reward, held_out) in sets.items():
         above = f"{sum(v > 0 for v in reward)}, {sum(v > 0 for v in held_out)}"
-        row = f"| {name} | {interval(paired(reward))} | {interval(paired(held_out))} | {above} |"
+        row = f"| {name} | {interval_text(paired(reward))} | {interval_text(paired(held_out))} | {above} |"
         assert row in flat, name
     blend = [cells[2]["gear-distill"][f"{m}_minus_none"] for m in metrics]
     above = ", ".join(str(sum(v > 0 for v in d["values"])) for d in blend)
-    assert f"| `gear-distill` - `none`, 32-47 | {interval(blend[0])} | {interval(blend[1])} | {above} |" in flat
+    assert (
+        f"| `gear-distill` - `none`, 32-47 | {interval_text(blend[0])} | {interval_text(blend[1])} | {above} |" in flat
+    )
     test = paired(sets["32-47"][1])
     options = (REPO_ROOT / "docs" / "configuration.md").read_text().replace("\n", " ")
     if test["ci_low"] > 0:
@@ -1167,8 +1160,8 @@ def test_the_weight_comparison_on_fresh_seeds_is_the_committed_json(horizon):
         verdict = "**0.5 is above 0.25 on fresh seeds**"
     else:
         verdict = "**Not resolved on fresh seeds either**"
-    assert verdict in flat and f"0.25 - 0.5 on seeds 32-47 is {interval(test)} held-out" in flat
-    assert f"0.25 - 0.5 on seeds 32-47 is {interval(test)} held-out" in options
+    assert verdict in flat and f"0.25 - 0.5 on seeds 32-47 is {interval_text(test)} held-out" in flat
+    assert f"0.25 - 0.5 on seeds 32-47 is {interval_text(test)} held-out" in options
     # 0.5's own gain pooled over every seed it ran on (0-47): the study and the two replications, and these seeds
     reports = [
         study,
@@ -1186,8 +1179,6 @@ def test_the_weight_comparison_on_fresh_seeds_is_the_committed_json(horizon):
         ]
     )
     assert sorted(s for r in reports for s in r["config"]["budget"]["seeds"]) == list(range(48))
-    assert f"pooled over its 48 seeds (0-47) its held-out gain is {interval(pooled)}" in flat
-    assert (
-        f"{interval(blend[1])} over GRPO too (not a test declared for it; {interval(pooled)} over its 48 seeds)"
-        in options
-    )
+    assert f"pooled over its 48 seeds (0-47) its held-out gain is {interval_text(pooled)}" in flat
+    declared = f"not a test declared for it; {interval_text(pooled)} over its 48 seeds"
+    assert f"{interval_text(blend[1])} over GRPO too ({declared})" in options
