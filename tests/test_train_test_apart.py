@@ -116,7 +116,7 @@ def test_request_text_reads_any_format():
     assert request_text({"question": "Add 2"}) == request_text({"query": "add   2"}) == "add 2"
     assert request_text({"answer": "4"}) is None
     assert shared_requests([{"problem": "What is 1+1?"}, {"problem": "x"}], [{"prompt": "what is 1+1?"}]) == [
-        "what is 1+1?"
+        "what is 1+1"
     ]
 
 
