@@ -13,11 +13,14 @@ else
 PYTHON ?= $(VENV)/bin/python
 endif
 TORCH_VERSION ?= 2.13.0
+BFCL_EVAL ?= bfcl-eval==2026.3.23
+EXTRAS ?=
+comma := ,
 PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install demo demo-tools compare test test-fast docs clean
+.PHONY: install install-eval demo demo-tools compare test test-fast docs clean
 
 # Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
 # python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
@@ -31,8 +34,16 @@ $(VENV)/bin/python:
 # The docs extra (MkDocs, its theme, mkdocstrings) too: CI builds the docs site after the tests.
 install: $(filter $(VENV)/bin/python,$(PYTHON))
 	$(PYTHON) -m pip install --quiet "torch==$(TORCH_VERSION)"
-	$(PYTHON) -m pip install --quiet -e ".[dev,docs]"
-	$(PYTHON) -m pip install --quiet --no-deps "bfcl-eval==2026.3.23"
+	$(PYTHON) -m pip install --quiet -e ".[dev,docs,eval]"
+	$(PYTHON) -m pip install --quiet --no-deps "$(BFCL_EVAL)"
+
+# A GPU node's install for evaluation: the torch already installed (the build for its CUDA) is kept; the `eval` extra
+# (what the bfcl-eval modules gear_trl runs import) and bfcl-eval without its own requirements (dozens of API clients).
+# EXTRAS adds others: `make install-eval EXTRAS=vllm,wandb`. The same by hand: pip install -e '.[eval,vllm,wandb]' &&
+# pip install --no-deps bfcl-eval==2026.3.23.
+install-eval: $(filter $(VENV)/bin/python,$(PYTHON))
+	$(PYTHON) -m pip install --quiet -e ".[eval$(if $(EXTRAS),$(comma)$(EXTRAS))]"
+	$(PYTHON) -m pip install --quiet --no-deps "$(BFCL_EVAL)"
 
 # `make demo`: GRPO and one GEAR setting trained side by side (one run a core) from the same warm start and seed, on
 # the horizon task's independent variant at K = 8 (data/horizon; docs/results/horizon.md), with the study's budget

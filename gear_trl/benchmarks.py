@@ -7,12 +7,16 @@ prompts, how completions are sampled and scored.
 A preset only fills in the options the command line leaves out: any flag given (`--dataset` a local copy,
 `--num-samples`, `--max-new-tokens`, ...) wins. The table in docs/evaluation.md is generated from `PRESETS`.
 
-Sampling follows the protocol that DeepSeek-R1 (arXiv 2501.12948, its evaluation setup) and the Qwen3 technical
-report (arXiv 2505.09388, thinking mode) report their math results with: temperature 0.6, top-p 0.95, up to 32768
+Sampling follows the chat mode the model is scored in (`Preset.sampling(mode)`; `gear_trl.evaluate` takes the mode
+from the trained run's settings or `--enable-thinking`). In thinking mode it is the protocol that DeepSeek-R1 (arXiv
+2501.12948, its evaluation setup) and the Qwen3 technical report (arXiv 2505.09388, thinking mode) report their math
+results with: temperature 0.6, top-p 0.95, up to 32768
 new tokens, and pass@1 estimated as avg@k, the mean accuracy over k samples per problem, with k = 64 for the
 30-problem AIME sets (Qwen3's 64 samples; lighteval 0.13 defines `aime24_avg` as avg@64 too) and k = 4 for MATH-500
 (R1 takes k between 4 and 64 by test-set size); GSM8K (1319 problems) and MATH (5000) use k = 1. Qwen3 also sets
-top-k 20 (`--top-k 20`); R1 does not, nor do the presets. The GEAR paper does not
+top-k 20 (`--top-k 20`); R1 does not, nor do the presets. In non-thinking mode (the mode the Qwen3 recipes train
+in) the math presets sample with Qwen3's non-thinking settings and fewer new tokens (`QWEN3_NON_THINKING`); the tool
+presets decode greedily in both modes. The GEAR paper does not
 publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
 `gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
@@ -46,7 +50,19 @@ ACEBENCH_PRESETS = {
 }
 """The ACEBench presets by name, each one of its non-interactive categories (the `--split`)."""
 
+BFCL_EVAL_REQUIREMENT = "bfcl-eval==2026.3.23"
+"""The bfcl-eval the BFCL presets read their tasks and checker from, installed `--no-deps` beside the `eval` extra
+(`make install-eval`; docs/getting-started.md, "Install")."""
+
 R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948); Qwen3 report (arXiv 2505.09388)"
+QWEN3_NON_THINKING = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "max_new_tokens": 8192}
+"""The math presets' sampling in non-thinking mode: Qwen3's recommended non-thinking settings (its model cards'
+"Best Practices": temperature 0.7, top-p 0.8, top-k 20), and 8192 new tokens (ours: four times the 2048 the math
+recipes train with, room for a base model's longer worked answer; a completion that never stops ends 4x sooner than
+at thinking mode's 32768)."""
+NON_THINKING_SOURCE = "non-thinking: Qwen3 model cards' non-thinking settings, 8192 new tokens ours"
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens")
+"""The options a preset sets per chat mode."""
 
 
 @dataclass(frozen=True)
@@ -69,15 +85,27 @@ class Preset:
     num_samples: int = 1
     temperature: float = 0.6
     top_p: float = 0.95
+    top_k: int = 0
     max_new_tokens: int = 32768
+    """`temperature`, `top_p`, `top_k` (0: off) and `max_new_tokens` are the thinking-mode sampling (and that of a
+    chat template without a thinking switch)."""
+    non_thinking: dict = field(default_factory=dict)
+    """What the sampling is in non-thinking mode, where it differs (keys of `SAMPLING_KEYS`)."""
     max_tool_calling_iterations: int | None = None
     source: str = R1_PROTOCOL
     """Where the sampling protocol comes from."""
     notes: str = ""
     extra: dict = field(default_factory=dict)
 
+    def sampling(self, mode: str | None = "thinking") -> dict:
+        """The sampling options (`SAMPLING_KEYS`) of a run in chat mode `mode` ("thinking", "non-thinking", or None
+        for a template without the switch, which gets the thinking ones)."""
+        values = {key: getattr(self, key) for key in SAMPLING_KEYS}
+        return {**values, **self.non_thinking} if mode == "non-thinking" else values
+
     def defaults(self) -> dict:
-        """The `evaluate` options this preset sets, by argparse destination."""
+        """The `evaluate` options this preset sets other than the sampling ones (`sampling`), by argparse
+        destination."""
         return {
             "dataset": self.dataset,
             "split": self.split,
@@ -86,9 +114,6 @@ class Preset:
             "reward": list(self.reward) if self.reward else None,
             "environment": self.environment,
             "num_samples": self.num_samples,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_new_tokens": self.max_new_tokens,
             "max_tool_calling_iterations": self.max_tool_calling_iterations,
         }
 
@@ -98,6 +123,8 @@ PRESETS: dict[str, Preset] = {
     for preset in (
         Preset(
             name="math500",
+            non_thinking=QWEN3_NON_THINKING,
+            source=f"{R1_PROTOCOL}; {NON_THINKING_SOURCE}",
             title="MATH-500",
             dataset="HuggingFaceH4/MATH-500",
             split="test",
@@ -108,6 +135,8 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="math",
+            non_thinking=QWEN3_NON_THINKING,
+            source=f"{R1_PROTOCOL}; {NON_THINKING_SOURCE}",
             title="MATH",
             dataset="DigitalLearningGmbH/MATH-lighteval",
             dataset_config="default",
@@ -118,6 +147,8 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="gsm8k",
+            non_thinking=QWEN3_NON_THINKING,
+            source=f"{R1_PROTOCOL}; {NON_THINKING_SOURCE}",
             title="GSM8K",
             dataset="openai/gsm8k",
             dataset_config="main",
@@ -128,6 +159,8 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="aime24",
+            non_thinking=QWEN3_NON_THINKING,
+            source=f"{R1_PROTOCOL}; {NON_THINKING_SOURCE}",
             title="AIME24",
             dataset="HuggingFaceH4/aime_2024",
             split="train",
@@ -138,6 +171,8 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             name="aime25",
+            non_thinking=QWEN3_NON_THINKING,
+            source=f"{R1_PROTOCOL}; {NON_THINKING_SOURCE}",
             title="AIME25",
             dataset="yentinglin/aime_2025",
             split="train",
@@ -275,6 +310,11 @@ def presets_help() -> str:
     )
 
 
+def _sampling_text(values: dict) -> str:
+    top_k = f", top-k {values['top_k']}" if values["top_k"] else ""
+    return f"T={values['temperature']}, top-p {values['top_p']}{top_k}, {values['max_new_tokens']} new tokens"
+
+
 def presets_table() -> str:
     """The docs table of every preset (docs/evaluation.md carries it; a test checks it is current)."""
     lines = [
@@ -284,7 +324,12 @@ def presets_table() -> str:
     for p in PRESETS.values():
         dataset = f"`{p.dataset}`" + (f" (`{p.dataset_config}`)" if p.dataset_config else "")
         avg = f"avg@{p.num_samples}" if p.num_samples > 1 else "1 sample"
-        sampling = f"{avg}, T={p.temperature}, top-p {p.top_p}, {p.max_new_tokens} new tokens"
+        thinking, non_thinking = p.sampling("thinking"), p.sampling("non-thinking")
+        sampling = f"{avg}; " + (
+            _sampling_text(thinking) + " in both modes"
+            if thinking == non_thinking
+            else f"thinking: {_sampling_text(thinking)}; non-thinking: {_sampling_text(non_thinking)}"
+        )
         if p.max_tool_calling_iterations:
             sampling += f", {p.max_tool_calling_iterations} tool rounds"
         scoring = ", ".join(f"`{r}`" for r in p.reward) if p.reward else "`accuracy`"

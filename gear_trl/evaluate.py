@@ -51,9 +51,19 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 
-from .generation import ADAPTER_CONFIG, _row_tools, is_adapter_dir, load_model, prompt_ids
+from .generation import (
+    ADAPTER_CONFIG,
+    _row_tools,
+    is_adapter_dir,
+    load_model,
+    load_tokenizer,
+    model_revision,
+    prompt_ids,
+    read_generation_config,
+    shipped_sampling,
+)
 from .plugins import UserInputError
-from .run_settings import RUN_SETTINGS, read_run_settings
+from .run_settings import RUN_SETTINGS, chat_mode, read_run_settings
 
 TASK_REWARDS = {"tool_use": "tool_call_accuracy", "acebench": "acebench_accuracy"}
 """The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
@@ -1040,10 +1050,34 @@ def make_parser() -> argparse.ArgumentParser:
         help="With --user-simulator: user turns per conversation, the prompt's included (default: 8).",
     )
     add("--batch-size", "--batch_size", type=int, default=16, help="Prompts per generate call.")
-    add("--max-new-tokens", "--max_new_tokens", type=int, default=None, help="Default: 256.")
-    add("--temperature", type=float, default=None, help="0: greedy decoding (default); > 0: sampling.")
-    add("--top-p", "--top_p", type=float, default=None, help="Nucleus sampling (with temperature > 0; default 1).")
-    add("--top-k", "--top_k", type=int, default=0, help="Top-k sampling, 0 = off (with temperature > 0).")
+    add(
+        "--max-new-tokens",
+        "--max_new_tokens",
+        type=int,
+        default=None,
+        help="Default: the preset's for the chat mode, else the model's generation_config.json, else 256.",
+    )
+    add(
+        "--temperature",
+        type=float,
+        default=None,
+        help="0: greedy decoding; > 0: sampling. Default: the preset's for the chat mode, else the model's "
+        "generation_config.json (do_sample false: 0), else 0.",
+    )
+    add(
+        "--top-p",
+        "--top_p",
+        type=float,
+        default=None,
+        help="Nucleus sampling (with temperature > 0). Default: the preset's, else the model's, else 1.",
+    )
+    add(
+        "--top-k",
+        "--top_k",
+        type=int,
+        default=None,
+        help="Top-k sampling, 0 = off (with temperature > 0). Default: the preset's, else the model's, else 0.",
+    )
     add(
         "--num-samples",
         "--num_samples",
@@ -1073,8 +1107,9 @@ def make_parser() -> argparse.ArgumentParser:
         "--enable_thinking",
         type=_bool,
         default=None,
-        help="Qwen3's thinking switch, passed to the chat template (true/false). Default: as the trained run "
-        f"recorded it in the model folder's {RUN_SETTINGS}, else the template's default.",
+        help="Qwen3's thinking switch, passed to the chat template (true/false); the presets sample as the mode "
+        f"asks. Default: as the trained run recorded it in the model folder's {RUN_SETTINGS}; required for a Hub "
+        "model (no run settings); a local folder without run settings gets the template's default, with a warning.",
     )
     add(
         "--chat-template-kwargs",
@@ -1144,18 +1179,17 @@ DEFAULTS = {
     "reward": None,
     "environment": None,
     "num_samples": 1,
-    "temperature": 0.0,
-    "top_p": 1.0,
-    "max_new_tokens": 256,
     "max_tool_calling_iterations": None,
 }
 """The defaults of the options a `--benchmark` preset may set (the parser's own defaults are None, so that an option
-given on the command line is told apart from one left out)."""
+given on the command line is told apart from one left out); the sampling ones are `SAMPLING_DEFAULTS`."""
+SAMPLING_DEFAULTS = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 256}
+"""The sampling options' last defaults, after the preset's (for the chat mode) and the model's own."""
 
 
 def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill every option left out with the `--benchmark` preset's value, else `DEFAULTS`; `--dataset` is required
-    without a preset."""
+    """Fill every option left out but the sampling ones (`apply_sampling`, once the chat mode is known) with the
+    `--benchmark` preset's value, else `DEFAULTS`; `--dataset` is required without a preset."""
     preset = {}
     if args.benchmark is not None:
         from .benchmarks import get_preset
@@ -1167,6 +1201,108 @@ def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, preset.get(key, default))
     return args
+
+
+def apply_sampling(args: argparse.Namespace, mode: str | None, shipped: dict) -> dict[str, str]:
+    """Fill each sampling option left out (`SAMPLING_DEFAULTS`' keys) with the `--benchmark` preset's value for chat
+    mode `mode`, else the model's own (`shipped`, from its generation_config.json: `shipped_sampling`), else
+    `SAMPLING_DEFAULTS`. Returns where each value came from: `flag`, `preset`, `model` or `default`."""
+    preset = {}
+    if args.benchmark is not None:
+        from .benchmarks import get_preset
+
+        preset = get_preset(args.benchmark).sampling(mode)
+    sources = {}
+    for key in SAMPLING_DEFAULTS:
+        if getattr(args, key) is not None:
+            sources[key] = "flag"
+            continue
+        for source, values in (("preset", preset), ("model", shipped), ("default", SAMPLING_DEFAULTS)):
+            if key in values:
+                setattr(args, key, values[key])
+                sources[key] = source
+                break
+    return sources
+
+
+def chat_settings(args: argparse.Namespace) -> tuple[dict, str | None, str]:
+    """(chat_template_kwargs, run settings file read or None, where `enable_thinking` comes from): the trained run's
+    recorded settings, overridden key by key by `--chat-template-kwargs` and `--enable-thinking`. A Hub model has no
+    run settings, and its template's default would pick the mode silently (Qwen3's: thinking): without an explicit
+    `--enable-thinking` it is refused."""
+    given = args.chat_template_kwargs
+    if given is not None and not isinstance(given, dict):
+        raise UserInputError("--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
+    run_settings, run_settings_path = read_run_settings(args.model)
+    recorded = run_settings.get("chat_template_kwargs", {})
+    kwargs = {**recorded, **(given or {})}
+    if args.enable_thinking is not None:
+        kwargs["enable_thinking"] = args.enable_thinking
+        return kwargs, run_settings_path, "--enable-thinking"
+    if "enable_thinking" in (given or {}):
+        return kwargs, run_settings_path, "--chat-template-kwargs"
+    if run_settings_path is not None:
+        return kwargs, run_settings_path, "run settings" if "enable_thinking" in recorded else "template default"
+    if not os.path.isdir(os.path.expanduser(args.model)):
+        raise UserInputError(
+            f"--model {args.model} is a Hub model, with no run settings ({RUN_SETTINGS}) to take the chat mode from: "
+            "pass --enable-thinking true or --enable-thinking false (the Qwen3 recipes train with false; compare like "
+            "with like)."
+        )
+    return kwargs, None, "template default"
+
+
+PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "vllm", "math-verify", "bfcl-eval")
+"""The packages whose versions a report records (None where one is not installed)."""
+
+
+def _git_commit() -> tuple[str | None, bool | None]:
+    """(the commit of the gear_trl checkout this runs from, whether tracked files differ from it); (None, None)
+    outside a git checkout."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(
+            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return commit or None, bool(status.strip())
+
+
+def provenance(model: str, backend: str) -> dict:
+    """What a score depends on beyond its options: `{backend, packages: {name: version or None}, gear_trl, git_commit,
+    git_dirty, model_revision (the Hub commit of the model, or of an adapter's base; None for a local folder),
+    base_model (an adapter's)}`."""
+    from importlib import metadata
+
+    from . import __version__
+    from .generation import adapter_base
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    commit, dirty = _git_commit()
+    return {
+        "backend": backend,
+        "packages": {name: version(name) for name in PACKAGES},
+        "gear_trl": __version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "model_revision": model_revision(model),
+        "base_model": adapter_base(model),
+    }
 
 
 BFCL_MULTI_TURN = "bfcl_multi_turn"
@@ -1312,6 +1448,12 @@ def _user_simulator(args, bfcl: bool):
     return load_user_simulator(args.user_simulator, args.user_simulator_kwargs)
 
 
+def _preset_name(name: str) -> str:
+    from .benchmarks import get_preset
+
+    return get_preset(name).name
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = apply_defaults(make_parser().parse_args(argv))
     import torch
@@ -1321,6 +1463,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
     check_model_source(args.model, "--model")
+    chat_template_kwargs, run_settings_path, mode_source = chat_settings(args)
     bfcl_tasks = _bfcl_tasks(args) if args.dataset_format == BFCL_MULTI_TURN else None
     bfcl_rows = _bfcl_single_turn_rows(args) if args.dataset_format == BFCL_SINGLE_TURN else None
     if bfcl_tasks is None and bfcl_rows is None:
@@ -1344,6 +1487,30 @@ def main(argv: list[str] | None = None) -> dict:
         raise PreflightError(
             f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; pass --environment "
             "to run them, or score single turns with tool_call_accuracy."
+        )
+    mode = chat_mode(load_tokenizer(args.model), chat_template_kwargs)
+    if mode is not None and mode_source == "template default" and run_settings_path is None:
+        print(
+            f"warning: {args.model} has no run settings ({RUN_SETTINGS}) and no --enable-thinking was given: it is "
+            f"scored in its chat template's default mode, {mode}; pass --enable-thinking true|false to choose.",
+            file=sys.stderr,
+        )
+    generation_config, generation_config_path = read_generation_config(args.model)
+    shipped = shipped_sampling(generation_config)
+    sampling_sources = apply_sampling(args, mode, shipped)
+    overridden = {
+        key: (shipped[key], getattr(args, key))
+        for key, source in sampling_sources.items()
+        if key in shipped and source != "model" and shipped[key] != getattr(args, key)
+    }
+    if overridden:  # the model's own settings lose only to an explicit choice: say which
+        print(
+            f"note: {generation_config_path} sets "
+            + ", ".join(f"{key} {ours[0]}" for key, ours in overridden.items())
+            + "; this evaluation uses "
+            + ", ".join(f"{key} {ours[1]} ({sampling_sources[key]})" for key, ours in overridden.items())
+            + ".",
+            file=sys.stderr,
         )
     _check_sampling(args.temperature, args.num_samples, args.batch_size)
     _pass_ks(args.pass_k, args.num_samples)
@@ -1382,12 +1549,6 @@ def main(argv: list[str] | None = None) -> dict:
         check_rows(
             simulator, bfcl_tasks if bfcl_tasks is not None else [dict(r) for r in dataset], args.user_simulator
         )
-    if args.chat_template_kwargs is not None and not isinstance(args.chat_template_kwargs, dict):
-        raise UserInputError("--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
-    run_settings, run_settings_path = read_run_settings(args.model)
-    chat_template_kwargs = {**run_settings.get("chat_template_kwargs", {}), **(args.chat_template_kwargs or {})}
-    if args.enable_thinking is not None:
-        chat_template_kwargs["enable_thinking"] = args.enable_thinking
     from .generation import Sampling
 
     sampling = Sampling(args.max_new_tokens, args.temperature, args.top_p, args.top_k, args.seed)
@@ -1490,6 +1651,13 @@ def main(argv: list[str] | None = None) -> dict:
         "model": args.model,
         "dataset": args.dataset,
         "split": args.split,
+        "preset": None if args.benchmark is None else _preset_name(args.benchmark),
+        "chat_mode": mode,
+        "chat_mode_source": mode_source,
+        "sampling": {key: getattr(args, key) for key in (*SAMPLING_DEFAULTS, "num_samples")},
+        "sampling_sources": sampling_sources,
+        "model_generation_config": {"path": generation_config_path, **generation_config},
+        "provenance": provenance(args.model, backend),
         **result,
         "config": config,
         "per_sample": per_sample,

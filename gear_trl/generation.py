@@ -45,6 +45,32 @@ def _torch_dtype(dtype):
     raise UserInputError(f"Unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16.")
 
 
+def adapter_base(path: str) -> str | None:
+    """The base model an adapter directory's `adapter_config.json` names (None for anything else)."""
+    if not is_adapter_dir(path):
+        return None
+    with open(os.path.join(path, ADAPTER_CONFIG)) as handle:
+        return json.load(handle).get("base_model_name_or_path")
+
+
+def _tokenizer_source(path: str) -> str:
+    """Where `path`'s tokenizer is: an adapter directory when training saved one there, else its base model."""
+    base = adapter_base(path)
+    if base is None:
+        return path
+    has_tokenizer = any(
+        os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")
+    )
+    return path if has_tokenizer else base
+
+
+def load_tokenizer(path: str):
+    """The tokenizer `load_model(path)` loads, alone (for the chat template and prompts before any model loads)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_tokenizer_source(path))
+
+
 def load_model(path: str, *, dtype="auto", device: str | None = None, merge: bool = True, is_trainable: bool = False):
     """(model, tokenizer) from a model directory / Hub id, or from a LoRA adapter directory.
 
@@ -52,27 +78,91 @@ def load_model(path: str, *, dtype="auto", device: str | None = None, merge: boo
     generation; `merge=False` keeps the `PeftModel`). The tokenizer comes from the adapter directory when training
     saved one there, else from the base model. `device`: None leaves the model where it was loaded (CPU).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     dtype = _torch_dtype(dtype)
     if is_adapter_dir(path):
         from peft import AutoPeftModelForCausalLM
 
-        with open(os.path.join(path, ADAPTER_CONFIG)) as handle:
-            base = json.load(handle).get("base_model_name_or_path")
         model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, is_trainable=is_trainable)
         if merge:
             model = model.merge_and_unload()
-        has_tokenizer = any(
-            os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")
-        )
-        tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer or not base else base)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     if device is not None:
         model = model.to(device)
     return model, tokenizer
+
+
+GENERATION_CONFIG = "generation_config.json"
+GENERATION_KEYS = ("do_sample", "temperature", "top_p", "top_k", "max_new_tokens", "max_length")
+"""The sampling settings of a model's `generation_config.json` that evaluation reads and reports."""
+
+
+def _resolve(source: str, filename: str) -> str | None:
+    """`filename` of a model folder or Hub id (from the local cache, or downloaded unless offline); None without."""
+    from transformers.utils import cached_file
+
+    try:
+        return cached_file(
+            source,
+            filename,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
+    except Exception:  # noqa: BLE001 - a Hub id that cannot be resolved ships nothing we can read
+        return None
+
+
+def read_generation_config(model: str) -> tuple[dict, str | None]:
+    """(the settings of `GENERATION_KEYS` that `model` sets in its `generation_config.json`, the file read): an
+    adapter directory's own file, else its base model's; ({}, None) where there is none. A file that is not a JSON
+    object is refused (UserInputError naming it)."""
+    base = adapter_base(model)
+    for source in [model] + ([base] if base else []):
+        path = _resolve(source, GENERATION_CONFIG)
+        if path is None:
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                config = json.load(handle)
+        except (OSError, ValueError) as err:
+            raise UserInputError(f"{path} cannot be read as JSON ({err}); fix or delete it.") from err
+        if not isinstance(config, dict):
+            raise UserInputError(f"{path} must hold a JSON object.")
+        return {key: config[key] for key in GENERATION_KEYS if key in config}, path
+    return {}, None
+
+
+def shipped_sampling(settings: dict) -> dict:
+    """The `evaluate` sampling options (`temperature`, `top_p`, `top_k`, `max_new_tokens`) that a model's
+    generation-config settings (`read_generation_config`) set. `do_sample: false` is greedy (temperature 0);
+    `do_sample: true` without a temperature samples at transformers' default, 1.0; `max_length` counts the prompt
+    too, so it sets nothing here."""
+    out: dict = {}
+    if settings.get("do_sample") is False:
+        out["temperature"] = 0.0
+    elif settings.get("temperature") is not None:
+        out["temperature"] = float(settings["temperature"])
+    elif settings.get("do_sample") is True:
+        out["temperature"] = 1.0
+    for key, kind in (("top_p", float), ("top_k", int), ("max_new_tokens", int)):
+        if settings.get(key) is not None:
+            out[key] = kind(settings[key])
+    return out
+
+
+def model_revision(model: str) -> str | None:
+    """The Hub commit `model` (an adapter: its base model) was loaded from, read from the local Hub cache's path; None
+    for a local folder, or a Hub id that is not cached."""
+    from transformers.utils.hub import extract_commit_hash
+
+    source = adapter_base(model) or model
+    if os.path.isdir(source) and "snapshots" not in os.path.abspath(source).split(os.sep):
+        return None
+    path = _resolve(source, "config.json")
+    return extract_commit_hash(path, None) if path else None
 
 
 def _row_tools(row: dict):

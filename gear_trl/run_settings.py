@@ -63,3 +63,26 @@ def read_run_settings(model: str) -> tuple[dict[str, Any], str | None]:
                 raise UserInputError(f"{path} must hold a JSON object with a `chat_template_kwargs` object.")
             return settings, path
     return {}, None
+
+
+THINKING, NON_THINKING = "thinking", "non-thinking"
+"""The chat modes a report records (`chat_mode`)."""
+
+
+def chat_mode(tokenizer, chat_template_kwargs: dict | None) -> str | None:
+    """The mode `chat_template_kwargs` put a chat template in: THINKING or NON_THINKING, told by rendering a probe
+    message as `enable_thinking` true and false render it (Qwen3's switch; its default is thinking); None for a
+    template without that switch (both render alike) or a tokenizer without a chat template."""
+    probe = [{"role": "user", "content": "ping"}]
+    kwargs = dict(chat_template_kwargs or {})
+
+    def render(**extra) -> str:
+        return tokenizer.apply_chat_template(probe, add_generation_prompt=True, tokenize=False, **{**kwargs, **extra})
+
+    try:
+        on, off, used = render(enable_thinking=True), render(enable_thinking=False), render()
+    except Exception:  # noqa: BLE001 - no chat template (plain-text prompts): no mode to record
+        return None
+    if on == off:
+        return None
+    return NON_THINKING if used == off else THINKING if used == on else None

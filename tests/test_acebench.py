@@ -265,7 +265,9 @@ def test_missing_acebench_data_is_named_with_what_to_do(tmp_path, monkeypatch):
         raise OSError("network is unreachable")
 
     monkeypatch.setattr(acebench_data.urllib.request, "urlopen", offline)
-    with pytest.raises(UserInputError, match=r"not on the Hugging Face Hub.*clone github.com/ACEBench/ACEBench"):
+    with pytest.raises(
+        UserInputError, match=r"not on the Hugging Face Hub.*gear_trl.data.acebench.*github.com/ACEBench"
+    ):
         acebench_data.download(cache_dir=str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     with pytest.raises(UserInputError, match="--dataset /path/to/ACEBench"):

@@ -14,6 +14,11 @@ the row's profile, the normal one with the row's time; the functions shown as Py
 checkout's prompt file at conversion time (parsed, not run). `gear_trl.rewards.acebench.acebench_accuracy` scores
 these rows. `data/scripts/make_acebench_data.py` writes converted rows to a folder (the local sample `data/acebench`);
 `load_acebench` is what `gear_trl.evaluate --benchmark acebench_*` calls.
+
+The presets download the pinned commit's files from GitHub on first use into a cache (`default_cache_dir`). A node
+without network evaluates from that cache once it is filled: `python -m gear_trl.data.acebench [--cache-dir DIR]`
+(`prepare`) downloads and checks every file where there is network; copy the folder over, or pass it as
+`--dataset DIR`. Missing files on a node that cannot reach GitHub raise one error that names that command.
 """
 
 from __future__ import annotations
@@ -140,36 +145,90 @@ def convert_category(checkout: str, category: str, limit: int | None = None) -> 
     return [convert_row(row, answer, category, templates) for row, answer in read_category(checkout, category, limit)]
 
 
-def download(commit: str = ACEBENCH_COMMIT, cache_dir: str | None = None) -> str:
-    """A folder laid out as an ACEBench checkout (its English non-interactive data and prompt file) at `commit`,
-    downloaded from GitHub into `cache_dir` (default `~/.cache/gear_trl/acebench/<commit>`) unless already there."""
-    root = cache_dir or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "gear_trl", "acebench", commit
-    )
-    paths = [PROMPT_FILE] + [
+def default_cache_dir(commit: str = ACEBENCH_COMMIT) -> str:
+    """Where `download` keeps ACEBench's files: `$XDG_CACHE_HOME/gear_trl/acebench/<commit>` (`~/.cache/...`)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(cache, "gear_trl", "acebench", commit)
+
+
+def _files() -> list[str]:
+    """The files of a checkout the presets read: the prompt file, and each category's data and possible answers."""
+    return [PROMPT_FILE] + [
         f"{DATA_DIR}/{sub}data_{category}.json"
         for category in NON_INTERACTIVE_CATEGORIES
         for sub in ("", "possible_answer/")
     ]
-    for path in paths:
+
+
+PREPARE_COMMAND = "python -m gear_trl.data.acebench --cache-dir {root}"
+"""The command that fills the cache ahead of an offline evaluation (named by `download`'s error)."""
+
+
+def download(commit: str = ACEBENCH_COMMIT, cache_dir: str | None = None, timeout: float = 30) -> str:
+    """A folder laid out as an ACEBench checkout (its English non-interactive data and prompt file) at `commit`,
+    downloaded from GitHub into `cache_dir` (default `default_cache_dir(commit)`) unless already there. A file that
+    cannot be fetched (no network, GitHub unreachable) raises one UserInputError naming the cache folder and
+    `PREPARE_COMMAND`, which fills it on a machine with network."""
+    root = cache_dir or default_cache_dir(commit)
+    paths = _files()
+    missing = [path for path in paths if not os.path.isfile(os.path.join(root, path))]
+    for path in missing:
         target = os.path.join(root, path)
-        if os.path.isfile(target):
-            continue
         url = RAW_URL.format(commit=commit, path=path)
         try:
-            with urllib.request.urlopen(url, timeout=60) as response:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
                 content = response.read()
-        except OSError as err:
+        except Exception as err:  # URLError, timeouts, HTTP and protocol errors alike: say what to do
+            reason = (str(err).strip().splitlines() or [""])[0][:200]
             raise UserInputError(
-                f"ACEBench is not on the Hugging Face Hub; its data are downloaded from GitHub, and {url} could not "
-                f"be read ({type(err).__name__}: {err}). Without network, clone github.com/ACEBench/ACEBench "
-                "elsewhere and pass its folder as --dataset /path/to/ACEBench (or a folder converted by "
-                "data/scripts/make_acebench_data.py)."
+                f"ACEBench is not on the Hugging Face Hub; its data (commit {commit[:7]}) are not cached in {root} "
+                f"({len(missing)} of {len(paths)} files missing) and {url} could not be read ({type(err).__name__}: "
+                f"{reason}). Run `{PREPARE_COMMAND.format(root=root)}` on a machine with network and copy that folder "
+                "here (or pass it as --dataset), or pass a clone of github.com/ACEBench/ACEBench as "
+                "--dataset /path/to/ACEBench."
             ) from err
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target + ".part", "wb") as handle:
             handle.write(content)
         os.replace(target + ".part", target)
+    return root
+
+
+def prepare(cache_dir: str | None = None, commit: str = ACEBENCH_COMMIT) -> str:
+    """Download ACEBench's files at `commit` into `cache_dir` (default `default_cache_dir`) and check that every
+    category converts, so that an evaluation node without network finds them there; returns the folder."""
+    root = download(commit, cache_dir)
+    for category in NON_INTERACTIVE_CATEGORIES:
+        convert_category(root, category, limit=1)
+    return root
+
+
+def main(argv: list[str] | None = None) -> str:
+    """`python -m gear_trl.data.acebench [--cache-dir DIR]`: `prepare`, printing where the files are."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m gear_trl.data.acebench",
+        description="Download ACEBench's data at the commit the acebench_* presets pin, for evaluation offline.",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        "--cache_dir",
+        default=None,
+        help=f"Folder to fill (default: the presets' own cache, {default_cache_dir()}; another folder is passed to "
+        "evaluation as --dataset DIR).",
+    )
+    args = parser.parse_args(argv)
+    root = prepare(args.cache_dir)
+    default = os.path.abspath(root) == os.path.abspath(default_cache_dir())
+    print(
+        f"ACEBench (commit {ACEBENCH_COMMIT[:7]}, {len(_files())} files) is in {root}: "
+        + (
+            "the acebench_* presets read it from there."
+            if default
+            else f"pass --dataset {root} to the acebench_* presets (or copy it to {default_cache_dir()})."
+        )
+    )
     return root
 
 
@@ -212,10 +271,21 @@ __all__ = [
     "SPECIAL_CATEGORIES",
     "convert_category",
     "convert_row",
+    "default_cache_dir",
     "download",
     "is_checkout",
     "load_acebench",
+    "prepare",
     "read_category",
     "read_templates",
     "render_prompt",
 ]
+
+
+if __name__ == "__main__":
+    import sys
+
+    try:
+        main(sys.argv[1:])
+    except UserInputError as err:
+        sys.exit(f"error: {err}")
