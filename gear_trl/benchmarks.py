@@ -10,13 +10,12 @@ A preset only fills in the options the command line leaves out: any flag given (
 Sampling follows the chat mode the model is scored in (`Preset.sampling(mode)`; `gear_trl.evaluate` takes the mode
 from the trained run's settings or `--enable-thinking`). In thinking mode it is the protocol that DeepSeek-R1 (arXiv
 2501.12948, its evaluation setup) and the Qwen3 technical report (arXiv 2505.09388, thinking mode) report their math
-results with: temperature 0.6, top-p 0.95, up to 32768
-new tokens, and pass@1 estimated as avg@k, the mean accuracy over k samples per problem, with k = 64 for the
-30-problem AIME sets (Qwen3's 64 samples; lighteval 0.13 defines `aime24_avg` as avg@64 too) and k = 4 for MATH-500
-(R1 takes k between 4 and 64 by test-set size); GSM8K (1319 problems) and MATH (5000) use k = 1. Qwen3 also sets
-top-k 20 (`--top-k 20`); R1 does not, nor do the presets. In non-thinking mode (the mode the Qwen3 recipes train
-in) the math presets sample with Qwen3's non-thinking settings and fewer new tokens (`QWEN3_NON_THINKING`); the tool
-presets decode greedily in both modes. The GEAR paper does not
+results with: temperature 0.6, top-p 0.95, up to 32768 new tokens, and pass@1 estimated as avg@k, the mean accuracy
+over k samples per problem, with k = 64 for the 30-problem AIME sets (Qwen3's 64 samples; lighteval 0.13 defines
+`aime24_avg` as avg@64 too) and k = 4 for MATH-500 (R1 takes k between 4 and 64 by test-set size); GSM8K (1319
+problems) and MATH (5000) use k = 1. Qwen3 also sets top-k 20 (`--top-k 20`); R1 does not, nor do the presets. In
+non-thinking mode (the mode the Qwen3 recipes train in) the math presets sample with Qwen3's non-thinking settings
+and fewer new tokens (`QWEN3_NON_THINKING`); the tool presets decode greedily in both modes. The GEAR paper does not
 publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
 `gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
@@ -306,6 +305,11 @@ def presets_help() -> str:
         + f" {p.split}, "
         + (f"avg@{p.num_samples}" if p.num_samples > 1 else "1 sample")
         + (f" at T={p.temperature}" if p.temperature else " greedy")
+        + (
+            f" (non-thinking T={p.sampling('non-thinking')['temperature']})"
+            if p.sampling("non-thinking") != p.sampling("thinking")
+            else ""
+        )
         for p in PRESETS.values()
     )
 

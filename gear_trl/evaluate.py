@@ -1256,16 +1256,21 @@ PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "v
 """The packages whose versions a report records (None where one is not installed)."""
 
 
-def _git_commit() -> tuple[str | None, bool | None]:
-    """(the commit of the gear_trl checkout this runs from, whether tracked files differ from it); (None, None)
-    outside a git checkout."""
+def _git_commit(root: str | None = None) -> tuple[str | None, bool | None]:
+    """(the commit of the gear_trl checkout this runs from, `root` (default: the folder above this package), and
+    whether tracked files differ from it); (None, None) unless `root` is the top of a git checkout (an installed
+    wheel: a repository that merely holds the environment is not ours)."""
     import subprocess
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.realpath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
-        commit = subprocess.run(
-            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
+        top, commit = subprocess.run(
+            ["git", "-C", root, "rev-parse", "--show-toplevel", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.splitlines()
         status = subprocess.run(
             ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
@@ -1273,9 +1278,11 @@ def _git_commit() -> tuple[str | None, bool | None]:
             timeout=10,
             check=True,
         ).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None, None
-    return commit or None, bool(status.strip())
+    if os.path.realpath(top) != root:
+        return None, None
+    return commit, bool(status.strip())
 
 
 def provenance(model: str, backend: str) -> dict:

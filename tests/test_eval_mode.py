@@ -203,6 +203,14 @@ def test_the_report_records_backend_packages_commit_and_model_revision(tmp_path,
     assert model_revision(str(adapter)) == sha
 
 
+def test_the_commit_is_recorded_only_from_the_top_of_a_checkout(tmp_path):
+    from gear_trl.evaluate import _git_commit
+
+    assert _git_commit(str(REPO))[0] is not None
+    assert _git_commit(str(REPO / "gear_trl")) == (None, None)  # e.g. a wheel in a venv inside some repository
+    assert _git_commit(str(tmp_path)) == (None, None)
+
+
 def test_the_report_keys_the_table_builder_reads_are_top_level(tmp_path, monkeypatch):
     model = model_folder(tmp_path, settings={"chat_template_kwargs": {"enable_thinking": False}})
     report, _ = run(tmp_path, monkeypatch, model, benchmark="gsm8k")
