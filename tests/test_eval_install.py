@@ -223,3 +223,5 @@ def test_every_docs_gpu_install_step_installs_the_eval_extra_and_bfcl_eval():
         assert any("eval" in e.split(",") for e in extras), f"{path}: its GPU install misses the eval extra"
         assert f"pip install --no-deps {BFCL_EVAL_REQUIREMENT}" in text, f"{path}: its GPU install misses bfcl-eval"
     assert sorted(with_step) == sorted(GPU_INSTALL_DOCS)
+    for page in ("docs/tool-use.md", "docs/recipes.md"):  # the pages that train the runs the tool benchmarks score
+        assert "make install-eval" in (REPO / page).read_text(), page
