@@ -61,6 +61,7 @@ from .generation import (
     prompt_ids,
     read_generation_config,
     shipped_sampling,
+    stop_ids,
 )
 from .plugins import UserInputError
 from .run_settings import RUN_SETTINGS, chat_mode, read_run_settings
@@ -1422,6 +1423,7 @@ def _vllm_generator(args, sampling):
         path,
         tokenizer,
         sampling,
+        stop=stop_ids(args.model, tokenizer),  # as model.generate stops: every eos the model's generation config names
         data_parallel=args.data_parallel,
         dtype=args.dtype,
         max_model_len=args.max_model_len,

@@ -115,10 +115,9 @@ def _resolve(source: str, filename: str) -> str | None:
         return None
 
 
-def read_generation_config(model: str) -> tuple[dict, str | None]:
-    """(the settings of `GENERATION_KEYS` that `model` sets in its `generation_config.json`, the file read): an
-    adapter directory's own file, else its base model's; ({}, None) where there is none. A file that is not a JSON
-    object is refused (UserInputError naming it)."""
+def _generation_config_file(model: str) -> tuple[dict, str | None]:
+    """(`model`'s whole `generation_config.json`, its path): an adapter directory's own file, else its base model's;
+    ({}, None) where there is none. A file that is not a JSON object is refused (UserInputError naming it)."""
     base = adapter_base(model)
     for source in [model] + ([base] if base else []):
         path = _resolve(source, GENERATION_CONFIG)
@@ -131,8 +130,24 @@ def read_generation_config(model: str) -> tuple[dict, str | None]:
             raise UserInputError(f"{path} cannot be read as JSON ({err}); fix or delete it.") from err
         if not isinstance(config, dict):
             raise UserInputError(f"{path} must hold a JSON object.")
-        return {key: config[key] for key in GENERATION_KEYS if key in config}, path
+        return config, path
     return {}, None
+
+
+def read_generation_config(model: str) -> tuple[dict, str | None]:
+    """(the settings of `GENERATION_KEYS` that `model` sets in its `generation_config.json`, the file read): an
+    adapter directory's own file, else its base model's; ({}, None) where there is none."""
+    config, path = _generation_config_file(model)
+    return {key: config[key] for key in GENERATION_KEYS if key in config}, path
+
+
+def stop_ids(model: str, tokenizer) -> list[int]:
+    """The token ids generation stops at: the `eos_token_id` of `model`'s `generation_config.json` (one id or a list,
+    as `generate` reads it: Qwen3 stops at `<|im_end|>` and `<|endoftext|>`), else the tokenizer's end of sequence."""
+    eos = _generation_config_file(model)[0].get("eos_token_id")
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return [eos] if isinstance(eos, int) else [int(token) for token in eos or []]
 
 
 def shipped_sampling(settings: dict) -> dict:

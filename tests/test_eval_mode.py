@@ -18,7 +18,7 @@ from transformers import AutoTokenizer
 
 from gear_trl.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
 from gear_trl.evaluate import main
-from gear_trl.generation import model_revision, read_generation_config, shipped_sampling
+from gear_trl.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids
 from gear_trl.plugins import UserInputError
 from gear_trl.run_settings import RUN_SETTINGS, chat_mode
 from tests.test_benchmarks import EQUIVALENT, FIXTURES, Oracle, _questions
@@ -166,6 +166,19 @@ def test_the_model_folders_generation_config_is_read_reported_and_used_where_not
     report, _ = run(tmp_path, monkeypatch, model)  # a preset is an explicit choice too
     assert report["sampling"] == {**QWEN3_NON_THINKING, "num_samples": 1}
     assert "this evaluation uses temperature 0.7 (preset), top_p 0.8 (preset)" in capsys.readouterr().err
+
+
+def test_the_vllm_backend_stops_where_the_models_generation_config_says(tmp_path):
+    from gear_trl.evaluate import _vllm_generator, make_parser
+
+    model = model_folder(tmp_path, generation={"eos_token_id": [2257, 7]})
+    args = make_parser().parse_args(["--model", str(model), "--dataset", "x", "--backend", "vllm"])
+    generator = _vllm_generator(args, Sampling())  # the engine starts on the first generate, not here
+    assert generator.stop == [2257, 7]
+    tokenizer = AutoTokenizer.from_pretrained(TINY)
+    assert stop_ids(str(model_folder(tmp_path, "plain", generation={"eos_token_id": None})), tokenizer) == [
+        tokenizer.eos_token_id
+    ]
 
 
 def test_do_sample_false_is_greedy_and_an_unreadable_file_is_named(tmp_path):
