@@ -1507,17 +1507,13 @@ def main(argv: list[str] | None = None) -> dict:
     generation_config, generation_config_path = read_generation_config(args.model)
     shipped = shipped_sampling(generation_config)
     sampling_sources = apply_sampling(args, mode, shipped)
-    overridden = {
-        key: (shipped[key], getattr(args, key))
-        for key, source in sampling_sources.items()
-        if key in shipped and source != "model" and shipped[key] != getattr(args, key)
-    }
-    if overridden:  # the model's own settings lose only to an explicit choice: say which
+    overridden = [key for key in shipped if sampling_sources[key] != "model" and shipped[key] != getattr(args, key)]
+    if overridden:  # the model's own settings lose only to an explicit choice (a flag, a preset): say which
         print(
             f"note: {generation_config_path} sets "
-            + ", ".join(f"{key} {ours[0]}" for key, ours in overridden.items())
+            + ", ".join(f"{key} {shipped[key]}" for key in overridden)
             + "; this evaluation uses "
-            + ", ".join(f"{key} {ours[1]} ({sampling_sources[key]})" for key, ours in overridden.items())
+            + ", ".join(f"{key} {getattr(args, key)} ({sampling_sources[key]})" for key in overridden)
             + ".",
             file=sys.stderr,
         )
