@@ -28,7 +28,10 @@ in its own API classes and scores them with its own checker (`evaluate_bfcl_mult
 `ast_checker` or relevance rule (`gear_trl.rewards.bfcl_ast`). `--backend vllm` generates
 with vLLM, one engine per GPU (`gear_trl.generation`). With `--num-samples n` the report gives avg@n and the unbiased
 pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
-(`gear_run_settings.json`), used unless overridden.
+(`gear_run_settings.json`), used unless overridden; a Hub model has none and needs `--enable-thinking true|false`
+(`chat_settings`), so that a base model and the runs trained from it are scored in one chat mode. A preset samples as
+that mode asks; options neither given nor preset take the model's `generation_config.json` values. The report records
+`chat_mode`, `preset`, `sampling` (with `sampling_sources`), `model_generation_config` and `provenance`.
 
     python -m gear_trl.evaluate --model outputs/run --dataset my_tasks/agent --environment my_tasks.envs:Env \
         --reward my_tasks.rewards:goal_reached --user-simulator llm --user-simulator-kwargs '{"goal_column": "goal"}'
