@@ -76,7 +76,8 @@ def _bfcl():
     except ImportError as err:
         raise UserInputError(
             "BFCL's official classes need the bfcl-eval package: pip install --no-deps bfcl-eval==2026.3.23 "
-            "(`make install` does; it is not a dependency of gear_trl, whose other parts work without it)."
+            "(`make install` or, on a GPU node, `make install-eval` does; it is not a dependency of gear_trl, whose other "
+            "parts work without it)."
         ) from err
     return bfcl_eval
 

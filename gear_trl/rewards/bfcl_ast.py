@@ -65,7 +65,8 @@ def _bfcl_data_dir() -> str:
     except ImportError as err:
         raise UserInputError(
             "BFCL's categories are read from the bfcl-eval package: pip install --no-deps bfcl-eval==2026.3.23 "
-            "(`make install` does; it is not a dependency of gear_trl, whose other parts work without it)."
+            "(`make install` or, on a GPU node, `make install-eval` does; it is not a dependency of gear_trl, whose other "
+            "parts work without it)."
         ) from err
     return os.path.join(os.path.dirname(bfcl_eval.__file__), "data")
 
