@@ -298,7 +298,7 @@ def load_splits(
 def held_out_splits(script_args: GEARScriptArguments):
     """(name, rows) of every split the run is scored on: `dataset_test_split` of the training dataset (when it is
     another split) and every split of each `held_out_datasets` entry."""
-    from .data.overlap import BENCHMARK_PREFIX, benchmark_splits
+    from .data.held_out import BENCHMARK_PREFIX, benchmark_splits
     from .trainer.preflight import load_dataset_named
 
     dataset = load_dataset_named(

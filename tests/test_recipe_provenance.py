@@ -132,7 +132,9 @@ def test_gear_recipes_state_every_gear_field_they_read(path):
     assert not missing, f"{path}: GEAR fields left to their unlabelled defaults: {missing}"
     # a GEAR field added to GEARConfig is classified here: stated by the recipes, or not read by their runs
     own = {name for name in GEAR_FIELDS if not name.startswith(("rlsd_", "gigpo_"))}
-    assert own == GEAR_RESULT_FIELDS | set(GEAR_FIELDS_NOT_READ), sorted(own ^ (GEAR_RESULT_FIELDS | set(GEAR_FIELDS_NOT_READ)))
+    assert own == GEAR_RESULT_FIELDS | set(GEAR_FIELDS_NOT_READ), sorted(
+        own ^ (GEAR_RESULT_FIELDS | set(GEAR_FIELDS_NOT_READ))
+    )
     # the written-out values are the library's where the reason says so, so a changed default is noticed
     defaults = {field.name: field.default for field in dataclasses.fields(GEARConfig)}
     for key, line in key_lines(path).items():
@@ -148,7 +150,7 @@ def test_model_and_dataset_revisions_are_pinned_fields(path):
     lines = key_lines(path)
     recipe = yaml.safe_load(path.read_text())
     for key, name in (("model_revision", "model_name_or_path"), ("dataset_revision", "dataset_name")):
-        assert key in recipe and recipe[key], f"{path}: no `{key}`"
+        assert recipe.get(key), f"{path}: no `{key}`"
         assert "replace `main` with the commit hash" in lines[key] and recipe[name] in lines[key], lines[key]
 
 

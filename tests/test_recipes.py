@@ -216,23 +216,30 @@ def test_the_overlap_check_reads_benchmark_presets(monkeypatch):
     """`benchmark:NAME` entries load the rows evaluation scores (bfcl-eval's categories, ACEBench's), and a training
     set sharing a request with one of them is warned about."""
     from gear_trl.data import acebench
-    from gear_trl.data.overlap import benchmark_splits, request_texts
+    from gear_trl.data.held_out import benchmark_splits
+    from gear_trl.data.overlap import request_texts
     from gear_trl.plugins import UserInputError
     from gear_trl.train import GEARScriptArguments, overlap_warnings
 
     # ACEBench's presets download from GitHub; its committed sample of converted rows stands in
     real = acebench.load_acebench
-    monkeypatch.setattr(acebench, "load_acebench", lambda source, category, limit=None: real(
-        str(REPO / "data/acebench"), category, limit))
-    (label, ace), = benchmark_splits("acebench_parallel")
+    monkeypatch.setattr(
+        acebench,
+        "load_acebench",
+        lambda source, category, limit=None: real(str(REPO / "data/acebench"), category, limit),
+    )
+    ((label, ace),) = benchmark_splits("acebench_parallel")
     assert label == "benchmark 'acebench_parallel'" and len(request_texts(ace)) == 3
-    (_, live), = benchmark_splits("bfcl_live")
-    (_, multi), = benchmark_splits("bfcl_multi_turn")
+    ((_, live),) = benchmark_splits("bfcl_live")
+    ((_, multi),) = benchmark_splits("bfcl_multi_turn")
     assert len(live) == 258 + 1053 + 16 + 24 and len(multi) == 800 and request_texts(multi)
     with pytest.raises(UserInputError, match="Unknown --benchmark 'bfcl'"):
         benchmark_splits("bfcl")
     args = GEARScriptArguments(
-        dataset_name="data/bfcl", dataset_config="single_turn", dataset_train_split="simple", dataset_test_split="simple",
+        dataset_name="data/bfcl",
+        dataset_config="single_turn",
+        dataset_train_split="simple",
+        dataset_test_split="simple",
         held_out_datasets=["benchmark:bfcl_simple", "benchmark:bfcl_java"],
     )
     (message,) = overlap_warnings(args)

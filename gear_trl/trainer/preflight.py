@@ -129,9 +129,7 @@ DATA_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", 
 """Single local data files `dataset_name` may be, by extension, and the `datasets` builder that reads each."""
 
 
-def load_dataset_named(
-    name: str, config: str | None = None, what: str = "dataset_name", revision: str | None = None
-):
+def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name", revision: str | None = None):
     """`datasets.load_dataset(name, name=config, revision=revision)`, with a missing local folder or (offline) uncached
     Hub dataset reported by name instead of as a failure to reach the Hub. A single local file (.jsonl, .json,
     .parquet, .csv) is loaded as split `train`. `revision` (a Hub commit, branch or tag) applies to Hub datasets."""
