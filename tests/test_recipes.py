@@ -202,13 +202,15 @@ def test_held_out_lists_name_every_benchmark_the_docs_score(path):
             assert re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", spec), spec
 
 
-@pytest.mark.parametrize("path", sorted(REPO.glob("recipes/**/*.yaml")), ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
 def test_recipe_comments_name_only_presets_that_exist(path):
-    """`--benchmark bfcl|acebench` named no preset; `--benchmark` refuses any name not in `PRESETS`."""
+    """`--benchmark bfcl|acebench` and `--benchmark NAME` named no preset; `--benchmark` refuses any name not in
+    `PRESETS`. Each Qwen3 recipe's comments show a command its reader can run."""
     from gear_trl.benchmarks import PRESETS
 
     named = re.findall(r"--benchmark\s+`?([\w|]+)", path.read_text())
     names = {name for group in named for name in group.split("|")}
+    assert names, f"{path}: the comments show no `--benchmark` command"
     assert names <= set(PRESETS), sorted(names - set(PRESETS))
 
 
