@@ -235,7 +235,7 @@ def test_the_overlap_check_reads_benchmark_presets(monkeypatch):
     ((_, live),) = benchmark_splits("bfcl_live")
     ((_, multi),) = benchmark_splits("bfcl_multi_turn")
     assert len(live) == 258 + 1053 + 16 + 24 and len(multi) == 800 and request_texts(multi)
-    with pytest.raises(UserInputError, match="Unknown --benchmark 'bfcl'"):
+    with pytest.raises(UserInputError, match="`held_out_datasets` entry benchmark:bfcl: Unknown --benchmark 'bfcl'"):
         benchmark_splits("bfcl")
     args = GEARScriptArguments(
         dataset_name="data/bfcl",

@@ -14,7 +14,16 @@ def benchmark_splits(name: str) -> list[tuple[str, list[dict[str, Any]]]]:
     """(label, rows) of the rows the `--benchmark` preset `name` scores, read from where evaluation reads them: a
     Hub or local dataset split, bfcl-eval's single-turn entries or multi-turn tasks, or ACEBench's category. A
     multi-turn task's request is its first turn's user messages. Unknown presets and missing sources raise
-    `UserInputError` naming them."""
+    `UserInputError` naming the entry."""
+    from ..plugins import UserInputError
+
+    try:
+        return _benchmark_splits(name)
+    except UserInputError as err:
+        raise UserInputError(f"`held_out_datasets` entry {BENCHMARK_PREFIX}{name}: {err}") from err
+
+
+def _benchmark_splits(name: str) -> list[tuple[str, list[dict[str, Any]]]]:
     from ..benchmarks import get_preset
 
     preset = get_preset(name)
