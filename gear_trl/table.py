@@ -100,6 +100,8 @@ class Entry:
     chat_mode: str | None
     preset: str | None
     sampling: tuple
+    provenance: tuple = ()
+    """(backend, git commit) from the report's `provenance`, where it has one: listed under the table."""
 
 
 def _chat_mode(report: dict) -> str | None:
@@ -156,7 +158,11 @@ def read_entry(path: str, arm: str, seed_pattern: re.Pattern, problems: list[str
     data = (report.get("dataset"), config.get("dataset_config"), report.get("split"))
     benchmark = preset or f"{data[0]} [{data[2]}]"
     seed = int(match.group(1))
-    return Entry(path, arm, benchmark, data, seed, float(score), _chat_mode(report), preset, _sampling(report))
+    given = report.get("provenance") if isinstance(report.get("provenance"), dict) else {}
+    provenance = (given.get("backend"), given.get("git_commit"))
+    return Entry(
+        path, arm, benchmark, data, seed, float(score), _chat_mode(report), preset, _sampling(report), provenance
+    )
 
 
 def check_entries(entries: list[Entry]) -> list[str]:
@@ -236,6 +242,8 @@ def build_table(entries: list[Entry], arms: list[str], baseline: str, level: flo
         "baseline": baseline,
         "level": level,
         "chat_mode": next(iter(modes)) if len(modes) == 1 else None,
+        "backends": sorted({str(e.provenance[0]) for e in entries if e.provenance and e.provenance[0]}),
+        "git_commits": sorted({str(e.provenance[1]) for e in entries if e.provenance and e.provenance[1]}),
         "benchmarks": benchmarks,
     }
 
@@ -276,6 +284,11 @@ def markdown(table: dict, arms: list[str]) -> str:
         f"Chat mode: {mode}. Means over training seeds; differences paired by seed, with Student's t-interval over "
         "the pairs (docs/reproducing.md, statistics plan)."
     )
+    if table.get("backends") or table.get("git_commits"):
+        lines.append(
+            f"Scored with backend(s) {', '.join(table['backends']) or 'unrecorded'} at gear_trl commit(s) "
+            f"{', '.join(c[:12] for c in table['git_commits']) or 'unrecorded'}."
+        )
     return "\n".join(lines)
 
 

@@ -75,6 +75,7 @@ def test_means_and_paired_intervals_by_hand(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| aime24 | 0.330 (3) | 0.363 (3) | +0.033 [-0.018, +0.085] (3) |" in printed
     assert "Chat mode: non-thinking." in printed
+    assert "Scored with backend(s) vllm at gear_trl commit(s) abc." in printed
     assert (tmp_path / "t.md").read_text().strip() == printed.strip()
     assert json.loads((tmp_path / "t.json").read_text())["benchmarks"]["aime24"]["paired"]["gear"]["seeds"] == [
         1,
