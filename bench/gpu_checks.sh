@@ -1,7 +1,8 @@
 #!/bin/bash
-# The checks that need a GPU, in one go: about 4 minutes on one H100, offline (random or shipped weights only).
+# The checks that need a GPU, in one go: under 8 minutes on one H100, offline (random or shipped weights only).
 #
-#   bash bench/gpu_checks.sh [OUT_DIR]        # default outputs/gpu_checks
+#   bash bench/gpu_checks.sh [OUT_DIR]                 # default outputs/gpu_checks
+#   bash bench/gpu_checks.sh [OUT_DIR] --device cpu    # step 6 alone at a tiny geometry (tests/test_gpu_checks.py)
 #
 # 1. versions and the GPU;
 # 2. GEAR trains 2 steps on the GPU from the horizon warm start (data/tiny-qwen3-horizon-independent, K = 4), once in
@@ -13,23 +14,43 @@
 # 4. bench/suffix_bias.py on Qwen3-4B's geometry (random weights) in bf16: does the memory-efficient SDPA kernel pad
 #    (copy) the shared-prefix pass's suffix bias in every layer (docs/development.md)?
 # 5. bench/overhead.py --device cuda --quick: GEAR's step against GRPO's and SDPO's at Qwen3-4B's geometry.
+# 6. bench/recipe_shape.py: the Qwen3-4B math and tool-use recipes as shipped (LoRA r = 64, bf16, gradient
+#    checkpointing, the live teacher, the recipe's micro-batch and accumulation) on a random-weight Qwen3-4B, 2 steps
+#    each under GRPO and GEAR through gear_trl.train, 256-token completions (a random model never stops); then the
+#    GEAR math recipe with vLLM colocated at its own completion length when `vllm` imports (a line says it was skipped
+#    when not). Step time, peak memory and the teacher pass's share per run. It gets what is left of 470 s.
 #
-# Each step has its own time limit and a failing step does not stop the next. Figures land in OUT_DIR: the log
-# (gpu_checks.log), bf16_credit_cuda.json, overhead_cuda_quick.{json,md} and the training logs (train_logs.tgz).
-out=${1:-outputs/gpu_checks}
+# Each step has its own time limit and a failing step does not stop the next; the log ends with one summary table
+# (each check's status and time, each recipe run's figures). Figures land in OUT_DIR: the log (gpu_checks.log),
+# bf16_credit_cuda.json, overhead_cuda_quick.{json,md}, recipe_shape/recipe_shape.json and the training logs
+# (train_logs.tgz).
+device=cuda
+out=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    *) out=$1; shift ;;
+  esac
+done
+out=${out:-outputs/gpu_checks}
 mkdir -p "$out"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 TRL_EXPERIMENTAL_SILENCE=1
 export PYTHONWARNINGS=ignore::FutureWarning,ignore::DeprecationWarning,ignore::UserWarning
 py=${PYTHON:-python3}
 cd "$(dirname "$0")/.." || exit 1
 
-step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
+step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; started=$SECONDS; }
+# one line per check for the summary: name, exit status, seconds
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$((SECONDS - started))" >> "$out/steps.tsv"; }
+: > "$out/steps.tsv"
 
 {
+if [ "$device" = cuda ]; then
 step "1. versions"
 nvidia-smi -L
 $py -c "import torch, transformers, trl, peft; print('torch', torch.__version__, 'transformers', transformers.__version__,
 'trl', trl.__version__, 'peft', peft.__version__, torch.cuda.get_device_name(0))"
+record "1. versions" $?
 
 step "2. GEAR on the GPU, 2 steps, float32 then bf16"
 mkdir -p "$out/train"
@@ -40,7 +61,9 @@ for precision in fp32 bf16; do
     --model_name_or_path data/tiny-qwen3-horizon-independent --dataset_name data/horizon/independent/k4 \
     --use_cpu false "${flags[@]}" --max_steps 2 --logging_steps 1 --save_strategy no \
     --output_dir "$out/train/$precision" > "$out/train/$precision.log" 2>&1
-  echo "$precision: rc=$?"
+  rc=$?
+  echo "$precision: rc=$rc"
+  record "2. GEAR 2 steps, $precision" $rc
 done
 $py - "$out/train" <<'EOF'
 import ast, math, re, sys
@@ -66,12 +89,29 @@ tar -czf "$out/train_logs.tgz" -C "$out" train && rm -rf "$out/train"
 
 step "3. credit in bf16 against float64, on the GPU"
 timeout 100 $py bench/bf16_credit.py --device cuda --out "$out/bf16_credit_cuda.json" 2>&1 | grep -v -i warn
+record "3. bf16 credit" "${PIPESTATUS[0]}"
 
 step "4. the shared-prefix suffix bias under CUDA's SDPA kernels"
 timeout 90 $py bench/suffix_bias.py --device cuda --model qwen3-4b-random --dtype bfloat16 --rows 8 --keys 1531 \
   2>&1 | grep -v -i warn
+record "4. suffix bias" "${PIPESTATUS[0]}"
 
 step "5. GEAR's step against GRPO's and SDPO's at Qwen3-4B's geometry (quick)"
 timeout "${OVERHEAD_TIMEOUT:-180}" $py bench/overhead.py --device cuda --quick --out-dir "$out" 2>&1 | grep -v -i warn
-step "done"
+record "5. overhead (quick)" "${PIPESTATUS[0]}"
+else
+  echo "steps 1-5 need CUDA: skipped (--device $device)"
+fi
+
+step "6. the Qwen3-4B recipes' shape, 2 steps each, GRPO and GEAR"
+budget=$((470 - SECONDS))
+[ "$device" = cpu ] && budget=300
+[ "$budget" -lt 30 ] && budget=30  # steps 1-5 ran long: a short look rather than none
+timeout $((budget + 30)) $py bench/recipe_shape.py --device "$device" --out "$out/recipe_shape" --budget-s "$budget" \
+  2>&1 | grep -v -i -e warn -e "it/s]" -e "^{'"
+record "6. recipe shape" "${PIPESTATUS[0]}"
+
+step "summary"
+$py bench/recipe_shape.py --summary "$out"
+echo "total: ${SECONDS} s"
 } 2>&1 | tee "$out/gpu_checks.log"

@@ -59,6 +59,8 @@ for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-impo
 
 import learning
 
+from gear_trl import table
+
 TEACHERS = [
     {
         "name": "hint0",
@@ -113,42 +115,8 @@ BUDGETS = {
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def t_quantile(p: float, df: int) -> float:
-    """The `p` quantile of Student's t with `df` degrees of freedom (p in (0.5, 1)), by bisection on its CDF, which
-    is the regularized incomplete beta function evaluated here by Simpson's rule on the density."""
-    if not 0.5 < p < 1 or df < 1:
-        raise ValueError(f"need 0.5 < p < 1 and df >= 1; got p={p}, df={df}.")
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def cdf_above_zero(x: float, n: int = 2000) -> float:  # P(0 < T < x) by Simpson's rule; x >= 0
-        h = x / n
-        total = 0.0
-        for i in range(n + 1):
-            t = i * h
-            density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-            total += density * (1 if i in (0, n) else 4 if i % 2 else 2)
-        return total * h / 3
-
-    low, high = 0.0, 1.0
-    while 0.5 + cdf_above_zero(high) < p:
-        high *= 2
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if 0.5 + cdf_above_zero(mid) < p else (low, mid)
-    return (low + high) / 2
-
-
-def paired_interval(differences: list[float], level: float = 0.95) -> dict:
-    """Mean of per-seed paired differences and its two-sided t-interval; NaN bounds with fewer than 2 seeds."""
-    values = [d for d in differences if d is not None and not math.isnan(d)]
-    n = len(values)
-    if n == 0:
-        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": 0, "values": []}
-    mean = statistics.fmean(values)
-    if n < 2:
-        return {"mean": mean, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": n, "values": values}
-    half = t_quantile(0.5 + level / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n_seeds": n, "values": values}
+# The interval helpers live in gear_trl.table, which the paper's table builder (`gear-trl-table`) shares.
+t_quantile, paired_interval = table.t_quantile, table.paired_interval
 
 
 def run_metric(run: dict, metric: str, window: int) -> float | None:

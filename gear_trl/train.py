@@ -94,8 +94,17 @@ class GEARScriptArguments(ScriptArguments):
         default_factory=list,
         metadata={
             "help": "Datasets the trained model will be scored on, as `NAME` or `NAME:CONFIG` (a Hub id or a local "
-            "folder; every split is read). Before training, the run warns when the training split shares a prompt "
-            "with any of them, or with `dataset_test_split`: a benchmark trained on measures memorisation."
+            "folder; every split is read), or `benchmark:PRESET` (a `gear_trl.evaluate --benchmark` preset, its rows "
+            "read as evaluation reads them: bfcl-eval's categories, ACEBench's). Before training, the run warns when "
+            "the training split shares a prompt with any of them, or with `dataset_test_split`: a benchmark trained "
+            "on measures memorisation."
+        },
+    )
+    dataset_revision: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub revision (commit hash, branch or tag) of `dataset_name`; None: the default branch. Pin the "
+            "commit you trained on so that a rerun reads the same rows."
         },
     )
 
@@ -235,7 +244,9 @@ def load_splits(
             "The recipe needs `dataset_name` (a Hub dataset id, a local folder such as data/math/generic, or a local "
             ".jsonl/.json/.parquet/.csv file)."
         )
-    dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
+    dataset = load_dataset_named(
+        script_args.dataset_name, script_args.dataset_config, revision=script_args.dataset_revision
+    )
     if script_args.dataset_train_split not in dataset:
         raise PreflightError(
             f"`{split_option}` {script_args.dataset_train_split!r} is not in {script_args.dataset_name!r}; "
@@ -287,13 +298,20 @@ def load_splits(
 def held_out_splits(script_args: GEARScriptArguments):
     """(name, rows) of every split the run is scored on: `dataset_test_split` of the training dataset (when it is
     another split) and every split of each `held_out_datasets` entry."""
+    from .data.held_out import BENCHMARK_PREFIX, benchmark_splits
     from .trainer.preflight import load_dataset_named
 
-    dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
+    dataset = load_dataset_named(
+        script_args.dataset_name, script_args.dataset_config, revision=script_args.dataset_revision
+    )
     test_split = script_args.dataset_test_split
     if test_split in dataset and test_split != script_args.dataset_train_split:
         yield f"split {test_split!r} of {script_args.dataset_name!r}", dataset[test_split]
     for spec in script_args.held_out_datasets:
+        if spec.startswith(BENCHMARK_PREFIX):
+            for label, rows in benchmark_splits(spec[len(BENCHMARK_PREFIX) :]):
+                yield f"{label} of {spec!r}", rows
+            continue
         name, _, config = spec.partition(":")
         held_out = load_dataset_named(name, config or None, what=f"held_out_datasets entry {spec!r}")
         for split, rows in held_out.items():
@@ -305,7 +323,9 @@ def overlap_warnings(script_args: GEARScriptArguments) -> list[str]:
     from .data.overlap import overlap_message, request_texts
     from .trainer.preflight import load_dataset_named
 
-    dataset = load_dataset_named(script_args.dataset_name, script_args.dataset_config)
+    dataset = load_dataset_named(
+        script_args.dataset_name, script_args.dataset_config, revision=script_args.dataset_revision
+    )
     train = request_texts(dataset[script_args.dataset_train_split])
     train_name = f"{script_args.dataset_train_split!r} of {script_args.dataset_name!r}"
     messages = []

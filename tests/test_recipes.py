@@ -151,3 +151,98 @@ def test_vllm_context_fits_prompts_and_completions():
             prompt = HUB_PROMPT_TOKENS[recipe["dataset_name"]]
             assert recipe.get("max_teacher_prompt_length", prompt) == prompt, path
         assert prompt + completion <= recipe["vllm_max_model_length"] < 40960, (path, prompt, completion)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Held-out lists (issue 52): every benchmark a recipe's task is scored on is named where the overlap check reads it
+# ---------------------------------------------------------------------------------------------------------------------
+
+MATH_FORMATS = {"math", "aime", "gsm8k"}
+"""Preset adapters of the math benchmarks; every other preset scores tool use."""
+
+
+def scored_presets() -> dict[str, set[str]]:
+    """{task: presets docs/reproducing.md's evaluation loops run}, the task (`math`, `tool_use`) by the preset's
+    adapter."""
+    from gear_trl.benchmarks import PRESETS
+
+    page = (REPO / "docs/reproducing.md").read_text()
+    looped = {name for names in re.findall(r"for benchmark in ([\w ]+); do", page) for name in names.split()}
+    tasks: dict[str, set[str]] = {"math": set(), "tool_use": set()}
+    for name in looped:
+        tasks["math" if PRESETS[name].dataset_format in MATH_FORMATS else "tool_use"].add(name)
+    return tasks
+
+
+def held_out_covers(recipe: dict, preset) -> bool:
+    """The recipe's overlap check reads the preset's rows: as `benchmark:NAME`, as the dataset (and configuration)
+    the preset reads, or as the training set's own `dataset_test_split`."""
+    held = set(recipe.get("held_out_datasets", []))
+    dataset = preset.dataset + (f":{preset.dataset_config}" if preset.dataset_config else "")
+    own_test = (preset.dataset, preset.split) == (recipe["dataset_name"], recipe.get("dataset_test_split"))
+    return f"benchmark:{preset.name}" in held or dataset in held or own_test
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
+def test_held_out_lists_name_every_benchmark_the_docs_score(path):
+    from gear_trl.benchmarks import PRESETS
+
+    recipe = yaml.safe_load(path.read_text())
+    task = path.stem.removeprefix("config_")
+    scored = scored_presets()[task]
+    assert scored, f"docs/reproducing.md runs no {task} benchmark"
+    missing = sorted(name for name in scored if not held_out_covers(recipe, PRESETS[name]))
+    assert not missing, f"{path}: scored on {missing} but they are not in held_out_datasets"
+    for spec in recipe["held_out_datasets"]:  # each entry is one the overlap check can read
+        if spec.startswith("benchmark:"):
+            assert spec.removeprefix("benchmark:") in PRESETS, spec
+        elif spec.startswith("data/"):
+            assert (REPO / spec.partition(":")[0]).is_dir(), spec
+        else:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", spec), spec
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
+def test_recipe_comments_name_only_presets_that_exist(path):
+    """`--benchmark bfcl|acebench` and `--benchmark NAME` named no preset; `--benchmark` refuses any name not in
+    `PRESETS`. Each Qwen3 recipe's comments show a command its reader can run."""
+    from gear_trl.benchmarks import PRESETS
+
+    named = re.findall(r"--benchmark\s+`?([\w|]+)", path.read_text())
+    names = {name for group in named for name in group.split("|")}
+    assert names, f"{path}: the comments show no `--benchmark` command"
+    assert names <= set(PRESETS), sorted(names - set(PRESETS))
+
+
+def test_the_overlap_check_reads_benchmark_presets(monkeypatch):
+    """`benchmark:NAME` entries load the rows evaluation scores (bfcl-eval's categories, ACEBench's), and a training
+    set sharing a request with one of them is warned about."""
+    from gear_trl.data import acebench
+    from gear_trl.data.held_out import benchmark_splits
+    from gear_trl.data.overlap import request_texts
+    from gear_trl.plugins import UserInputError
+    from gear_trl.train import GEARScriptArguments, overlap_warnings
+
+    # ACEBench's presets download from GitHub; its committed sample of converted rows stands in
+    real = acebench.load_acebench
+    monkeypatch.setattr(
+        acebench,
+        "load_acebench",
+        lambda source, category, limit=None: real(str(REPO / "data/acebench"), category, limit),
+    )
+    ((label, ace),) = benchmark_splits("acebench_parallel")
+    assert label == "benchmark 'acebench_parallel'" and len(request_texts(ace)) == 3
+    ((_, live),) = benchmark_splits("bfcl_live")
+    ((_, multi),) = benchmark_splits("bfcl_multi_turn")
+    assert len(live) == 258 + 1053 + 16 + 24 and len(multi) == 800 and request_texts(multi)
+    with pytest.raises(UserInputError, match="`held_out_datasets` entry benchmark:bfcl: Unknown --benchmark 'bfcl'"):
+        benchmark_splits("bfcl")
+    args = GEARScriptArguments(
+        dataset_name="data/bfcl",
+        dataset_config="single_turn",
+        dataset_train_split="simple",
+        dataset_test_split="simple",
+        held_out_datasets=["benchmark:bfcl_simple", "benchmark:bfcl_java"],
+    )
+    (message,) = overlap_warnings(args)
+    assert "shares 400 prompt(s) with benchmark 'bfcl_simple' of 'benchmark:bfcl_simple'" in message

@@ -129,10 +129,10 @@ DATA_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", 
 """Single local data files `dataset_name` may be, by extension, and the `datasets` builder that reads each."""
 
 
-def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name"):
-    """`datasets.load_dataset(name, name=config)`, with a missing local folder or (offline) uncached Hub dataset
-    reported by name instead of as a failure to reach the Hub. A single local file (.jsonl, .json, .parquet, .csv)
-    is loaded as split `train`."""
+def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name", revision: str | None = None):
+    """`datasets.load_dataset(name, name=config, revision=revision)`, with a missing local folder or (offline) uncached
+    Hub dataset reported by name instead of as a failure to reach the Hub. A single local file (.jsonl, .json,
+    .parquet, .csv) is loaded as split `train`. `revision` (a Hub commit, branch or tag) applies to Hub datasets."""
     from datasets import load_dataset
 
     path = os.path.expanduser(name)
@@ -146,7 +146,7 @@ def load_dataset_named(name: str, config: str | None = None, what: str = "datase
         return load_dataset(DATA_FILE_BUILDERS[extension], data_files={"train": path})
     check_dataset_source(name, what)
     try:
-        return load_dataset(name, name=config)
+        return load_dataset(name, name=config, **({"revision": revision} if revision else {}))
     except (ConnectionError, OSError, FileNotFoundError) as err:
         if hub_offline() and not os.path.exists(os.path.expanduser(name)):
             raise PreflightError(
