@@ -5,7 +5,8 @@ paired difference from the baseline with its 95% t-interval over the seeds both 
         --arm grpo results/Qwen3-4B-grpo-math-seed-*-*.json \
         --arm gear results/Qwen3-4B-gear-math-seed-*-*.json --output table.md
 
-Each report is one `gear_trl.evaluate --output` file. Its benchmark is its `preset` (or, for a report without one,
+Each report is one `gear_trl.evaluate --output` file; `--start` adds the untrained model's reports (one per benchmark,
+no seed) as a column beside the arms. Its benchmark is its `preset` (or, for a report without one,
 its dataset and split); its score is `accuracy` (avg@k for k samples); its training seed is read from its `model`
 path with `--seed-pattern` (default `seed[-_]?(\\d+)`, which matches docs/reproducing.md's
 `--output_dir outputs/<run>-seed-S`), else from the report file's own path. Differences are paired by seed: a
@@ -131,8 +132,13 @@ def _sampling(report: dict) -> tuple:
     return tuple((key, source.get(key)) for key in SAMPLING_KEYS)
 
 
-def read_entry(path: str, arm: str, seed_pattern: re.Pattern, problems: list[str]) -> Entry | None:
-    """The report at `path` as an `Entry`, or None with the reasons appended to `problems`."""
+START = "start"
+"""The arm name of the untrained model's reports (`--start`): one per benchmark, no training seed."""
+
+
+def read_entry(path: str, arm: str, seed_pattern: re.Pattern | None, problems: list[str]) -> Entry | None:
+    """The report at `path` as an `Entry`, or None with the reasons appended to `problems`; `seed_pattern` None (the
+    untrained model's reports) reads no seed (-1)."""
     try:
         with open(path, encoding="utf-8") as handle:
             report = json.load(handle)
@@ -146,8 +152,10 @@ def read_entry(path: str, arm: str, seed_pattern: re.Pattern, problems: list[str
     if not isinstance(score, (int, float)) or isinstance(score, bool) or math.isnan(score):
         problems.append(f"{path}: no score (`accuracy` is {score!r}).")
         return None
-    match = seed_pattern.search(str(report.get("model", ""))) or seed_pattern.search(path)
-    if not match:
+    match = None
+    if seed_pattern is not None:
+        match = seed_pattern.search(str(report.get("model", ""))) or seed_pattern.search(path)
+    if seed_pattern is not None and not match:
         problems.append(
             f"{path}: no training seed in its model path {report.get('model')!r} or its file name (--seed-pattern "
             f"{seed_pattern.pattern!r}); train each seed into its own output_dir, e.g. outputs/<run>-seed-S."
@@ -157,7 +165,7 @@ def read_entry(path: str, arm: str, seed_pattern: re.Pattern, problems: list[str
     config = report.get("config") or {}
     data = (report.get("dataset"), config.get("dataset_config"), report.get("split"))
     benchmark = preset or f"{data[0]} [{data[2]}]"
-    seed = int(match.group(1))
+    seed = int(match.group(1)) if match else -1
     given = report.get("provenance") if isinstance(report.get("provenance"), dict) else {}
     provenance = (given.get("backend"), given.get("git_commit"))
     return Entry(
@@ -204,23 +212,28 @@ def check_entries(entries: list[Entry]) -> list[str]:
             counts.setdefault((entry.arm, entry.seed), []).append(entry.path)
         for (arm, seed), paths in counts.items():
             if len(paths) > 1:
-                problems.append(
-                    f"{benchmark}: arm {arm!r} has {len(paths)} reports for seed {seed}: {', '.join(paths)}."
-                )
+                which = "the untrained model (--start)" if arm == START else f"arm {arm!r}"
+                per = "" if arm == START else f" for seed {seed}"
+                problems.append(f"{benchmark}: {which} has {len(paths)} reports{per}: {', '.join(paths)}.")
     return problems
 
 
 def build_table(entries: list[Entry], arms: list[str], baseline: str, level: float = LEVEL) -> dict:
     """{"baseline", "level", "chat_mode", "benchmarks": {benchmark: {"arms": {arm: {"mean", "n_seeds", "seeds"}},
     "paired": {arm: paired_interval(...) + "seeds"}}}}: means over each arm's seeds, and each non-baseline arm's
-    differences from the baseline over the seeds both have."""
+    differences from the baseline over the seeds both have; "start": the untrained model's score (`--start`), or
+    None."""
     benchmarks: dict[str, dict] = {}
     for data in dict.fromkeys(entry.data for entry in entries):
         group = [entry for entry in entries if entry.data == data]
         benchmark = group[0].benchmark
         scores = {arm: {} for arm in arms}
+        start = None
         for entry in group:
-            scores[entry.arm][entry.seed] = entry.score
+            if entry.arm == START:
+                start = entry.score
+            else:
+                scores[entry.arm][entry.seed] = entry.score
         cells = {
             arm: {
                 "mean": statistics.fmean(values.values()) if values else math.nan,
@@ -236,7 +249,7 @@ def build_table(entries: list[Entry], arms: list[str], baseline: str, level: flo
             seeds = sorted(set(scores[arm]) & set(scores[baseline]))
             cell = paired_interval([scores[arm][s] - scores[baseline][s] for s in seeds], level)
             paired[arm] = {**cell, "seeds": seeds}
-        benchmarks[benchmark] = {"arms": cells, "paired": paired}
+        benchmarks[benchmark] = {"start": start, "arms": cells, "paired": paired}
     modes = {entry.chat_mode for entry in entries}
     return {
         "baseline": baseline,
@@ -258,11 +271,14 @@ def markdown(table: dict, arms: list[str]) -> str:
     baseline = table["baseline"]
     others = [arm for arm in arms if arm != baseline]
     percent = f"{table['level']:.0%}"
-    header = ["benchmark", *(f"{arm} mean (seeds)" for arm in arms)]
+    with_start = any(row.get("start") is not None for row in table["benchmarks"].values())
+    header = ["benchmark", *(["start (untrained)"] if with_start else []), *(f"{arm} mean (seeds)" for arm in arms)]
     header += [f"{arm} - {baseline} [{percent} CI] (pairs)" for arm in others]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for benchmark, row in table["benchmarks"].items():
         cells = [benchmark]
+        if with_start:
+            cells.append("-" if row.get("start") is None else _number(row["start"]))
         for arm in arms:
             cell = row["arms"][arm]
             cells.append(f"{_number(cell['mean'])} ({cell['n_seeds']})" if cell["n_seeds"] else "-")
@@ -306,6 +322,14 @@ def make_parser() -> argparse.ArgumentParser:
         metavar=("NAME", "REPORT"),
         help="An arm's name and its reports (every benchmark and seed); repeat for each arm.",
     )
+    parser.add_argument(
+        "--start",
+        nargs="+",
+        default=[],
+        metavar="REPORT",
+        help="The untrained model's reports (one per benchmark, no training seed), shown as the 'start' column; "
+        "held to the same chat mode, preset and sampling as the arms'.",
+    )
     parser.add_argument("--baseline", required=True, help="The arm the others are paired against (e.g. grpo).")
     parser.add_argument(
         "--seed-pattern",
@@ -339,10 +363,14 @@ def main(argv: list[str] | None = None) -> dict:
     if pattern is not None and pattern.groups >= 1:
         for arm, *paths in args.arm:
             entries += [e for path in paths if (e := read_entry(path, arm, pattern, problems)) is not None]
+    if args.start and START in arms:
+        problems.append(f"--arm {START!r} is the name of the --start column: name the arm otherwise.")
+    entries += [e for path in args.start if (e := read_entry(path, START, None, problems)) is not None]
     problems += check_entries(entries)
     if problems:
         raise UserInputError("the table cannot be built:\n  " + "\n  ".join(problems))
     table = build_table(entries, arms, args.baseline)
+    table["start_reports"] = list(args.start)
     text = markdown(table, arms)
     print(text)
     if args.output:

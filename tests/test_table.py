@@ -167,3 +167,19 @@ def test_the_table_builder_does_not_import_bench():
     assert "bench" not in {
         line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
     }
+
+
+def test_the_untrained_model_is_the_start_column_held_to_the_same_mode(tmp_path, capsys):
+    """The base model's report has no training seed: `--start` shows it beside the arms, and a base model scored in
+    another chat mode (the Hub default, thinking) is refused like any other report."""
+    base = report(tmp_path / "base-aime24.json", "Qwen/Qwen3-4B", "aime24", 0.25)
+    table = main([*arms(tmp_path), "--start", base])
+    assert table["benchmarks"]["aime24"]["start"] == pytest.approx(0.25)
+    printed = capsys.readouterr().out
+    assert "| benchmark | start (untrained) | grpo mean (seeds) |" in printed
+    assert "| aime24 | 0.250 | 0.330 (3) | 0.363 (3) | +0.033 [-0.018, +0.085] (3) |" in printed
+    thinking = report(tmp_path / "base-thinking.json", "Qwen/Qwen3-4B", "aime24", 0.40, chat_mode="thinking")
+    with pytest.raises(UserInputError, match=r"differ in chat mode \(non-thinking: .*; thinking: .*base-thinking"):
+        main([*arms(tmp_path), "--start", thinking])
+    with pytest.raises(UserInputError, match=r"the untrained model \(--start\) has 2 reports"):
+        main([*arms(tmp_path), "--start", base, base])
