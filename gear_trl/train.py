@@ -309,7 +309,7 @@ def held_out_splits(script_args: GEARScriptArguments):
         yield f"split {test_split!r} of {script_args.dataset_name!r}", dataset[test_split]
     for spec in script_args.held_out_datasets:
         if spec.startswith(BENCHMARK_PREFIX):
-            for label, rows in benchmark_splits(spec[len(BENCHMARK_PREFIX) :]):
+            for label, rows in benchmark_splits(spec[len(BENCHMARK_PREFIX) :], load=load_dataset_named):
                 yield f"{label} of {spec!r}", rows
             continue
         name, _, config = spec.partition(":")

@@ -39,7 +39,8 @@ PLACES = {
     "gear_trl.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each benchmark
     "gear_trl.generation": "entry points",  # evaluation's generation backends (transformers, vLLM)
     "gear_trl.run_settings": "entry points",  # what `train` records for `evaluate` to render prompts the same way
-    "gear_trl.user_sim": "entry points",  # simulated users of an interactive evaluation (`evaluate --user-simulator`)
+    "gear_trl.user_sim": "entry points",
+    "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports  # simulated users of an interactive evaluation (`evaluate --user-simulator`)
 }
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gear_trl"

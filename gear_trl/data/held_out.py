@@ -4,26 +4,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 BENCHMARK_PREFIX = "benchmark:"
 """A `held_out_datasets` entry `benchmark:PRESET` names a `gear_trl.evaluate --benchmark` preset."""
 
 
-def benchmark_splits(name: str) -> list[tuple[str, list[dict[str, Any]]]]:
+def benchmark_splits(name: str, load: Callable | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(label, rows) of the rows the `--benchmark` preset `name` scores, read from where evaluation reads them: a
     Hub or local dataset split, bfcl-eval's single-turn entries or multi-turn tasks, or ACEBench's category. A
     multi-turn task's request is its first turn's user messages. Unknown presets and missing sources raise
-    `UserInputError` naming the entry."""
+    `UserInputError` naming the entry. `load(dataset, config, what=...)` reads a Hub or local dataset (the entry
+    points pass `gear_trl.trainer.preflight.load_dataset_named`, which names what is missing; the task layer does not
+    import the trainer's); default `datasets.load_dataset`."""
     from ..plugins import UserInputError
 
     try:
-        return _benchmark_splits(name)
+        return _benchmark_splits(name, load)
     except UserInputError as err:
         raise UserInputError(f"`held_out_datasets` entry {BENCHMARK_PREFIX}{name}: {err}") from err
 
 
-def _benchmark_splits(name: str) -> list[tuple[str, list[dict[str, Any]]]]:
+def _benchmark_splits(name: str, load: Callable | None) -> list[tuple[str, list[dict[str, Any]]]]:
     from ..benchmarks import get_preset
 
     preset = get_preset(name)
@@ -47,9 +50,13 @@ def _benchmark_splits(name: str) -> list[tuple[str, list[dict[str, Any]]]]:
 
         return [(label, list(load_acebench(preset.dataset, preset.split)))]
     from ..plugins import UserInputError
-    from ..trainer.preflight import load_dataset_named
 
-    splits = load_dataset_named(preset.dataset, preset.dataset_config, what=f"held_out_datasets entry {name!r}")
+    if load is None:
+        from datasets import load_dataset
+
+        splits = load_dataset(preset.dataset, name=preset.dataset_config)
+    else:
+        splits = load(preset.dataset, preset.dataset_config, what=f"held_out_datasets entry {name!r}")
     if preset.split not in splits:
         raise UserInputError(f"benchmark {name!r}: split {preset.split!r} is not in {preset.dataset!r}.")
     return [(label, splits[preset.split])]
