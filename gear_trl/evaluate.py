@@ -69,8 +69,11 @@ from .generation import (
 from .plugins import UserInputError
 from .run_settings import RUN_SETTINGS, chat_mode, read_run_settings
 
-TASK_REWARDS = {"tool_use": "tool_call_accuracy", "acebench": "acebench_accuracy"}
-"""The reward of each dataset adapter whose task is not answer accuracy (every other adapter: `accuracy`)."""
+TASK_REWARDS = {"tool_use": "tool_call_accuracy", "xlam": "tool_call_accuracy", "acebench": "acebench_accuracy"}
+"""The reward of each dataset adapter whose task is not answer accuracy (`ANSWER_ADAPTERS`: `accuracy`)."""
+ANSWER_ADAPTERS = ("gsm8k", "aime", "math", "generic", "columns")
+"""The adapters whose ground truth is an answer, scored by `accuracy`; any other (`trl`, an adapter of one's own)
+has no task reward that evaluation could know: it needs `--reward`."""
 ACEBENCH = "acebench"
 """`--dataset_format` of the ACEBench presets: rows read by `gear_trl.data.acebench.load_acebench` (`--split` the
 category), scored by `acebench_accuracy`."""
@@ -131,9 +134,12 @@ def load_eval_split(
     return prepared, adapter.name
 
 
-def task_reward(adapter_name: str) -> str:
-    """The reward that scores a task: `tool_call_accuracy` for tool-use data, `accuracy` otherwise."""
-    return TASK_REWARDS.get(adapter_name, "accuracy")
+def task_reward(adapter_name: str) -> str | None:
+    """The reward that scores a task: `tool_call_accuracy` for tool-use data (`tool_use`, `xlam`),
+    `acebench_accuracy` for ACEBench, `accuracy` for answers (`ANSWER_ADAPTERS`); None for any other adapter."""
+    if adapter_name in TASK_REWARDS:
+        return TASK_REWARDS[adapter_name]
+    return "accuracy" if adapter_name in ANSWER_ADAPTERS else None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1547,10 +1553,20 @@ def main(argv: list[str] | None = None) -> dict:
             system_prompt=args.system_prompt,
             columns=(args.question_column, args.answer_column, args.answer_pattern),
         )
-        reward_names = reward_names or [task_reward(adapter)]
+        if not reward_names and task_reward(adapter) is None and args.as_teacher is not None:
+            raise UserInputError(
+                f"--as-teacher: rows of dataset_format {adapter!r} have no task reward evaluation knows, so the "
+                "teacher's score would mean nothing: name the task's reward with --reward (a registered name or an "
+                "import path such as my_pkg.rewards:my_reward)."
+            )
+        reward_names = reward_names or [task_reward(adapter) or "accuracy"]
         reward_funcs = get_reward_funcs(reward_names)
     else:
         adapter = BFCL_MULTI_TURN
+    if args.as_teacher is not None:  # what cannot be probed is refused before the student's evaluation
+        from .trainer.teacher_probe import check_probe
+
+        check_probe(dataset, args.as_teacher)
     if simulator is not None:
         from .user_sim import check_rows
 

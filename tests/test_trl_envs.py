@@ -106,8 +106,15 @@ def test_a_trl_dataset_runs_under_credit_none_and_under_gear_with_a_ground_truth
     # Under gear the teacher needs the ground truth, read from `ground_truth_column` as the rows have it.
     script_args, training_args, _ = recipe(tmp_path, rows, "--environment", GUESS, "--credit", "gear")
     train, _ = load_splits(script_args, training_args)
-    with pytest.raises(UserInputError, match="GEAR's teacher needs the ground-truth column 'ground_truth'"):
+    with pytest.raises(UserInputError, match="GEAR's teacher needs the ground-truth column 'ground_truth'") as caught:
         GEARTrainer("no/such-model", args=training_args, train_dataset=train, environment_factory=GuessEnv)
+    # ... and the refusal names the option for rows without references, with what it needs
+    assert "`teacher_reference: sibling`" in str(caught.value) and "groups with a success" in str(caught.value)
+    script_args, training_args, _ = recipe(
+        tmp_path, rows, "--environment", GUESS, "--credit", "gear", "--teacher_reference", "sibling"
+    )
+    train, _ = load_splits(script_args, training_args)
+    assert train.column_names == ["prompt", "secret"]  # sibling reads no ground truth: accepted
     rows = [{**row, "answer_key": str(row["secret"])} for row in rows]
     overrides = ["--environment", GUESS, "--credit", "gear", "--dataset_format", "trl"]
     script_args, training_args, _ = recipe(tmp_path, rows, *overrides, "--ground_truth_column", "answer_key")

@@ -165,7 +165,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                     f"`credit: {args.credit}` runs GEAR's teacher, which reads each row's ground truth from the "
                     f"dataset column {args.ground_truth_column!r}, but there is no `train_dataset` (the environment "
                     "supplies the prompts): every row would get plain GRPO weights at GEAR's cost. Pass a "
-                    "`train_dataset` with that column, or use `credit: none` (or `gigpo`)."
+                    f"`train_dataset` with that column, {NO_REFERENCE_HINT}"
                 )
             _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
@@ -989,8 +989,16 @@ def _check_some_ground_truth(dataset, column: str, credit: str) -> None:
         raise UserInputError(
             f"No row of `train_dataset` has a ground truth in column {column!r}, which GEAR's teacher "
             f"(`credit: {credit}`) reads: every row would get plain GRPO weights at GEAR's cost. Fill that column, "
-            "set `ground_truth_column`, or train with `credit: none`."
+            f"set `ground_truth_column`, {NO_REFERENCE_HINT}"
         )
+
+
+NO_REFERENCE_HINT = (
+    "or, for rows without a reference, set `teacher_reference: sibling`: the teacher is shown a successful rollout "
+    "of the same group (reward >= `teacher_sibling_min_reward`), so it needs groups with a success and gives a group "
+    "without one plain GRPO weights; or use `credit: none` for plain GRPO."
+)
+"""How to train GEAR on rows without a reference, said wherever a missing ground truth stops a run."""
 
 
 def _check_ground_truth_column(dataset, column: str, name: str) -> None:
@@ -1005,7 +1013,7 @@ def _check_ground_truth_column(dataset, column: str, name: str) -> None:
             raise UserInputError(
                 f"GEAR's teacher needs the ground-truth column {column!r} in `{name}`, but its columns are "
                 f"{sorted(columns)}. Set `ground_truth_column` to the right column, map your data with a dataset "
-                "adapter (`dataset_format`), or use `credit: none` for plain GRPO."
+                f"adapter (`dataset_format`), {NO_REFERENCE_HINT}"
             )
 
 

@@ -289,7 +289,9 @@ def check_ground_truth(dataset, column: str, adapter: str, users: list[str], whe
     if total and missing == total:
         raise PreflightError(
             f"{detail}, which {' and '.join(users)} need: training would run on the other rewards alone. Check "
-            "the data and `dataset_format`, or train with `credit: none` and rewards that do not need a ground truth."
+            "the data and `dataset_format`, or train with rewards that do not need a ground truth and either "
+            "`teacher_reference: sibling` (GEAR's teacher shown a successful rollout of the same group instead of a "
+            "reference; it needs groups with a success) or `credit: none`."
         )
     if total and missing / total > GROUND_TRUTH_WARN_FRACTION:
         import warnings

@@ -42,11 +42,28 @@ def teacher_settings(recipe: str | None) -> dict:
     if settings["teacher_reference"] not in ("answer", "solution"):
         raise UserInputError(
             f"--as-teacher probes a teacher shown a reference; `teacher_reference: {settings['teacher_reference']}` "
-            "has none before a rollout exists (a successful sibling is chosen during training)."
+            "has none before a rollout exists (a successful sibling is chosen during training). Probe with a recipe "
+            "whose rows carry a reference, or train and read gear/no_sibling_frac and gear/lone_success_frac."
         )
     if settings["teacher_template"] is None:
         solution = settings["teacher_reference"] == "solution"
         settings["teacher_template"] = DEFAULT_MATH_SOLUTION_TEMPLATE if solution else DEFAULT_MATH_TEACHER_TEMPLATE
+    return settings
+
+
+def check_probe(rows, recipe: str | None) -> dict:
+    """The recipe's teacher settings (`teacher_settings`), checked against the evaluation rows before any is scored:
+    a recipe the probe cannot follow, or rows none of which has a reference, is refused (`UserInputError`)."""
+    settings = teacher_settings(recipe)
+    column = settings["ground_truth_column"]
+    rows = [dict(row) for row in rows]
+    columns = sorted({key for row in rows for key in row})
+    if not any(has_ground_truth(row.get(column)) for row in rows):
+        raise UserInputError(
+            f"--as-teacher: no row has a reference in column {column!r} (columns: {columns}), so the teacher "
+            "would be scored on the student's own prompts: nothing to probe. For rows without references GEAR trains "
+            "with `teacher_reference: sibling`."
+        )
     return settings
 
 
