@@ -29,7 +29,7 @@ def test_every_shipped_format_has_its_task_reward_or_none():
 
 def _refuses_before_loading(monkeypatch, argv, match):
     """`main(argv)` raises `UserInputError` matching `match` without loading the model."""
-    import gear_trl.evaluate as evaluate
+    from gear_trl import evaluate
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")
@@ -58,10 +58,9 @@ def test_rows_without_any_reference_are_refused_before_the_student_is_scored(tmp
 
 
 def test_tool_rows_are_probed_with_the_tool_call_reward(tmp_path):
-    report = main(
-        ["--model", TINY, "--dataset", "data/xlam_sample", "--split", "train", "--dataset_format", "xlam",
-         "--limit", "2", "--max-new-tokens", "8", "--no-progress", "--enable-thinking", "false", "--as-teacher",
-         "--output", str(tmp_path / "r.json")]  # fmt: skip
-    )
+    argv = ["--model", TINY, "--dataset", "data/xlam_sample", "--split", "train", "--dataset_format", "xlam",
+            "--limit", "2", "--max-new-tokens", "8", "--no-progress", "--enable-thinking", "false", "--as-teacher",
+            "--output", str(tmp_path / "r.json")]  # fmt: skip
+    report = main(argv)
     assert report["config"]["reward"] == ["tool_call_accuracy"]
     assert report["as_teacher"]["n"] == report["n"] == 2 and report["as_teacher"]["without_reference"] == 0
