@@ -54,6 +54,7 @@ from ..data.tool_use import json_text
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from ..plugins import UserInputError
+from ..rewards.guard import guard_reward_func
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .devices import check_single_device
@@ -185,6 +186,13 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         self._quantization_config = kwargs.get("quantization_config")  # the teacher's reload under ZeRO-3 reads it
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
+        # One guard for every reward source, the environments' own `get_reward` (which TRL appends) included: a
+        # non-finite value becomes None, counted in rewards/<name>/non_finite_frac and warned about once.
+        self.reward_funcs = [
+            func if isinstance(func, torch.nn.Module) else guard_reward_func(func, name)
+            for func, name in zip(self.reward_funcs, self.reward_func_names, strict=True)
+        ]
+        self._warned_unscorable = False
         if args.uses_teacher:  # a model TRL spread over several GPUs (gear_trl/trainer/devices.py)
             check_single_device(self.model, args.credit)
         # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
@@ -278,6 +286,35 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             for key in GEAR_BATCH_KEYS:
                 del output[key]
         return output
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards ([B_global, n_sources], gathered over ranks), with the completions no source scored counted:
+        TRL gives them advantage 0 (docs/bad-input.md); `rewards/unscorable_frac` logs their share, a warning names
+        the sources the first time, and a step in which no completion was scored says so every time."""
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        unscorable = torch.isnan(rewards_per_func).all(dim=1)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["rewards/unscorable_frac"].append(unscorable.float().mean().item())
+        sources = ", ".join(self.reward_func_names)
+        if bool(unscorable.all()):
+            logger.warning(
+                "No reward source (%s) returned a usable value (a finite number) for any of the %d completions of "
+                "this %s step: every advantage is 0 and the step learns nothing. Check that the rewards (or the "
+                "environment's get_reward) return numbers for these rows.",
+                sources,
+                unscorable.numel(),
+                mode,
+            )
+        elif bool(unscorable.any()) and not self._warned_unscorable:
+            self._warned_unscorable = True
+            logger.warning(
+                "%d of %d completions got no usable value (None or non-finite) from any reward source (%s); they get "
+                "advantage 0 and are counted in rewards/unscorable_frac. Further occurrences are only counted.",
+                int(unscorable.sum()),
+                unscorable.numel(),
+                sources,
+            )
+        return rewards_per_func
 
     def _save_checkpoint(self, model, trial):
         # `teacher: ema` writes its average before the Trainer's files: a checkpoint whose trainer_state.json exists
