@@ -497,6 +497,18 @@ def preflight(
         collect.raise_if_any()
 
 
+def check_reward_parameters(script_args, training_args: GEARConfig, train_dataset) -> None:
+    """Every reward function's required parameters against the training rows' columns and what TRL passes, before
+    the model loads: all mismatches in one `PreflightError`."""
+    from .rewards import get_reward_funcs
+    from .trainer.preflight import PreflightError, reward_parameter_problems
+
+    funcs = get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
+    found = reward_parameter_problems(funcs, train_dataset.column_names, environment=bool(script_args.environment))
+    if found:
+        raise PreflightError("Reward functions TRL could not call:\n  " + "\n  ".join(found))
+
+
 def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=print) -> bool:
     """Load bf16 weights in float32 when the run is on CPU, and say so; returns whether it switched.
 
@@ -557,6 +569,8 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     if train_dataset is not None:
         with problems.check():
             overlaps = overlap_warnings(script_args)
+        with problems.check():
+            check_reward_parameters(script_args, training_args, train_dataset)
     if not problems:
         check_prompts_fit(train_dataset, model_args, training_args, f"split {script_args.dataset_train_split!r}")
     problems.raise_if_any()

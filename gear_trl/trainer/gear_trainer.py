@@ -61,7 +61,7 @@ from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .gear_config import PREFIX_WEIGHT_MODES, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
 from .hub import check_hub_access
-from .preflight import check_trackers, looks_like_local_path
+from .preflight import check_trackers, looks_like_local_path, reward_parameter_problems
 from .step_metrics import StepMetrics
 from .teacher import Teacher, copy_initial_adapter
 
@@ -155,6 +155,14 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         check_trackers(args.report_to)
         if args.push_to_hub:
             check_hub_access(args.hub_token)
+        columns = getattr(train_dataset, "column_names", None)
+        if isinstance(columns, list) and reward_funcs is not None:  # a stream's columns are unknown until iterated
+            funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+            found = reward_parameter_problems(
+                funcs, columns, environment=kwargs.get("environment_factory") is not None
+            )
+            if found:
+                raise UserInputError("Reward functions TRL could not call:\n  " + "\n  ".join(found))
         # Ground truths given as native lists or dicts (tool calls) are read as their JSON text, as the rest of the
         # pipeline (rewards, teacher prompts) reads the column.
         train_dataset = _ground_truth_as_json(train_dataset, args.ground_truth_column)

@@ -273,6 +273,47 @@ def ground_truth_users(credit: str, uses_teacher: bool, reward_funcs) -> list[st
     return users
 
 
+TRL_REWARD_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
+"""What GRPOTrainer passes every reward function besides the batch's columns (`_calculate_rewards`), and
+`environments` when it runs an `environment_factory`."""
+
+
+def reward_parameter_problems(reward_funcs, columns, environment: bool = False) -> list[str]:
+    """One line per reward function with a required parameter TRL will not pass: not one of `TRL_REWARD_ARGUMENTS`,
+    not `environments` (under an environment), not a column of the dataset (`columns`; TRL passes every column but
+    `prompt`, `completion` and `completion_ids`). A parameter with a default, `**kwargs` and reward models (modules,
+    Hub ids) are not checked."""
+    import inspect
+
+    passed = set(TRL_REWARD_ARGUMENTS) | (set(columns) - {"prompt", "completion", "completion_ids"})
+    if environment:
+        passed.add("environments")
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    problems = []
+    for func in reward_funcs:
+        if isinstance(func, str) or not callable(func) or hasattr(func, "forward"):
+            continue
+        try:
+            parameters = inspect.signature(func).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        name = getattr(func, "__name__", None) or type(func).__name__
+        missing = [p.name for p in parameters if p.kind in keyword and p.default is p.empty and p.name not in passed]
+        positional = [p.name for p in parameters if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
+        if missing:
+            problems.append(
+                f"reward `{name}` needs {', '.join(repr(m) for m in missing)}, which the training rows do not have "
+                f"(their columns: {sorted(columns)}) and TRL does not pass (it passes "
+                f"{', '.join(sorted(passed - set(columns)))} and every column): add the column to the data, give the "
+                "parameter a default, or take it from **kwargs."
+            )
+        if positional:
+            problems.append(
+                f"reward `{name}` has positional-only parameters {positional}: TRL passes everything by keyword."
+            )
+    return problems
+
+
 def check_ground_truth(dataset, column: str, adapter: str, users: list[str], where: str) -> int:
     """Count the rows of a prepared `dataset` without a usable ground truth in `column`; raise `PreflightError` when
     no row has one and something (`users`) reads it, warn when more than `GROUND_TRUTH_WARN_FRACTION` lack it.
