@@ -82,7 +82,12 @@ def test_the_page_carries_the_plan_and_its_figures(power, rows):
 def test_the_page_builds_the_table_with_the_command_it_names():
     page = PAGE.read_text()
     section = page[page.index("## The table") : page.index("## Cost")]
-    assert "gear-trl-table --baseline grpo --arm grpo" in section
+    command = section[section.index("gear-trl-table --baseline grpo") : section.index("--output results/table")]
+    assert "--arm grpo results/Qwen3-4B-grpo-math-seed-*.json" in command
+    # the base model's reports are the files the Evaluation loop writes for Qwen/Qwen3-4B, one per math benchmark
+    loop = page[page.index("## Evaluation") : page.index("## Statistics plan")]
+    benchmarks = re.search(r"for benchmark in (math500[^;]*);", loop).group(1).split()
+    assert re.findall(r"results/Qwen3-4B-(\w+)\.json", command) == benchmarks
     # the seed-named output folders of the loop are those the table reads its seeds from
     from gear_trl.table import DEFAULT_SEED_PATTERN
 
