@@ -124,7 +124,12 @@ def parse_cli(argv: list[str] | None = None):
         help="A model directory or a LoRA adapter directory to inspect "
         "instead of the recipe's model (e.g. a training run's output_dir).",
     )
-    parser.add_argument("--split", default="test", help="Dataset split to draw prompts from (default: test).")
+    parser.add_argument(
+        "--split",
+        default=None,
+        help="Dataset split to draw prompts from (default: the recipe's dataset_test_split where the dataset has it, "
+        "else its dataset_train_split: a single .jsonl file has only `train`).",
+    )
     parser.add_argument("--num-rollouts", "--num_rollouts", type=int, default=4, help="Rollouts to render.")
     parser.add_argument(
         "--first-n",
@@ -142,8 +147,26 @@ def parse_cli(argv: list[str] | None = None):
     return options, recipe
 
 
+def default_split(script_args) -> str:
+    """The split to inspect when `--split` is not given: the recipe's `dataset_test_split` if the dataset has it, else
+    its `dataset_train_split` (said on stdout either way)."""
+    from .trainer.preflight import load_dataset_named
+
+    splits = load_dataset_named(
+        script_args.dataset_name, script_args.dataset_config, revision=getattr(script_args, "dataset_revision", None)
+    )
+    test, train = script_args.dataset_test_split, script_args.dataset_train_split
+    split = test if test in splits else train
+    print(
+        f"Inspecting split {split!r} of {script_args.dataset_name!r} (its splits: {list(splits)}; --split to choose)."
+    )
+    return split
+
+
 def main(argv: list[str] | None = None) -> tuple[str, str]:
     options, (script_args, training_args, model_args) = parse_cli(argv)
+    if options.split is None:
+        options.split = default_split(script_args)
     # load_splits prepares its train split: point it at the split to inspect.
     split_args = replace(script_args, dataset_train_split=options.split, max_train_samples=None)
     dataset, eval_dataset = load_splits(split_args, training_args, split_option="--split")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
 
 import pytest
@@ -223,3 +224,19 @@ def test_cli_on_the_tiny_recipe_writes_html_and_png(tmp_path, capsys):
     assert page.count("prompt 0:") == 2
     if "no mix" in page:
         assert "No prompt sampled has rollouts with mixed outcomes" in printed
+
+
+def test_a_single_jsonl_is_inspected_on_its_only_split(tmp_path, capsys):
+    """`--split` left out picks a split the data has: a single .jsonl file holds only `train` (the default used to be
+    `test`, which such a file cannot have)."""
+    data = tmp_path / "rows.jsonl"
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {i} + 2?"}], "ground_truth": str(i + 2)} for i in range(4)
+    ]
+    data.write_text("\n".join(json.dumps(row) for row in rows))
+    out = tmp_path / "inspect"
+    argv = ["--config", "recipes/tiny/config_math.yaml", "--dataset_name", str(data), "--dataset_format", "generic",
+            "--num-rollouts", "1", "--first-n", "--out", str(out), "--max_completion_length", "8"]  # fmt: skip
+    html_path, _ = main(argv)
+    assert html_path == str(out / "credit_train.html")
+    assert f"Inspecting split 'train' of {str(data)!r}" in capsys.readouterr().out
