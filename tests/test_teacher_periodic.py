@@ -57,6 +57,13 @@ def test_periodic_teacher_under_full_finetuning_resyncs_every_n_steps_and_resume
     trainer.add_callback(Watch())
     trainer.train()
     (_, t1), (theta2, t2), (theta3, t3) = teachers
+    # each re-sync is logged: the steps that re-synced and the step whose policy the teacher holds
+    logged = [entry for entry in trainer.state.log_history if "gear/teacher_resync" in entry]
+    assert [(e["step"], e["gear/teacher_resync"], e["gear/teacher_synced_at"]) for e in logged] == [
+        (1, 0.0, 0.0),
+        (2, 1.0, 2.0),
+        (3, 0.0, 2.0),
+    ]
     assert all(torch.equal(t1[n], p) for n, p in theta0.items()), "steps 1-2 read the initial policy"
     assert all(torch.equal(t2[n], p) for n, p in theta2.items()), "synced after step 2"
     assert all(torch.equal(t3[n], p) for n, p in theta2.items()), "step 3 still reads step 2's policy"
@@ -71,6 +78,7 @@ def test_periodic_teacher_under_full_finetuning_resyncs_every_n_steps_and_resume
     assert all(torch.equal(p, theta2[n]) for n, p in fresh.teacher.model.named_parameters())
     fresh.args.max_steps = 4
     fresh.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-3"))  # step 4 syncs again
+    assert [e["gear/teacher_synced_at"] for e in fresh.state.log_history if "gear/teacher_resync" in e][-1] == 4.0
     theta4 = dict(fresh.model.named_parameters())
     assert all(torch.equal(p, theta4[n]) for n, p in fresh.teacher.model.named_parameters())
     # The teacher pass reads the copy.

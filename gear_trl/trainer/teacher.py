@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -50,6 +51,8 @@ from .teacher_weights import (
     sync_,
     teacher_state,
 )
+
+logger = logging.getLogger(__name__)
 
 ADAPTERS = {"ema": EMA_ADAPTER, "periodic": PERIODIC_ADAPTER}
 """The frozen adapter each changing teacher reads under PEFT."""
@@ -173,9 +176,17 @@ class Teacher:
         steps 1..N read the initial policy, steps N+1..2N the policy after step N, and so on."""
         if self.trainer.args.teacher == "ema":
             self.update_ema()
-        elif step % self.trainer.args.teacher_sync_steps == 0:
+            return
+        resync = step % self.trainer.args.teacher_sync_steps == 0
+        if resync:
             sync_([(t, s) for _, t, s in self.own_pairs()])
             self.synced_at = step
+            logger.info("teacher: periodic re-synced to the policy after optimizer step %d.", step)
+        # every step, so that a logging window reads the share of its steps that re-synced and the policy it holds
+        metrics = self.trainer._metrics["train"]
+        metrics["gear/teacher_resync"].append(float(resync))
+        # the step is the trainer's global one, so this holds after a resume too (the checkpoint's weights are it)
+        metrics["gear/teacher_synced_at"].append(float(step - step % self.trainer.args.teacher_sync_steps))
 
     synced_at = 0
     """The optimizer step whose policy the `periodic` teacher holds (0: the initial one)."""
