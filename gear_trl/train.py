@@ -348,10 +348,12 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
     if not script_args.environment:
         return list(given) if given is not None else list(DEFAULT_REWARD_FUNCS)
     factories = get_environment_factories(script_args.environment)
-    owners = {
-        name: supplies_reward(factory)
-        for name, factory in (factories.items() if isinstance(factories, dict) else [("environment", factories)])
-    }
+    # A single environment is named by its class, as TRL names its reward; a mapping's by their keys.
+    if isinstance(factories, dict):
+        named = list(factories.items())
+    else:
+        named = [(_environment_class_name(factories), factories)]
+    owners = {name: supplies_reward(factory) for name, factory in named}
     if given is not None:
         if warn and any(owners.values()):
             import warnings
@@ -373,6 +375,11 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
             "`reward_funcs` for the others (a reward returns None for rows it does not score)."
         )
     return list(DEFAULT_REWARD_FUNCS)
+
+
+def _environment_class_name(factory) -> str:
+    """The class an environment factory builds (a class, or a function called once to see its instances')."""
+    return (factory if isinstance(factory, type) else type(factory())).__name__
 
 
 def _tool_use_rows(script_args: GEARScriptArguments, columns: list[str]) -> bool:

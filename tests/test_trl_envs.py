@@ -206,7 +206,7 @@ def test_no_default_reward_beside_an_environment_that_supplies_its_own(tmp_path)
     script_args, *_ = recipe(tmp_path, None)
     assert reward_names(script_args) == ["accuracy"]
     script_args, *_ = recipe(tmp_path, None, "--environment", GUESS, "--reward_funcs", "format")
-    with pytest.warns(UserWarning, match=r"reward_funcs \['format'\] are summed with the reward of \['environment'\]"):
+    with pytest.warns(UserWarning, match=r"reward_funcs \['format'\] are summed with the reward of \['GuessEnv'\]"):
         assert reward_names(script_args, warn=True) == ["format"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
