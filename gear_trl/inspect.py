@@ -97,6 +97,7 @@ def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") ->
             base_advantages=batch["gear_base_advantages"].cpu(),
             prompts=[prompt_text(p) for p in record.prompts],
             ground_truths=[row.get(column) for row in rows],
+            teacher_references=getattr(trainer, "last_teacher_references", None),
         )
         for index, row in enumerate(rows_out):
             rendered.append((decode_tokens(tokenizer, row["completion_ids"]), row))

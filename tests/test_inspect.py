@@ -240,3 +240,19 @@ def test_a_single_jsonl_is_inspected_on_its_only_split(tmp_path, capsys):
     html_path, _ = main(argv)
     assert html_path == str(out / "credit_train.html")
     assert f"Inspecting split 'train' of {str(data)!r}" in capsys.readouterr().out
+
+
+def test_the_report_names_the_reference_each_teacher_saw(tmp_path):
+    """Under `teacher_reference: sibling` each rollout's report says whether its teacher was shown a successful
+    sibling (and which) or nothing; under the ground-truth teacher, the ground truth."""
+    out = tmp_path / "inspect"
+    base = ["--config", "recipes/tiny/config_math.yaml", "--num-rollouts", "4", "--first-n",
+            "--max_completion_length", "8", "--reward_funcs", "format"]  # fmt: skip
+    main([*base, "--out", str(out), "--teacher_reference", "sibling", "--teacher_sibling_min_reward", "0.0"])
+    page = (out / "credit_test.html").read_text()
+    assert page.count("the teacher saw: successful sibling") == 4  # every format reward is >= 0: all succeed
+    main([*base, "--out", str(out / "none"), "--teacher_reference", "sibling", "--teacher_sibling_min_reward", "9"])
+    assert (out / "none" / "credit_test.html").read_text().count("the teacher saw: none (no sibling)") == 4
+    main([*base, "--out", str(out / "answer")])
+    assert page.count("the teacher saw:") == 4
+    assert (out / "answer" / "credit_test.html").read_text().count("the teacher saw: ground truth") == 4

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 from gear_trl import GEARTrainer
 from gear_trl.data.teacher import sibling_choice
 from gear_trl.trainer.teacher import sibling_reference
-from tests.utils import TINY, make_trainer, tiny_args
+from tests.utils import TINY, digit_share, make_trainer, tiny_args
 
 
 def test_sibling_choice_on_hand_built_groups():
@@ -53,10 +53,20 @@ def test_sibling_reference_shows_tool_calls_or_the_boxed_answer_or_the_final_tex
 def test_sibling_references_in_the_trainer_and_their_counts(tmp_path):
     rows = [{"prompt": [{"role": "user", "content": f"What is {i} + 2?"}]} for i in range(8)]  # no ground truth
     args = tiny_args(tmp_path, teacher_reference="sibling", per_device_train_batch_size=8, num_generations=4)
-    trainer = make_trainer(tmp_path, args=args, dataset=Dataset.from_list(rows))  # accepted without the column
+
+    def length(completions, **kwargs):  # two rewards that read no ground truth
+        return [float(len(c[-1]["content"])) for c in completions]
+
+    trainer = GEARTrainer(  # accepted without the column
+        model=TINY,
+        reward_funcs=[length, digit_share],
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=AutoTokenizer.from_pretrained(TINY),
+    )
     answers = [f"\\boxed{{{k}}}" for k in range(8)]
     completions = [[{"role": "assistant", "content": a}] for a in answers]
-    # two reward functions (accuracy, digit_share), weight 1 each: totals 0, 1, 0, 2 | 0, 0, 1, 0
+    # two reward functions, weight 1 each: totals 0, 1, 0, 2 | 0, 0, 1, 0
     per_func = torch.tensor([[0, 0], [1, 0], [0, 0], [1, 1], [0, 0], [0, 0], [0.5, 0.5], [0, 0]], dtype=torch.float)
     references = trainer.teacher.sibling_references("train", [None] * 8, completions, per_func)
     assert references == ["3", "3", "3", "1", "6", "6", None, "6"]
@@ -111,7 +121,7 @@ def test_a_tool_rollouts_sibling_is_shown_as_reference_calls(tmp_path):
     schema = {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {}}}
     rows = [{"prompt": [{"role": "user", "content": "Add 40 and 92."}], "tools": json.dumps([schema])}] * 4
     args = tiny_args(tmp_path, teacher_reference="sibling")
-    trainer = make_trainer(tmp_path, args=args, dataset=Dataset.from_list(rows))
+    trainer = make_trainer(tmp_path, args=args, dataset=Dataset.from_list(rows), reward_funcs=[digit_share])
 
     def rollout(a):
         call = {"type": "function", "function": {"name": "add", "arguments": {"a": a, "b": 92}}}

@@ -56,10 +56,11 @@ def digit_share(completions, **kwargs):
     return [sum(ch.isdigit() or ch == " " for ch in text) / max(len(text), 1) for text in texts]
 
 
-def make_trainer(tmp_path, cls=GEARTrainer, args=None, dataset=None, model=None, **kwargs):
+def make_trainer(tmp_path, cls=GEARTrainer, args=None, dataset=None, model=None, reward_funcs=None, **kwargs):
+    """The tiny trainer; `reward_funcs` default [accuracy, digit_share] (rows without `ground_truth` need others)."""
     return cls(
         model=model if model is not None else AutoModelForCausalLM.from_pretrained(TINY),
-        reward_funcs=[*get_reward_funcs(["accuracy"]), digit_share],
+        reward_funcs=reward_funcs if reward_funcs is not None else [*get_reward_funcs(["accuracy"]), digit_share],
         args=args if args is not None else tiny_args(tmp_path),
         train_dataset=dataset if dataset is not None else math_rows(),
         processing_class=AutoTokenizer.from_pretrained(TINY),

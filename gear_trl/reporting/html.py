@@ -100,7 +100,10 @@ def _rollout_view(table: list[dict], trace_row: dict, title: str, scale: float |
             css = "pos" if advantage > 0 else "neg"
         meta.append({"text": part, "css": css})
     prompt, truth = trace_row.get("prompt"), trace_row.get("ground_truth")
+    kind, shown = trace_row.get("teacher_reference_kind"), trace_row.get("teacher_reference")
     return {
+        "teacher_reference_kind": kind,
+        "teacher_reference": None if kind is None else ("(nothing)" if shown is None else str(shown)),
         "title": title,
         "meta": meta,
         "prompt": None if prompt is None else str(prompt),

@@ -163,6 +163,9 @@ def render_png_report(
                 context.append("prompt: " + _short(row["prompt"], 70))
             if row.get("ground_truth") is not None:
                 context.append("ground truth: " + _short(row["ground_truth"], 30))
+            if row.get("teacher_reference_kind") not in (None, "ground truth"):
+                shown = row.get("teacher_reference")
+                context.append(f"teacher saw ({row['teacher_reference_kind']}): " + _short(str(shown or ""), 30))
             ax.text(
                 _LEFT,
                 y + 0.3,

@@ -173,6 +173,7 @@ def trace_rows(
     base_advantages=None,
     prompts: Sequence[Any] | None = None,
     ground_truths: Sequence[Any] | None = None,
+    teacher_references: Sequence[tuple[str, Any]] | None = None,
 ) -> list[dict]:
     """The rollouts of a `CreditTrace` as per-token lists (`trace_row` dicts), padding removed.
 
@@ -180,7 +181,8 @@ def trace_rows(
     trailing tokens that are masked out and equal `pad_token_id`. `rewards` [B] and `base_advantages` [B] (or [B, T]:
     shown as their mean over model tokens) label the header; without them the trace's `rewards` / `base_advantages`
     fields are used when present, and the advantage is recovered from the per-token advantages as
-    sum(A_i w_t) / sum(w_t).
+    sum(A_i w_t) / sum(w_t). `teacher_references` [B] of (kind, text): what each row's teacher was shown (`ground
+    truth`, `successful sibling`, `none (no sibling)`), kept as `teacher_reference` / `teacher_reference_kind`.
     """
     completion_mask = completion_mask if completion_mask is not None else getattr(trace, "completion_mask", None)
     rewards = rewards if rewards is not None else getattr(trace, "rewards", None)
@@ -230,6 +232,8 @@ def trace_rows(
             row["prompt"] = prompts[i]
         if ground_truths is not None:
             row["ground_truth"] = ground_truths[i]
+        if teacher_references is not None:
+            row["teacher_reference_kind"], row["teacher_reference"] = teacher_references[i]
         rows.append(row)
     return rows
 

@@ -252,10 +252,18 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             return output
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
+        kinds = ["ground truth"] * len(inputs)
         if self.args.teacher_reads_siblings:
+            looks = [self.args.teacher_reference == "sibling" or not has_ground_truth(t) for t in ground_truths]
             ground_truths = self.teacher.sibling_references(
                 mode, ground_truths, record.completions, record.rewards_per_func
             )
+            kinds = [
+                kind if not look else "successful sibling" if shown is not None else "none (no sibling)"
+                for kind, look, shown in zip(kinds, looks, ground_truths, strict=True)
+            ]
+        # what each row's teacher was shown, for the credit reports (`inspect`, the callback)
+        self.last_teacher_references = list(zip(kinds, ground_truths, strict=True))
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         solutions = None
         if self.args.teacher_reference == "solution":
