@@ -40,6 +40,66 @@ class RolloutRecord:
     completions: list = field(default_factory=list)
     rewards_per_func: torch.Tensor | None = None  # [N_global, F], gathered over ranks
     state_history: list[list[str]] | None = None  # per rollout: state key after each tool call, in call order
+    tool_calls: ToolCalls | None = None  # every tool call made, cut-off rollouts' included
+
+
+@dataclass
+class ToolCalls:
+    """Counts of the tool calls of one generation batch on this rank, taken where the calls happen (so the calls of
+    rollouts TRL later cuts at `max_completion_length`, whose results it drops, count too). `trl_calls` and
+    `trl_failures` are TRL's own counts (`_tool_call_loop`'s; its `tools/failure_frequency` is their ratio over
+    ranks): every call, and the ones that raised or named an unknown tool. `error_texts`: calls that returned an
+    error text instead of raising (a result starting with `TOOL_ERROR_PREFIXES`), as gear_trl's own tools do."""
+
+    trl_calls: int = 0
+    trl_failures: int = 0
+    error_texts: int = 0
+    outcomes: list = field(default_factory=list)  # (tool name, error text or None) in call order
+
+
+def _outcome(result) -> str | None:
+    """The error a tool result reports, or None: a result that is text starting with an error prefix."""
+    text = result if isinstance(result, str) else None
+    if text is None and isinstance(result, dict) and "error" in result:
+        return str(result["error"])
+    return text if text is not None and text.lstrip("{\"' ").startswith(TOOL_ERROR_PREFIXES) else None
+
+
+def _counting(tool, name: str, calls: ToolCalls):
+    """`tool` recording each call's outcome in `calls`: the error it raised (re-raised, for TRL to answer) or the
+    error text it returned."""
+
+    @functools.wraps(tool)
+    def call(*args, **kwargs):
+        try:
+            result = tool(*args, **kwargs)
+        except Exception as err:
+            calls.outcomes.append((name, f"{type(err).__name__}: {err}"))
+            raise
+        error = _outcome(result)
+        calls.error_texts += error is not None
+        calls.outcomes.append((name, error))
+        return result
+
+    return call
+
+
+def _counting_async(tool, name: str, calls: ToolCalls):
+    """`_counting` for a coroutine-function tool."""
+
+    @functools.wraps(tool)
+    async def call(*args, **kwargs):
+        try:
+            result = await tool(*args, **kwargs)
+        except Exception as err:
+            calls.outcomes.append((name, f"{type(err).__name__}: {err}"))
+            raise
+        error = _outcome(result)
+        calls.error_texts += error is not None
+        calls.outcomes.append((name, error))
+        return result
+
+    return call
 
 
 def row_tools(row: dict) -> list[dict] | None:
@@ -142,6 +202,9 @@ class ToolRolloutMixin:
             result = super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
             )
+            if self._rollout is not None and self._rollout.tool_calls is not None:  # TRL's own counts
+                self._rollout.tool_calls.trl_calls += int(result[4])
+                self._rollout.tool_calls.trl_failures += int(result[5])
             stop_ids = {*self.eos_token_ids, self._tokenizer.pad_token_id}
             self._tool_truncated = [
                 ran_out_of_budget(messages, ids, stop_ids, self.max_tool_calling_iterations)
@@ -200,12 +263,13 @@ class ToolRolloutMixin:
         sync_tools = getattr(self, "_sync_tool_dicts", None) or []
         # TRL runs a round's async tools (coroutine functions) together on its event loop, after the sync ones.
         async_tools = getattr(self, "_async_tool_dicts", None) or [{} for _ in sync_tools]
+        calls = ToolCalls()
         for tools in sync_tools:
             for name, tool in list(tools.items()):
-                tools[name] = _text_safe(tool)
+                tools[name] = _counting(_text_safe(tool), name, calls)
         for tools in async_tools:
             for name, tool in list(tools.items()):
-                tools[name] = _text_safe_async(tool)
+                tools[name] = _counting_async(_text_safe_async(tool), name, calls)
         if self.environments and sync_tools:
             history = [[] for _ in self.environments]
             rollouts = zip(self.environments, sync_tools, async_tools, strict=True)
@@ -215,7 +279,7 @@ class ToolRolloutMixin:
                         sync[name] = _recording(tool, environment, history[index])
                     for name, tool in list(coroutines.items()):
                         coroutines[name] = _recording_async(tool, environment, history[index])
-        self._rollout = RolloutRecord(state_history=history)
+        self._rollout = RolloutRecord(state_history=history, tool_calls=calls)
         return super()._generate(prompts)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

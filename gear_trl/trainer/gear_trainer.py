@@ -244,7 +244,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         record = self._rollout
         mask = _model_token_mask(output)
         if self._logs_tool_metrics:
-            self._log_tool_metrics(mode, record.completions)
+            self._log_tool_metrics(mode, record)
 
         if self.args.credit in ("gigpo", "gear+gigpo"):
             output["advantages"] = self._gigpo_token_advantages(mode, mask, record)
@@ -612,8 +612,15 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._metrics[mode]["gigpo/step_adv_std"].append(stats["step_adv_std"])
         return step_advantages_to_tokens(step_advs[start : start + len(steps)], step_index).to(mask.device)
 
-    def _log_tool_metrics(self, mode, completions) -> None:
-        stats = tool_stats(completions)
+    def _log_tool_metrics(self, mode, record) -> None:
+        stats = tool_stats(record.completions)
+        # Tool errors where the calls happened, cut-off rollouts included: the calls that raised (TRL's failures,
+        # so tools/error_rate agrees with TRL's tools/failure_frequency on raising tools) and those that returned an
+        # error text. Without a count (no tool dicts this batch) the rollouts' messages are read instead.
+        calls = record.tool_calls
+        if calls is not None and calls.trl_calls:
+            stats["tool_calls"], stats["tool_errors"] = calls.trl_calls, calls.trl_failures + calls.error_texts
+            self._warn_failing_tools(calls.outcomes)
         names = sorted(stats)
         totals = self.accelerator.reduce(
             torch.tensor([float(stats[n]) for n in names], device=self.accelerator.device), reduction="sum"
@@ -622,7 +629,33 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._metrics[mode]["tools/turns_per_rollout"].append(totals["turns"] / max(totals["rollouts"], 1.0))
         self._metrics[mode]["tools/error_rate"].append(totals["tool_errors"] / max(totals["tool_calls"], 1.0))
         self._metrics[mode]["tools/parse_failures"].append(totals["parse_failures"] / max(totals["rollouts"], 1.0))
-        self._log_tool_truncation(mode, len(completions))
+        self._log_tool_truncation(mode, len(record.completions))
+
+    TOOL_WINDOW = 20
+    """Calls per tool over which `_warn_failing_tools` judges a tool (ours: enough calls that one bad batch of a
+    usually working tool does not trip it)."""
+
+    def _warn_failing_tools(self, outcomes: list) -> None:
+        """One warning per tool that failed (raised or returned an error text) on most of its last `TOOL_WINDOW`
+        calls (at least half of the window made), naming it and its last error. `outcomes`: (name, error or None)."""
+        windows = self.__dict__.setdefault("_tool_windows", {})
+        warned = self.__dict__.setdefault("_tools_warned", set())
+        for name, error in outcomes:
+            window = windows.setdefault(name, [])
+            window.append(error)
+            del window[: -self.TOOL_WINDOW]
+        for name, window in windows.items():
+            failed = [error for error in window if error is not None]
+            if name not in warned and len(window) >= self.TOOL_WINDOW // 2 and len(failed) * 2 > len(window):
+                warned.add(name)
+                logger.warning(
+                    "Tool `%s` failed on %d of its last %d calls (last error: %s). Its results are error texts the "
+                    "model learns from; check the tool (tools/error_rate counts every tool's failures).",
+                    name,
+                    len(failed),
+                    len(window),
+                    textwrap.shorten(failed[-1], 300),
+                )
 
     def _log_tool_truncation(self, mode, num_rollouts: int) -> None:
         """`tools/truncated_frac`: rollouts ended by `max_completion_length` (which counts tool results), which score
