@@ -39,3 +39,11 @@ def test_feedback_goes_into_the_hint_of_rows_with_a_reference_only():
     assert "Answer: 4" in without and "last message" not in without
     assert "last message" not in no_truth and built.has_ground_truth == [True, True, False]
     assert built.input_ids[2] == tokenize(prompt)  # no reference: the student's prompt, weights 1
+    # a successful sibling is the reference of a sibling row (Teacher.sibling_references): it gets the feedback too,
+    # as the option's help says
+    sibling = builder([prompt], ["\\boxed{4}"], feedbacks=["Error: no such file"])
+    assert "last message in this attempt:\nError: no such file" in tokenizer.decode(sibling.input_ids[0])
+    from gear_trl.trainer.gear_config import GEARConfig
+
+    help_text = GEARConfig.__dataclass_fields__["teacher_environment_feedback"].metadata["help"]
+    assert "a successful sibling" in help_text and "shown neither keeps the student's prompt" in help_text

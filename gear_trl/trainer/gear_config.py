@@ -308,8 +308,11 @@ class GEARConfig(GRPOConfig):
         default=False,
         metadata={
             "help": "Multi-turn rollouts: append the environment's last message in the rollout (its last tool "
-            "result, at most 2,000 characters, the tail kept) to the teacher's hint, on rows with a reference (ours, "
-            "after SDPO's environment feedback). Each row's teacher prompt then differs, so prefix sharing saves less."
+            "result, at most 2,000 characters, the tail kept) to the teacher's hint, on rows whose teacher is shown a "
+            "reference: the ground truth or, with `teacher_reference: sibling` (or its fallback), a successful "
+            "sibling; a row shown neither keeps the student's prompt (ours, after SDPO's environment feedback, "
+            "which also pairs it with a successful rollout). Each row's teacher prompt then differs, so prefix "
+            "sharing saves less."
         },
     )
     teacher_sibling_min_reward: float = field(

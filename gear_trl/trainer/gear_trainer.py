@@ -948,8 +948,39 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             metrics["failed_prefix_frac"] = n_prefix / n_failed if n_failed else float("nan")
         for name, value in failure_contrast(contrast).items():
             metrics[name] = float("nan") if value is None else value
+        for name in self._meaningless_metrics():
+            metrics.pop(name, None)
+        if self.args.credit == "rlsd":  # its `kl` is the signed log-ratio log pS - log pT of the sampled token
+            metrics["log_ratio_mean"] = kl_sum / tokens_
         for name, value in metrics.items():
             self._metrics[mode][f"gear/{name}"].append(value)
+
+    RLSD_UNLOGGED = (
+        "kl_mean",
+        "kl_max",
+        "onset_rate",
+        "segment_len_mean",
+        "in_segment_frac",
+        "kl_floor",
+        "kl_floor_max",
+        "below_floor_frac",
+        "kl_wrong_over_right",
+        "kl_failed_over_passed",
+        "onsets_in_failed_frac",
+    )
+    """`gear/` metrics RLSD does not log: it has no segments, and its per-token signal is a signed log-ratio, not a
+    KL (logged as `gear/log_ratio_mean` instead), so KL means, floors and ratios of them would read as nonsense."""
+    SIBLING_UNLOGGED = ("kl_wrong_over_right", "no_ground_truth_frac")
+    """`gear/` metrics `teacher_reference: sibling` does not log: no row is shown a ground truth, so there is none to
+    swap for a wrong one, and rows without a sibling are `gear/no_sibling_frac`."""
+
+    def _meaningless_metrics(self) -> tuple[str, ...]:
+        """The `gear/` metrics this configuration leaves out (decided by the configuration alone: every rank agrees);
+        docs/metrics.md tabulates them by mode and teacher."""
+        left_out = self.RLSD_UNLOGGED if self.args.credit == "rlsd" else ()
+        if self.args.teacher_reference == "sibling":
+            left_out += self.SIBLING_UNLOGGED
+        return left_out
 
 
 def _as_user_error(check, *args) -> None:
