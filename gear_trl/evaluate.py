@@ -592,6 +592,31 @@ def evaluate_multi_turn(
     return _report(len(rows), num_samples, names, per_sample, pass_ks, tool_calls=tool_calls, skipped_multi_turn=0)
 
 
+def environment_reward(factory) -> Callable:
+    """A reward function scoring each rollout with its environment's `get_reward()` (sync or async), named after the
+    environment's class as TRL names the reward it adds in training; a value it cannot read as a number is None."""
+    import asyncio
+    import inspect
+
+    cls = factory if isinstance(factory, type) else type(factory())
+
+    def reward(environments, **kwargs):
+        values = []
+        for environment in environments:
+            try:
+                value = environment.get_reward()
+                if inspect.isawaitable(value):
+                    value = asyncio.run(value)
+                values.append(float(value))
+            except Exception:  # noqa: BLE001 -- a reward never ends an evaluation: None, counted as unscored
+                values.append(None)
+        return values
+
+    reward.__name__ = cls.__name__
+    reward._environment_reward = True
+    return reward
+
+
 def _without_calls(text: str) -> str:
     return re.sub(r"<tool_call>.*?(</tool_call>|$)", "", text, flags=re.DOTALL).strip()
 
@@ -923,7 +948,8 @@ def evaluate_interactive(
 
     reward_funcs, names = list(reward_funcs), list(names)
     environment_type = type(conversations[0]["environment"])
-    if callable(getattr(environment_type, "get_reward", None)):
+    own = any(getattr(func, "_environment_reward", False) for func in reward_funcs)  # already the default reward
+    if callable(getattr(environment_type, "get_reward", None)) and not own:
         reward_funcs.append(lambda environments, **kwargs: [e.get_reward() for e in environments])
         names.append(environment_type.__name__)
     completions = [c["messages"][len(c["prompt"]) :] for c in conversations]
@@ -1489,18 +1515,23 @@ def main(argv: list[str] | None = None) -> dict:
     backend = _backend(args)
 
     reward_names = args.reward
+    own_reward = None  # the environment's `get_reward`, evaluation's default as it is training's
     if bfcl_tasks is not None:
         reward_names = ["bfcl_multi_turn"]
     elif args.environment is not None:
-        from .envs import get_environment_factory
+        from .envs import get_environment_factory, supplies_reward
 
-        get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
+        factory = get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
         if not reward_names and args.environment not in ENVIRONMENT_REWARDS:
-            raise PreflightError(
-                f"--environment {args.environment!r} has no default reward: name one with --reward "
-                "(a registered name or an import path such as my_pkg.rewards:my_reward)."
-            )
-        reward_names = reward_names or [ENVIRONMENT_REWARDS[args.environment]]
+            if not supplies_reward(factory):
+                raise PreflightError(
+                    f"--environment {args.environment!r} has no default reward and no `get_reward` method: name one "
+                    "with --reward (a registered name or an import path such as my_pkg.rewards:my_reward)."
+                )
+            own_reward = environment_reward(factory)
+        reward_names = reward_names or (
+            [own_reward.__name__] if own_reward is not None else [ENVIRONMENT_REWARDS[args.environment]]
+        )
     elif reward_names and any(name in EXECUTING_REWARDS for name in reward_names):
         raise PreflightError(
             f"{sorted(EXECUTING_REWARDS)} score multi-turn rollouts whose tools are executed; pass --environment "
@@ -1560,7 +1591,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "import path such as my_pkg.rewards:my_reward)."
             )
         reward_names = reward_names or [task_reward(adapter) or "accuracy"]
-        reward_funcs = get_reward_funcs(reward_names)
+        reward_funcs = [own_reward] if own_reward is not None else get_reward_funcs(reward_names)
     else:
         adapter = BFCL_MULTI_TURN
     if args.as_teacher is not None:  # what cannot be probed is refused before the student's evaluation
