@@ -1597,7 +1597,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.as_teacher is not None:  # what cannot be probed is refused before the student's evaluation
         from .trainer.teacher_probe import check_probe
 
-        check_probe(dataset, args.as_teacher)
+        check_probe(dataset, args.as_teacher, args.num_samples, args.temperature)
     if simulator is not None:
         from .user_sim import check_rows
 
@@ -1660,7 +1660,7 @@ def main(argv: list[str] | None = None) -> dict:
         multi_turn = {"environment": args.environment, "max_tool_calling_iterations": args.max_tool_calling_iterations}
     if bfcl_tasks is None and simulator is None:
 
-        def run(rows):
+        def run(rows, num_samples=None):  # num_samples: the sibling probe's one fresh sample per teacher prompt
             return (evaluate_multi_turn if multi_turn else evaluate)(
                 model,
                 tokenizer,
@@ -1673,12 +1673,12 @@ def main(argv: list[str] | None = None) -> dict:
                 temperature=args.temperature,
                 top_p=args.top_p,
                 top_k=args.top_k,
-                num_samples=args.num_samples,
+                num_samples=args.num_samples if num_samples is None else num_samples,
                 chat_template_kwargs=chat_template_kwargs,
                 seed=args.seed,
                 progress=not args.no_progress,
                 reward_names=reward_names,
-                pass_ks=args.pass_k,
+                pass_ks=args.pass_k if num_samples is None else None,
             )
 
         result = run(dataset)

@@ -21,8 +21,10 @@ def test_teacher_settings_come_from_the_recipe(tmp_path):
     assert (
         settings["teacher_template"] == DEFAULT_MATH_SOLUTION_TEMPLATE and settings["ground_truth_column"] == "answer"
     )
-    recipe.write_text("teacher_reference: sibling\n")
-    with pytest.raises(UserInputError, match="sibling"):
+    recipe.write_text("teacher_reference: sibling\nteacher_sibling_min_reward: 0.5\n")
+    assert teacher_settings(str(recipe))["teacher_sibling_min_reward"] == 0.5  # probed by sampling groups
+    recipe.write_text("teacher_reference: siblings\n")
+    with pytest.raises(UserInputError, match="not one of answer, solution, sibling"):
         teacher_settings(str(recipe))
     with pytest.raises(UserInputError, match="cannot read"):
         teacher_settings(str(tmp_path / "missing.yaml"))

@@ -39,12 +39,12 @@ def _refuses_before_loading(monkeypatch, argv, match):
         main(argv)
 
 
-def test_a_sibling_recipe_is_refused_before_the_student_is_scored(tmp_path, monkeypatch):
+def test_a_sibling_probe_without_groups_is_refused_before_the_student_is_scored(tmp_path, monkeypatch):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("credit: gear\nteacher_reference: sibling\n")
     argv = ["--model", TINY, "--dataset", "data/arith", "--dataset_format", "generic", "--limit", "4", "--no-progress",
             "--enable-thinking", "false", "--as-teacher", str(recipe), "--output", str(tmp_path / "r.json")]  # fmt: skip
-    _refuses_before_loading(monkeypatch, argv, "teacher_reference: sibling` has none before a rollout exists")
+    _refuses_before_loading(monkeypatch, argv, r"samples a group per prompt.*--num-samples G")
 
 
 def test_rows_without_any_reference_are_refused_before_the_student_is_scored(tmp_path, monkeypatch):
@@ -64,3 +64,45 @@ def test_tool_rows_are_probed_with_the_tool_call_reward(tmp_path):
     report = main(argv)
     assert report["config"]["reward"] == ["tool_call_accuracy"]
     assert report["as_teacher"]["n"] == report["n"] == 2 and report["as_teacher"]["without_reference"] == 0
+
+
+REWARD = """
+def even_length(completions, **kwargs):
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float(len(t) % 2 == 0) for t in texts]
+"""
+
+
+def test_the_sibling_probe_shows_a_success_to_the_teacher_of_the_groups_other_rollouts(tmp_path, monkeypatch, capsys):
+    """Rows without references: each prompt is sampled as a group; every rollout whose group has another success
+    gets a teacher prompt showing the best other one (as training chooses), scored against the rollout's own score."""
+    from gear_trl.data.teacher import sibling_choice
+
+    (tmp_path / "parity.py").write_text(REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(f'{{"prompt": [{{"role": "user", "content": "Say {i}."}}]}}\n' for i in range(6)))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("credit: gear\nteacher_reference: sibling\n")
+    argv = ["--model", TINY, "--dataset", str(data), "--split", "train", "--dataset_format", "trl",
+            "--reward", "parity:even_length", "--num-samples", "4", "--temperature", "1.0", "--max-new-tokens", "6",
+            "--no-progress", "--enable-thinking", "false", "--as-teacher", str(recipe),
+            "--output", str(tmp_path / "r.json")]  # fmt: skip
+    report = main(argv)
+    probe = report["as_teacher"]
+    groups = {}
+    for sample in sorted(report["per_sample"], key=lambda s: (s["index"], s["sample"])):
+        groups.setdefault(sample["index"], []).append(sample["reward"])
+    expected_rows, expected_student, none, lone = 0, [], 0, 0
+    for rewards in groups.values():
+        choice, _, _ = sibling_choice(rewards, 4, 1.0)
+        expected_rows += sum(j is not None for j in choice)
+        expected_student += [r for r, j in zip(rewards, choice, strict=True) if j is not None]
+        none, lone = none + (sum(rewards) == 0), lone + (sum(rewards) == 1)
+    assert probe["reference"] == "sibling" and probe["prompts"] == 6
+    assert probe["n"] == expected_rows > 0
+    assert probe["no_success_frac"] == none / 6 and probe["lone_success_frac"] == lone / 6
+    assert probe["student_accuracy"] == pytest.approx(sum(expected_student) / len(expected_student))
+    assert report["teacher_gap"] == pytest.approx(probe["accuracy"] - probe["student_accuracy"])
+    assert all("A reference answer to this problem is:" in s["prompt"][-1]["content"] for s in probe["per_sample"])
+    assert "as the sibling teacher: parity:even_length" in capsys.readouterr().out
