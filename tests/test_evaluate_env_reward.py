@@ -43,7 +43,7 @@ class Unscored:
 
 @pytest.fixture
 def task(tmp_path, monkeypatch):
-    (tmp_path / "my_envs.py").write_text(ENVS)
+    (tmp_path / "evaluate_env_reward_fixture.py").write_text(ENVS)
     monkeypatch.syspath_prepend(str(tmp_path))
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": [{"role": "user", "content": "Look around."}]}\n' * 2)
@@ -53,11 +53,11 @@ def task(tmp_path, monkeypatch):
 
 
 def test_the_environments_own_reward_scores_the_rollouts(task):
-    report = main([*task, "--environment", "my_envs:Scored"])
+    report = main([*task, "--environment", "evaluate_env_reward_fixture:Scored"])
     assert report["config"]["reward"] == ["Scored"]
     assert report["mean_reward"] == pytest.approx(0.75) and report["n"] == 2
 
 
 def test_an_environment_without_get_reward_still_needs_a_reward(task):
     with pytest.raises(UserInputError, match="has no default reward and no `get_reward` method"):
-        main([*task, "--environment", "my_envs:Unscored"])
+        main([*task, "--environment", "evaluate_env_reward_fixture:Unscored"])

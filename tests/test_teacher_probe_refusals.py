@@ -78,14 +78,15 @@ def test_the_sibling_probe_shows_a_success_to_the_teacher_of_the_groups_other_ro
     gets a teacher prompt showing the best other one (as training chooses), scored against the rollout's own score."""
     from gear_trl.data.teacher import sibling_choice
 
-    (tmp_path / "parity.py").write_text(REWARD)
+    (tmp_path / "sibling_probe_fixture.py").write_text(REWARD)
     monkeypatch.syspath_prepend(str(tmp_path))
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(f'{{"prompt": [{{"role": "user", "content": "Say {i}."}}]}}\n' for i in range(6)))
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("credit: gear\nteacher_reference: sibling\n")
     argv = ["--model", TINY, "--dataset", str(data), "--split", "train", "--dataset_format", "trl",
-            "--reward", "parity:even_length", "--num-samples", "4", "--temperature", "1.0", "--max-new-tokens", "6",
+            "--reward", "sibling_probe_fixture:even_length", "--num-samples", "4", "--temperature", "1.0",
+            "--max-new-tokens", "6",
             "--no-progress", "--enable-thinking", "false", "--as-teacher", str(recipe),
             "--output", str(tmp_path / "r.json")]  # fmt: skip
     report = main(argv)
@@ -105,4 +106,4 @@ def test_the_sibling_probe_shows_a_success_to_the_teacher_of_the_groups_other_ro
     assert probe["student_accuracy"] == pytest.approx(sum(expected_student) / len(expected_student))
     assert report["teacher_gap"] == pytest.approx(probe["accuracy"] - probe["student_accuracy"])
     assert all("A reference answer to this problem is:" in s["prompt"][-1]["content"] for s in probe["per_sample"])
-    assert "as the sibling teacher: parity:even_length" in capsys.readouterr().out
+    assert "as the sibling teacher: sibling_probe_fixture:even_length" in capsys.readouterr().out

@@ -40,12 +40,12 @@ def always_boom(row, round_index, rollout_index, rank):
 def test_a_raising_tool_is_counted_like_trls_count_and_warned_about_once(
     tmp_path, monkeypatch, caplog, max_completion_length
 ):
-    (tmp_path / "flaky_env.py").write_text(ENV)
+    (tmp_path / "tool_failures_fixture.py").write_text(ENV)
     monkeypatch.syspath_prepend(str(tmp_path))
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": [{"role": "user", "content": "Blow up the disk."}]}\n' * 8)
     argv = ["--config", "recipes/tiny/config_tool_use.yaml", "--output_dir", str(tmp_path / "out"),
-            "--dataset_name", str(data), "--dataset_format", "trl", "--environment", "flaky_env:Flaky",
+            "--dataset_name", str(data), "--dataset_format", "trl", "--environment", "tool_failures_fixture:Flaky",
             "--reward_funcs", "format", "--credit", "gigpo",
             "--max_completion_length", str(max_completion_length)]  # fmt: skip
     trainer = scripted_trainer(always_boom, argv)

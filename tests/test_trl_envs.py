@@ -436,7 +436,13 @@ def test_a_trl_environment_with_its_own_reward_trains_from_a_recipe(tmp_path, mo
     trainer = main(*parse_args(["--config", "tests/trl_env_plugin/guess.yaml", "--output_dir", str(tmp_path)]))
     assert trainer.state.global_step == 2
     rewards = {key for key in logged_keys(trainer) if key.startswith("rewards/")}
-    assert rewards == {"rewards/GuessEnv/mean", "rewards/GuessEnv/std"}  # the environment's alone, no accuracy
+    # the environment's alone, no accuracy; guarded like any reward (its non-finite share, the unscored share)
+    assert rewards == {
+        "rewards/GuessEnv/mean",
+        "rewards/GuessEnv/std",
+        "rewards/GuessEnv/non_finite_frac",
+        "rewards/unscorable_frac",
+    }
     assert {"gear/kl_mean", "gigpo/step_groups"} <= logged_keys(trainer)
     assert trainer.train_dataset.column_names == ["prompt", "ground_truth", "secret"]
 
@@ -449,6 +455,8 @@ def test_an_empty_prompt_environment_trains_from_a_recipe(tmp_path, monkeypatch)
     assert {k for k in logged_keys(trainer) if k.startswith("rewards/")} == {
         "rewards/InstructionEnv/mean",
         "rewards/InstructionEnv/std",
+        "rewards/InstructionEnv/non_finite_frac",
+        "rewards/unscorable_frac",
     }
     # the prompts the model was given carry the instruction `reset` returned
     instructions = [prompt[-1]["content"] for prompt in trainer._rollout.prompts]
