@@ -135,3 +135,33 @@ def test_a_report_shows_a_passed_and_a_failed_rollout_of_one_prompt_by_default(t
     else:  # the first two rows: prompt A's rollout (no mix), then prompt B's fail
         assert "prompt 0: no mix, all 2 alike (advantage 0)" in page
         assert "advantage -1.000" in page and "advantage +1.000" not in page
+
+
+def test_the_training_report_says_what_each_rows_teacher_saw_through_trls_shuffle(tmp_path):
+    """Each reported rollout names the reference its teacher was shown, carried in the batch with its row through
+    TRL's shuffle and split of the generation batch (two steps per generation here)."""
+    import re
+
+    args = tiny_args(
+        tmp_path,
+        output_dir=str(tmp_path / "run"),
+        max_completion_length=8,
+        max_steps=2,
+        gradient_accumulation_steps=2,  # a generation batch of 8 rows, shuffled and split over two steps
+        credit_report_steps=1,
+        credit_report_rollouts=4,
+        credit_report_choice="first",
+    )
+    trainer = make_trainer(tmp_path, args=args)
+    if not any(isinstance(c, CreditReportCallback) for c in trainer.callback_handler.callbacks):
+        trainer.add_callback(CreditReportCallback(trainer))
+    trainer.train()
+    tokenizer = AutoTokenizer.from_pretrained(TINY)
+    prompts = tokenizer.batch_decode(trainer.last_credit_prompt_ids, skip_special_tokens=True)
+    shown = trainer.last_credit_references
+    assert len(shown) == len(prompts) == 4
+    for prompt, (kind, reference) in zip(prompts, shown, strict=True):
+        i = int(re.search(r"What is (\d+) \+ 2\?", prompt).group(1))
+        assert (kind, reference) == ("ground truth", str(i + 2))  # the row's own, not a shuffled neighbour's
+    page = (tmp_path / "run" / "credit" / "step_00002.html").read_text()
+    assert page.count("the teacher saw: ground truth") == 4

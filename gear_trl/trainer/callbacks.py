@@ -79,7 +79,12 @@ class CreditReportCallback(TrainerCallback):
         """Write `output_dir/credit/step_XXXXX.{html,png}` and log them; returns the two paths."""
         tokenizer = trainer_tokenizer(self.trainer) or getattr(processing_class, "tokenizer", processing_class)
         limit = self.num_rollouts or getattr(args, "credit_report_rollouts", 4)
-        rows = trace_rows(trace, pad_token_id=tokenizer.pad_token_id)
+        shown = getattr(self.trainer, "last_credit_references", None)  # what each row's teacher saw
+        rows = trace_rows(
+            trace,
+            pad_token_id=tokenizer.pad_token_id,
+            teacher_references=shown if shown is not None and len(shown) == trace.completion_ids.size(0) else None,
+        )
         prompt_ids = getattr(self.trainer, "last_credit_prompt_ids", None)
         if prompt_ids is not None and len(prompt_ids) == len(rows):
             keys = [tuple(ids) for ids in prompt_ids.tolist()]

@@ -76,6 +76,7 @@ GEAR_BATCH_KEYS = (
     "gear_teacher_shared",
     "gear_control_kl",
     "gear_scorable",
+    "gear_teacher_references",
 )
 
 
@@ -262,7 +263,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 kind if not look else "successful sibling" if shown is not None else "none (no sibling)"
                 for kind, look, shown in zip(kinds, looks, ground_truths, strict=True)
             ]
-        # what each row's teacher was shown, for the credit reports (`inspect`, the callback)
+        # what each row's teacher was shown, for the credit reports: inspect reads it here, the callback from the
+        # batch (a list, which TRL's split and shuffle carry with the rows as they do the tensors)
         self.last_teacher_references = list(zip(kinds, ground_truths, strict=True))
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         solutions = None
@@ -295,6 +297,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         start = self.accelerator.process_index * len(inputs)
         scorable = ~torch.isnan(record.rewards_per_func[start : start + len(inputs)]).all(dim=1)
         output["gear_scorable"] = scorable.to(mask.device)
+        output["gear_teacher_references"] = list(self.last_teacher_references)
         if self._student_hidden is not None:
             divergence = self._divergence(output, self._student_hidden)
             output["advantages"] = self._gear_advantages(output, divergence, mode)
@@ -433,6 +436,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if mode == "train" and self.args.credit_report_steps and self._credit_report_due():
             self.last_credit_trace = trace.to("cpu")
             self.last_credit_prompt_ids = batch["prompt_ids"].cpu()  # a report shows rollouts of one prompt together
+            self.last_credit_references = batch.get("gear_teacher_references")
         return trace.advantages if trace.distilled is None else trace.distilled
 
     @torch.no_grad()
