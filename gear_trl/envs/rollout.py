@@ -65,6 +65,14 @@ def _outcome(result) -> str | None:
     return text if text is not None and text.lstrip("{\"' ").startswith(TOOL_ERROR_PREFIXES) else None
 
 
+def _counted(calls: ToolCalls, name: str, result):
+    """Record a call of tool `name` that returned `result` (an error text counts as a failure) and pass it on."""
+    error = _outcome(result)
+    calls.error_texts += error is not None
+    calls.outcomes.append((name, error))
+    return result
+
+
 def _counting(tool, name: str, calls: ToolCalls):
     """`tool` recording each call's outcome in `calls`: the error it raised (re-raised, for TRL to answer) or the
     error text it returned."""
@@ -76,10 +84,7 @@ def _counting(tool, name: str, calls: ToolCalls):
         except Exception as err:
             calls.outcomes.append((name, f"{type(err).__name__}: {err}"))
             raise
-        error = _outcome(result)
-        calls.error_texts += error is not None
-        calls.outcomes.append((name, error))
-        return result
+        return _counted(calls, name, result)
 
     return call
 
@@ -94,10 +99,7 @@ def _counting_async(tool, name: str, calls: ToolCalls):
         except Exception as err:
             calls.outcomes.append((name, f"{type(err).__name__}: {err}"))
             raise
-        error = _outcome(result)
-        calls.error_texts += error is not None
-        calls.outcomes.append((name, error))
-        return result
+        return _counted(calls, name, result)
 
     return call
 
