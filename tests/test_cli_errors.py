@@ -96,7 +96,7 @@ def test_evaluate_with_an_own_environment_needs_a_reward(tmp_path):
 
     argv = ["--model", "data/tiny-qwen3", "--dataset", "data/calc_tools", "--environment"]
     message = error_line(cli, [*argv, "tests.bank_plugin.bank:BankEnv"])
-    assert "has no default reward: name one with --reward" in message
+    assert "has no default reward and no `get_reward` method: name one with --reward" in message
     message = error_line(cli, [*argv, "tests.bank_plugin.bank:Nope"])
     assert "has no attribute 'Nope'" in message
 
