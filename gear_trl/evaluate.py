@@ -598,7 +598,9 @@ def environment_reward(factory) -> Callable:
     import asyncio
     import inspect
 
-    cls = factory if isinstance(factory, type) else type(factory())
+    from .envs import factory_class
+
+    cls = factory_class(factory)
 
     def reward(environments, **kwargs):
         values = []
@@ -1519,10 +1521,11 @@ def main(argv: list[str] | None = None) -> dict:
     if bfcl_tasks is not None:
         reward_names = ["bfcl_multi_turn"]
     elif args.environment is not None:
-        from .envs import get_environment_factory, supplies_reward
+        from .envs import factory_class, get_environment_factory, supplies_reward
 
         factory = get_environment_factory(args.environment)  # an unknown name fails here, naming the known ones
         if not reward_names and args.environment not in ENVIRONMENT_REWARDS:
+            factory = factory_class(factory)  # a factory function is called once here, not again below
             if not supplies_reward(factory):
                 raise PreflightError(
                     f"--environment {args.environment!r} has no default reward and no `get_reward` method: name one "

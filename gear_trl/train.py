@@ -341,7 +341,7 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
     supplies its own reward (`get_reward`, which TRL adds itself) so that it is not silently summed with a default.
     Several environments: none only if each supplies one, and with some that do and some that do not the recipe must
     name the rewards. `warn`: warn when rewards are named beside an environment's own."""
-    from .envs import get_environment_factories, supplies_reward
+    from .envs import factory_class, get_environment_factories, supplies_reward
     from .trainer.preflight import PreflightError
 
     given = script_args.reward_funcs
@@ -352,7 +352,8 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
     if isinstance(factories, dict):
         named = list(factories.items())
     else:
-        named = [(_environment_class_name(factories), factories)]
+        cls = factory_class(factories)  # built once at most; the class answers the rest
+        named = [(cls.__name__, cls)]
     owners = {name: supplies_reward(factory) for name, factory in named}
     if given is not None:
         if warn and any(owners.values()):
@@ -377,11 +378,6 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
     return list(DEFAULT_REWARD_FUNCS)
 
 
-def _environment_class_name(factory) -> str:
-    """The class an environment factory builds (a class, or a function called once to see its instances')."""
-    return (factory if isinstance(factory, type) else type(factory())).__name__
-
-
 def _tool_use_rows(script_args: GEARScriptArguments, columns: list[str]) -> bool:
     """Whether the rows go through the tool-use adapter, whose `ground_truth` is JSON (a list of calls)."""
     from .data import detect_adapter
@@ -400,14 +396,10 @@ def build_trainer(
     """The GEARTrainer a recipe describes. `model`: an already loaded model (e.g. a trained LoRA adapter) used
     instead of `model_args.model_name_or_path` and `use_peft`."""
     from .rewards import get_reward_funcs
-    from .rewards.guard import guard_reward_func
     from .trainer.gear_trainer import GEARTrainer
 
-    # Non-finite rewards become None (counted in `rewards/<name>/non_finite_frac`); non-numbers name their function.
-    reward_funcs = [
-        guard_reward_func(func)
-        for func in get_reward_funcs(reward_names(script_args, warn=True), training_args.ground_truth_column)
-    ]
+    # GEARTrainer guards every reward source, these and an environment's get_reward (gear_trl/rewards/guard.py).
+    reward_funcs = get_reward_funcs(reward_names(script_args, warn=True), training_args.ground_truth_column)
     if model is None:
         model_init_kwargs = dict(training_args.model_init_kwargs or {})
         model_init_kwargs.setdefault("revision", model_args.model_revision)

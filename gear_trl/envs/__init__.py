@@ -53,11 +53,16 @@ def get_environment_factories(spec):
     return get_environment_factory(spec)
 
 
+def factory_class(factory) -> type:
+    """The class of the environments `factory` builds: the factory itself when it is a class, else the class of one
+    instance (the factory is called once; call this once and pass the class on)."""
+    return factory if isinstance(factory, type) else type(factory())
+
+
 def supplies_reward(factory) -> bool:
-    """Whether the environments `factory` builds own their reward: their class defines `get_reward`, which TRL adds
-    as a reward of weight 1 named after the class. A factory that is not a class is called once to see its class."""
-    cls = factory if isinstance(factory, type) else type(factory())
-    return callable(getattr(cls, "get_reward", None))
+    """Whether the environments `factory` (or an environment class) builds own their reward: their class defines
+    `get_reward`, which TRL adds as a reward of weight 1 named after the class."""
+    return callable(getattr(factory_class(factory), "get_reward", None))
 
 
 __all__ = [
@@ -76,6 +81,7 @@ __all__ = [
     "TwitterAPI",
     "environment_class",
     "environment_name",
+    "factory_class",
     "get_environment_factories",
     "get_environment_factory",
     "not_a_tool",

@@ -204,9 +204,11 @@ class ToolRolloutMixin:
             result = super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
             )
-            if self._rollout is not None and self._rollout.tool_calls is not None:  # TRL's own counts
-                self._rollout.tool_calls.trl_calls += int(result[4])
-                self._rollout.tool_calls.trl_failures += int(result[5])
+            if self._rollout is not None and self._rollout.tool_calls is not None:
+                # TRL's own counts: (tool_mask, completions, completion_ids, logprobs, calls, failures, images)
+                calls, failures = result[4], result[5]
+                self._rollout.tool_calls.trl_calls += int(calls)
+                self._rollout.tool_calls.trl_failures += int(failures)
             stop_ids = {*self.eos_token_ids, self._tokenizer.pad_token_id}
             self._tool_truncated = [
                 ran_out_of_budget(messages, ids, stop_ids, self.max_tool_calling_iterations)

@@ -315,6 +315,8 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["rewards/unscorable_frac"].append(unscorable.float().mean().item())
         sources = ", ".join(self.reward_func_names)
+        if not self.accelerator.is_main_process:  # gathered rewards: every rank would say the same
+            return rewards_per_func
         if bool(unscorable.all()):
             logger.warning(
                 "No reward source (%s) returned a usable value (a finite number) for any of the %d completions of "
