@@ -246,14 +246,14 @@ def test_the_recipe_uses_the_task_environment_reward_and_teacher_template():
     assert recipe["teacher_template"] == script.TEACHER_TEMPLATE
     assert recipe["environment"] == "calculator" and recipe["reward_funcs"] == ["calculator_answer"]
     assert recipe["dataset_name"] == "data/calc_tools" and recipe["dataset_format"] == "tool_use"
-    assert recipe["credit"] == "gear+gigpo" and recipe["num_generations"] == 8
+    assert recipe["credit"] == "gear-gigpo" and recipe["num_generations"] == 8
 
 
 def test_the_learning_benchmark_scores_the_tools_task_with_multi_turn_rollouts(monkeypatch):
     bench = load_file(REPO / "bench" / "learning.py", "gear_bench_learning_tools")
     tools = bench.TASKS["tools"]
     assert tools["recipe"] == str(RECIPE.relative_to(REPO))
-    assert tools["modes"] == ["none", "gear", "gigpo", "gear+gigpo"]
+    assert tools["modes"] == ["none", "gear", "gigpo", "gear-gigpo"]
     recipe = yaml.safe_load(RECIPE.read_text())
     assert tools["eval"]["dataset"] == recipe["dataset_name"] and tools["eval"]["split"] == "test"
     assert tools["eval"]["environment"] == recipe["environment"]

@@ -105,14 +105,14 @@ def test_teacher_template_needs_the_ground_truth_placeholder():
 def test_uses_teacher_only_for_divergence_modes():
     assert not make(credit="none").uses_teacher
     assert not make(credit="gigpo").uses_teacher
-    assert make(credit="gear+gigpo").uses_teacher and make(credit="token").uses_teacher
+    assert make(credit="gear-gigpo").uses_teacher and make(credit="token").uses_teacher
 
 
 def test_failed_prefix_weight_defaults_to_the_papers_gear_and_needs_gears_segments():
     assert make().failed_prefix_weight == 1.0
-    for credit in ("gear", "gear_no_entropy", "gear-signed"):
+    for credit in ("gear", "gear-no-entropy", "gear-signed"):
         assert make(credit=credit, failed_prefix_weight=0.0).failed_prefix_weight == 0.0
-    for credit in ("none", "token", "turn", "fixed", "rlsd", "gigpo", "gear+gigpo"):
+    for credit in ("none", "token", "turn", "fixed", "rlsd", "gigpo", "gear-gigpo"):
         with pytest.raises(
             ValueError, match=re.escape("`failed_prefix_weight: 0.5`") + ".*" + re.escape(f"`credit: {credit}`")
         ):
@@ -121,15 +121,30 @@ def test_failed_prefix_weight_defaults_to_the_papers_gear_and_needs_gears_segmen
     assert make(credit="rlsd", failed_prefix_weight=1.0).credit == "rlsd"
 
 
-def test_distillation_weight_defaults_to_the_papers_gear_and_needs_a_teacher():
+def test_distillation_weight_defaults_to_the_papers_gear_and_runs_the_teacher_in_every_mode():
     assert make().distillation_weight == 0.0
-    for credit in ("gear", "gear-signed", "token", "rlsd", "gear+gigpo"):
+    for credit in ("gear", "gear-signed", "token", "rlsd", "gear-gigpo", "none", "gigpo"):
         args = make(credit=credit, distillation_weight=0.5)
         # the log-ratio comes from the divergence pass (rlsd's own signal is it)
         assert args.wants_log_ratio == (credit != "rlsd")
-    for credit in ("none", "gigpo"):
-        with pytest.raises(
-            ValueError, match=re.escape("`distillation_weight: 0.5`") + ".*" + re.escape(f"`credit: {credit}`")
-        ):
-            make(credit=credit, distillation_weight=0.5)
+        assert args.uses_teacher and not args.plain_grpo
+    # GRPO plus self-distillation: `none` runs the teacher pass only for the distillation
+    assert not make(credit="none").uses_teacher and make(credit="none").plain_grpo
+    assert not make(credit="gigpo").uses_teacher and not make(credit="gigpo").plain_grpo
     assert not make(credit="token").wants_log_ratio
+
+
+def test_renamed_credit_modes_are_refused_with_their_new_name():
+    for old, new in (("gear_no_entropy", "gear-no-entropy"), ("gear+gigpo", "gear-gigpo")):
+        with pytest.raises(ValueError, match=re.escape(f"got {old!r} (renamed: did you mean {new!r}?)")):
+            make(credit=old)
+    with pytest.raises(ValueError, match=re.escape("did you mean 'gear-signed'")):
+        make(credit="gear_signed")
+    with pytest.raises(ValueError, match=re.escape("`teacher` must be one of") + ".*did you mean 'periodic'"):
+        make(teacher="periodical")
+
+
+def test_sequence_level_importance_sampling_is_refused_with_distillation_on_grpo():
+    with pytest.raises(ValueError, match=re.escape("`credit: none` and `distillation_weight: 0.25`")):
+        make(credit="none", distillation_weight=0.25, importance_sampling_level="sequence")
+    assert make(credit="none", importance_sampling_level="sequence").importance_sampling_level == "sequence"

@@ -53,7 +53,7 @@ def test_gear_token_that_closes_a_segment_may_open_the_next():
 
 def test_gear_no_entropy_runs_from_onset_to_next_onset():
     check(
-        segment_signal(KL_A, ENTROPY_A, ones_mask(8), mode="gear_no_entropy"),
+        segment_signal(KL_A, ENTROPY_A, ones_mask(8), mode="gear-no-entropy"),
         [[0.02, 0.40, 0.40, 1.00, 1.00, 1.00, 0.60, 0.60]],
         [[-1, 0, 0, 1, 1, 1, 2, 2]],
     )
@@ -61,7 +61,7 @@ def test_gear_no_entropy_runs_from_onset_to_next_onset():
 
 def test_gear_plus_gigpo_segments_like_gear():
     expected = segment_signal(KL_A, ENTROPY_A, ones_mask(8), mode="gear")
-    got = segment_signal(KL_A, ENTROPY_A, ones_mask(8), mode="gear+gigpo")
+    got = segment_signal(KL_A, ENTROPY_A, ones_mask(8), mode="gear-gigpo")
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
 
 
@@ -79,7 +79,7 @@ def test_gear_no_entropy_turn_end_closes_segment():
     kl = row(0.02, 0.50, 0.03, 0.04, 1.00, 0.01)
     turn_starts = row(1, 0, 0, 1, 0, 0, dtype=torch.bool)
     check(
-        segment_signal(kl, torch.zeros(1, 6), ones_mask(6), mode="gear_no_entropy", turn_starts=turn_starts),
+        segment_signal(kl, torch.zeros(1, 6), ones_mask(6), mode="gear-no-entropy", turn_starts=turn_starts),
         [[0.02, 0.50, 0.50, 0.04, 1.00, 1.00]],
         [[-1, 0, 0, -1, 1, 1]],
     )
@@ -115,7 +115,7 @@ def test_max_segment_len_closes_and_judges_afresh():
     # Cap 2: t2 ends seg 0 and, being an onset itself, opens seg 1; t4 ends seg 1
     # and, below threshold, stays outside; t5 opens seg 2.
     kl = row(0.50, 0.02, 0.70, 0.03, 0.04, 1.00)
-    for mode in ("gear", "gear_no_entropy"):
+    for mode in ("gear", "gear-no-entropy"):
         check(
             segment_signal(kl, torch.zeros(1, 6), ones_mask(6), mode=mode, max_segment_len=2),
             [[0.50, 0.50, 0.70, 0.70, 0.04, 1.00]],
@@ -207,7 +207,7 @@ def test_minmax_normalizes_entropy_too():
 def test_batch_rows_are_independent_and_fully_masked_row_is_empty():
     kl = torch.tensor([[0.5, 0.02, 1.0, 0.01], [0.1, 0.2, 4.0, 0.3], [3.0, 3.0, 3.0, 3.0]])
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0]])  # 0/1 masks are accepted
-    signal, ids = segment_signal(kl, torch.zeros(3, 4), mask, mode="gear_no_entropy")
+    signal, ids = segment_signal(kl, torch.zeros(3, 4), mask, mode="gear-no-entropy")
     check(
         (signal, ids),
         [[0.5, 0.5, 1.0, 1.0], [0.025, 0.05, 1.0, 1.0], [0.0] * 4],
@@ -280,7 +280,7 @@ def naive_gear(dn, hn, mask, turn_starts, onset, entropy_threshold, max_len, use
 
 
 @pytest.mark.parametrize("max_segment_len", [None, 3])
-@pytest.mark.parametrize("mode", ["gear", "gear_no_entropy"])
+@pytest.mark.parametrize("mode", ["gear", "gear-no-entropy"])
 def test_scan_matches_naive_reference_on_random_rows(mode, max_segment_len):
     generator = torch.Generator().manual_seed(1)
     kl = torch.rand(6, 40, generator=generator) ** 3  # skewed: few onsets
@@ -318,7 +318,7 @@ def test_scan_handles_a_large_batch():
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("mode", ["gear", "gear_no_entropy"])
+@pytest.mark.parametrize("mode", ["gear", "gear-no-entropy"])
 def test_uncapped_scan_in_whole_tensor_ops_equals_the_position_loop(mode, seed):
     from gear_trl.credit.segments import SegmentInputs, _new_turn_flags, _normalize, _scan_segments_loop
 
@@ -357,17 +357,17 @@ def test_uncapped_scan_in_whole_tensor_ops_equals_the_position_loop(mode, seed):
 
 def test_token_below_the_floor_is_no_onset_whatever_its_normalized_kl():
     # Row max 0.005: Dn = (1, 0.16, 0.4, 0.02). Without a floor t0, t1 and t2 are onsets (Dn >= 0.1), three segments
-    # in gear_no_entropy; with the floor at 1e-3, t1 (KL 8e-4) is not one and continues t0's segment.
+    # in gear-no-entropy; with the floor at 1e-3, t1 (KL 8e-4) is not one and continues t0's segment.
     kl = row(0.005, 0.0008, 0.002, 0.0001)
     entropy = row(0.0, 0.0, 0.0, 0.0)
     dn = [v / (0.005 + 1e-8) for v in (0.005, 0.0008, 0.002)]  # the normalization's epsilon matters at this scale
     check(
-        segment_signal(kl, entropy, ones_mask(4), mode="gear_no_entropy"),
+        segment_signal(kl, entropy, ones_mask(4), mode="gear-no-entropy"),
         [[dn[0], dn[1], dn[2], dn[2]]],
         [[0, 1, 2, 2]],
     )
     check(
-        segment_signal(kl, entropy, ones_mask(4), mode="gear_no_entropy", onset_min_kl=1e-3),
+        segment_signal(kl, entropy, ones_mask(4), mode="gear-no-entropy", onset_min_kl=1e-3),
         [[dn[0], dn[0], dn[2], dn[2]]],
         [[0, 0, 1, 1]],
     )
@@ -381,7 +381,7 @@ def test_token_below_the_floor_is_no_onset_whatever_its_normalized_kl():
     )
 
 
-@pytest.mark.parametrize("mode", ["token", "turn", "fixed", "gear", "gear_no_entropy"])
+@pytest.mark.parametrize("mode", ["token", "turn", "fixed", "gear", "gear-no-entropy"])
 def test_completion_below_the_floor_has_no_signal_and_weights_one(mode):
     # Row 0: largest KL 5e-4 < 1e-3, pure noise; max-normalized it would be all onsets. Row 1 has a real peak.
     kl = torch.tensor([[5e-4, 4e-4, 5e-4, 1e-4], [0.02, 0.5, 0.01, 0.0]])

@@ -140,7 +140,7 @@ def test_advantages_must_be_one_per_row():
 
 
 def test_per_token_advantages_take_their_sign_token_by_token():
-    """gear+gigpo: step-level advantages differ in sign within a completion; each token's weight follows its own."""
+    """gear-gigpo: step-level advantages differ in sign within a completion; each token's weight follows its own."""
     from gear_trl.credit import weights_from_signal
 
     signal = torch.tensor([[0.5, 0.5, 0.5, 0.5]])

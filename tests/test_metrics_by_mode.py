@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gear_trl.credit.modes import credit_mode
 from gear_trl.trainer.gear_trainer import GEARTrainer
 from tests.utils import digit_share, make_trainer, tiny_args, weighted
 
@@ -29,7 +30,7 @@ def logged(tmp_path, **overrides) -> set[str]:
     ("overrides", "absent", "present"),
     [
         ({"credit": "gear"}, set(), {"gear/kl_mean", "gear/onset_rate", "gear/kl_wrong_over_right"}),
-        ({"credit": "rlsd"}, set(GEARTrainer.RLSD_UNLOGGED), {"gear/log_ratio_mean", "gear/rlsd_clip_frac"}),
+        ({"credit": "rlsd"}, set(credit_mode("rlsd").unlogged), {"gear/log_ratio_mean", "gear/rlsd_clip_frac"}),
         (
             {"credit": "gear", "teacher_reference": "sibling"},
             set(GEARTrainer.SIBLING_UNLOGGED),
@@ -42,14 +43,14 @@ def test_metrics_logged_by_mode_and_teacher(tmp_path, overrides, absent, present
     assert present <= names, present - names
     assert not {f"gear/{name}" for name in absent} & names
     if overrides == {"credit": "gear"}:  # what the others leave out, GEAR logs
-        assert {f"gear/{n}" for n in (*GEARTrainer.RLSD_UNLOGGED, *GEARTrainer.SIBLING_UNLOGGED)} <= names
+        assert {f"gear/{n}" for n in (*credit_mode("rlsd").unlogged, *GEARTrainer.SIBLING_UNLOGGED)} <= names
 
 
 def test_the_metrics_page_tabulates_what_each_mode_leaves_out():
     page = METRICS_PAGE.read_text()
     section = page[page.index("### Which metrics each mode logs") :]
     table = section[: section.index("\n\n", section.index("|"))]
-    for name in GEARTrainer.RLSD_UNLOGGED:
+    for name in credit_mode("rlsd").unlogged:
         row = next(line for line in table.splitlines() if f"`gear/{name}`" in line)
         assert "rlsd: not logged" in row, row
     for name in GEARTrainer.SIBLING_UNLOGGED:

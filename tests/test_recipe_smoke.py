@@ -68,7 +68,7 @@ def smoke(recipe: str, smoke_dir: Path, tmp_path: Path, launcher: list[str] | No
         assert rank["loss_type"] == recipe_fields["loss_type"]
         assert rank["steps_per_generation"] == recipe_fields["gradient_accumulation_steps"]
         assert rank["credit"] == recipe_fields["credit"]
-        if recipe_fields["credit"] in ("gear", "gear+gigpo"):
+        if recipe_fields["credit"] in ("gear", "gear-gigpo"):
             assert all(kl is not None and kl >= 0 for kl in rank["gear_kl_mean"])
         # the smoke reward varies, so the LoRA adapters get gradients
         assert any(norm and norm > 0 for norm in rank["grad_norms"]), rank

@@ -8,7 +8,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from gear_trl.trainer.teacher_weights import EMA_ADAPTER, TEACHER_STATE_FILE, ema_masters, ema_update_
+from gear_trl.trainer.teacher_kinds import teacher_kind
+from gear_trl.trainer.teacher_weights import TEACHER_STATE_FILE, ema_masters, ema_update_
+
+EMA_ADAPTER = teacher_kind("ema").adapter
 from tests.utils import TINY, make_trainer, tiny_args
 
 pytestmark = pytest.mark.slow

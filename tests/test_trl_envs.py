@@ -358,7 +358,7 @@ def rollout(prompts, trainer):
     [
         ("gear", ["GEAR's teacher"]),
         ("gigpo", ["GiGPO needs each step's anchor state"]),
-        ("gear+gigpo", ["GEAR's teacher", "GiGPO needs"]),
+        ("gear-gigpo", ["GEAR's teacher", "GiGPO needs"]),
         ("rlsd", ["GEAR's teacher"]),
     ],
 )

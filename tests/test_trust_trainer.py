@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.credit import reverse_kl_and_entropy
 from gear_trl.credit.gigpo import gigpo_advantages
-from gear_trl.credit.segments import CREDIT_MODES
+from gear_trl.credit.modes import CREDIT_MODES
 from gear_trl.trainer.gear_trainer import lm_head_transform
 from tests.utils import TINY, make_trainer, math_rows, run_ranks, tiny_args, torchrun, weighted
 
@@ -47,7 +47,7 @@ def test_dropout_is_switched_off_so_identical_prompts_have_zero_kl(tmp_path, cap
     import gear_trl.trainer.gear_trainer
 
     # A dataset without any ground truth is refused at construction; here every row lacks one on purpose.
-    monkeypatch.setattr(gear_trl.trainer.gear_trainer, "_check_some_ground_truth", lambda *args: None)
+    monkeypatch.setattr(gear_trl.trainer.gear_trainer, "check_some_ground_truth", lambda *args: None)
 
     peft = LoraConfig(
         r=8,
@@ -123,7 +123,7 @@ def test_ranks_with_and_without_tool_rows_do_not_hang(tmp_path):
 # --- 4. GiGPO and TRL's advantage options ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("credit", ["gigpo", "gear+gigpo"])
+@pytest.mark.parametrize("credit", ["gigpo", "gear-gigpo"])
 @pytest.mark.parametrize(
     "option",
     [{"scale_rewards": "none"}, {"scale_rewards": "batch"}, {"multi_objective_aggregation": "normalize_then_sum"}],

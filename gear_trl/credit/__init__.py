@@ -2,6 +2,8 @@
 
 - :func:`reverse_kl_and_entropy`: student-teacher reverse KL and entropy per token.
 - :func:`lm_head_statistics`: the same per row, with the student's log-partition and target log-probabilities.
+- :class:`CreditMode`, :func:`register_credit_mode`, :func:`credit_mode`: the credit modes' registry, one record and
+  one function per mode.
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights; :func:`spare_failed_prefix` lowers a
@@ -21,9 +23,17 @@ from .diagnostics import failure_contrast, failure_contrast_sums
 from .distill import distill_advantages, distillation_share
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
+from .modes import (
+    CREDIT_MODES,
+    CreditInputs,
+    CreditMode,
+    CreditOutputs,
+    credit_mode,
+    credit_modes,
+    register_credit_mode,
+)
 from .rlsd import rlsd_lambda, rlsd_token_weights
 from .segments import (
-    CREDIT_MODES,
     SEGMENT_MODES,
     below_noise_floor,
     register_segmenter,
@@ -36,8 +46,13 @@ from .weights import failed_prefix_mask, gear_token_weights, spare_failed_prefix
 __all__ = [
     "CREDIT_MODES",
     "SEGMENT_MODES",
+    "CreditInputs",
+    "CreditMode",
+    "CreditOutputs",
     "HeadStatistics",
     "below_noise_floor",
+    "credit_mode",
+    "credit_modes",
     "distill_advantages",
     "distillation_share",
     "failed_prefix_mask",
@@ -46,6 +61,7 @@ __all__ = [
     "gear_token_weights",
     "gigpo_advantages",
     "lm_head_statistics",
+    "register_credit_mode",
     "register_segmenter",
     "reverse_kl_and_entropy",
     "rlsd_lambda",

@@ -1,10 +1,9 @@
 """Segment construction for GEAR credit assignment (spec GEAR.md, steps 3 and 4).
 
-Every credit mode that reshapes weights is one segmenter: a pure function
-registered under the mode's name with ``@register_segmenter``. A segmenter turns
-the normalized divergence ``Dn`` and entropy ``Hn`` of each completion into the
-per-token signal ``s_t`` and the segment each token belongs to. The trainer only
-looks the mode up; adding a mode is one decorated function.
+A segmenter is a pure function registered under a name with ``@register_segmenter``:
+it turns the normalized divergence ``Dn`` and entropy ``Hn`` of each completion into
+the per-token signal ``s_t`` and the segment each token belongs to. A credit mode
+(:mod:`gear_trl.credit.modes`) names the segmenter it uses.
 """
 
 from __future__ import annotations
@@ -13,25 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
-CREDIT_MODES: tuple[str, ...] = (
-    "none",
-    "token",
-    "turn",
-    "fixed",
-    "gear_no_entropy",
-    "gear",
-    "gigpo",
-    "gear+gigpo",
-    "rlsd",
-    "gear-signed",
-)
-
-# GiGPO changes the advantages, not the token weights (GIGPO.md), so for the
-# signal these modes reduce to their weight-producing part. RLSD has no segments;
-# its weights are `rlsd.rlsd_token_weights`. `gear-signed` has GEAR's segments, its signal signed by
-# `signed.signed_signal`.
-_SEGMENTER_FOR_MODE = {"gigpo": "none", "gear+gigpo": "gear", "rlsd": "none", "gear-signed": "gear"}
 
 NORMALIZATIONS = ("max", "minmax")
 
@@ -94,16 +74,24 @@ def register_segmenter(mode: str) -> Callable[[Segmenter], Segmenter]:
 
 
 def resolve_mode(mode: str) -> str:
-    """Map a credit mode to the name of the segmenter that produces its signal.
+    """Map a segmenter's or a credit mode's name to the segmenter that produces its signal (a credit mode without
+    segments, e.g. ``gigpo`` or ``rlsd``, to ``"none"``).
 
     Raises:
-        ValueError: if ``mode`` is not a known credit mode.
+        ValueError: if ``mode`` is neither a segmenter nor a registered credit mode.
     """
-    name = _SEGMENTER_FOR_MODE.get(mode, mode)
-    if name not in SEGMENT_MODES:
-        valid = sorted(set(CREDIT_MODES) | set(SEGMENT_MODES))
-        raise ValueError(f"Unknown credit mode {mode!r}; valid modes are: {', '.join(valid)}.")
-    return name
+    if mode in SEGMENT_MODES:
+        return mode
+    from .modes import credit_mode, credit_modes  # the registry imports this module
+
+    try:
+        record = credit_mode(mode)
+    except ValueError:
+        raise ValueError(
+            f"Unknown credit mode {mode!r}; credit modes are: {', '.join(credit_modes())}; segmenters are: "
+            f"{', '.join(SEGMENT_MODES)}."
+        ) from None
+    return record.segmenter or "none"
 
 
 def segment_signal(
@@ -131,7 +119,7 @@ def segment_signal(
     - ``turn``: one segment per assistant turn; ``fixed``: windows of
       ``fixed_segment_len`` model tokens restarting at each turn; both carry the
       max ``Dn`` of their segment.
-    - ``gear_no_entropy``: an onset (``Dn >= onset_threshold``) opens a segment
+    - ``gear-no-entropy``: an onset (``Dn >= onset_threshold``) opens a segment
       that runs to the next onset (exclusive) or the turn end; ``s_t`` = onset Dn.
     - ``gear``: an onset outside a segment opens one (anchor = its Dn); the
       segment closes before a token with ``Hn >= entropy_threshold`` or a new
@@ -156,8 +144,8 @@ def segment_signal(
         kl: [B, T] float, reverse KL ``D_t`` per completion token.
         entropy: [B, T] float, student entropy ``H_t``.
         mask: [B, T] bool (or 0/1), True at model-written, non-padding tokens.
-        mode: a credit mode from :data:`CREDIT_MODES` (``"gigpo"`` behaves as
-            ``"none"`` and ``"gear+gigpo"`` as ``"gear"``) or a registered segmenter.
+        mode: a registered segmenter, or a credit mode (its segmenter is used: ``"gigpo"``
+            behaves as ``"none"`` and ``"gear-gigpo"`` as ``"gear"``).
         onset_threshold: ``Dn`` at or above which a token opens a segment.
         entropy_threshold: ``Hn`` at or above which a token closes a segment
             (``"gear"`` only).
@@ -166,7 +154,7 @@ def segment_signal(
             position takes effect at the next masked token.
         fixed_segment_len: window length, in model tokens, for ``"fixed"``.
         max_segment_len: cap on segment length for ``"gear"`` and
-            ``"gear_no_entropy"``; None means unbounded.
+            ``"gear-no-entropy"``; None means unbounded.
         normalize: ``"max"`` or ``"minmax"``.
         onset_min_kl: the noise floor in nats, >= 0; 0 means none.
 
@@ -398,7 +386,7 @@ def _segment_fixed(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
     return _group_max(inputs.dn, segment_ids), segment_ids
 
 
-@register_segmenter("gear_no_entropy")
+@register_segmenter("gear-no-entropy")
 def _segment_gear_no_entropy(inputs: SegmentInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """Ablation without entropy: a segment runs from an onset to the next onset
     (exclusive), the turn end, or ``max_segment_len`` tokens; signal = onset Dn.

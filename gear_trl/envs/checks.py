@@ -297,7 +297,7 @@ def check_rollout_func(args) -> None:
     """Refuse a custom `rollout_func` (TRL's experimental hook that generates in place of the trainer) under the credit
     modes that cannot be computed on its output; `credit: none` runs on it as GRPOTrainer does.
 
-    GEAR's teacher (every mode but `none` and `gigpo`) scores the student's completion after the student's prompt with
+    GEAR's teacher (every mode that runs one: `GEARConfig.uses_teacher`) scores the student's completion after the student's prompt with
     the ground truth added; under `rollout_func` the prompt tokens are rendered by the user's function, so the trainer
     cannot build that prompt with the hint in it and know it matches, and a mismatch would measure the divergence of
     two different contexts: a wrong number, silently. GiGPO groups the steps of a rollout by the state each acted on,
@@ -311,7 +311,7 @@ def check_rollout_func(args) -> None:
             "`rollout_func` renders the prompt tokens itself, so that teacher prompt cannot be built to match (its "
             "divergence would compare two different contexts)"
         )
-    if args.credit in ("gigpo", "gear+gigpo"):
+    if args.credit_mode.per_step:
         reasons.append(
             "GiGPO needs each step's anchor state (the tool results and `state_key()` recorded by TRL's tool loop), "
             "and `rollout_func` returns token ids only"

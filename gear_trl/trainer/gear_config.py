@@ -17,11 +17,12 @@ from trl import GRPOConfig
 
 from ..credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
 from ..credit.gigpo import GIGPO_MODES
+from ..credit.modes import CREDIT_MODES, CreditMode, credit_mode, credit_modes
 from ..credit.rlsd import RLSD_EPS, RLSD_LAMBDA
-from ..credit.segments import CREDIT_MODES, NORMALIZATIONS
+from ..credit.segments import NORMALIZATIONS
 from ..credit.weights import WEIGHT_NORMS
+from .teacher_kinds import teacher_kind
 
-TEACHERS = ("live", "base", "ema", "periodic")
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 """The `loss_type` values TRL 1.16's GRPOTrainer computes (its `_compute_loss`; tests/test_preflight_all.py checks)."""
 TEACHER_REFERENCES = ("answer", "solution", "sibling")
@@ -35,10 +36,6 @@ DEFAULT_MATH_SOLUTION_TEMPLATE = (
     "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
 )
 """The teacher template `teacher_reference: solution` uses in place of the default one."""
-
-
-PREFIX_WEIGHT_MODES = ("gear", "gear_no_entropy", "gear-signed")
-"""Credit modes `failed_prefix_weight` applies to: segments open at onsets, and the advantage is one per completion."""
 
 
 def _choice(name: str, value, choices) -> None:
@@ -68,9 +65,10 @@ class GEARConfig(GRPOConfig):
 
     Parameters:
         credit (`str`, defaults to `"gear"`): credit-assignment mode, one of `none` (plain GRPO), `token`, `turn`,
-            `fixed`, `gear_no_entropy`, `gear`, `gigpo`, `gear+gigpo`, `rlsd`, `gear-signed` (ours, not the paper's:
-            GEAR's segments and weights with each token's signal signed by the sampled token's log pT - log pS, so
-            teacher-supported tokens gain credit in passed rollouts and lose blame in failed ones).
+            `fixed`, `gear-no-entropy`, `gear`, `gigpo`, `gear-gigpo`, `rlsd`, `gear-signed` (not the paper's: GEAR's
+            segments and weights with each token's signal signed by the sampled token's log pT - log pS, so
+            teacher-supported tokens gain credit in passed rollouts and lose blame in failed ones), or a mode
+            registered with `gear_trl.credit.register_credit_mode`.
         divergence (`str`, defaults to `"full"`): how the reverse KL is computed: over the full vocabulary, over the
             student's `divergence_top_k` tokens, or from the sampled token only.
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
@@ -128,8 +126,9 @@ class GEARConfig(GRPOConfig):
     credit: str = field(
         default="gear",
         metadata={
-            "help": f"Credit-assignment mode. One of {list(CREDIT_MODES)}; `none` is plain GRPO. `gear-signed` is "
-            "ours, not the paper's: GEAR with each token's signal signed by sign(log pT(y_t) - log pS(y_t)) of the "
+            "help": f"Credit-assignment mode. One of {list(CREDIT_MODES)} or a registered mode; `none` is plain GRPO "
+            "(with `distillation_weight > 0`, GRPO plus SDPO-style self-distillation). `gear-signed` is "
+            "not the paper's: GEAR with each token's signal signed by sign(log pT(y_t) - log pS(y_t)) of the "
             "sampled token, so teacher-supported tokens gain credit in passed rollouts and lose blame in failed ones."
         },
     )
@@ -200,8 +199,8 @@ class GEARConfig(GRPOConfig):
             "help": "Ours, not the paper's: in a completion with negative advantage, multiply the weights of the "
             "tokens before its first segment (the teacher's first onset) by this, after `weight_norm`, so the blame "
             "taken off that prefix is dropped rather than moved onto the rest (a completion without an onset keeps "
-            "its weights). In [0, 1]; 1.0 = the paper's GEAR (our default). `credit: gear`, `gear_no_entropy` and "
-            "`gear-signed` only. Why it exists: docs/results/horizon.md, where a label oracle of this shape was the "
+            "its weights). In [0, 1]; 1.0 = the paper's GEAR (our default). modes whose segments open at onsets, with "
+            "one advantage per completion (`gear`, `gear-no-entropy`, `gear-signed`). Why it exists: docs/results/horizon.md, where a label oracle of this shape was the "
             "only one above GRPO and its mean-1 rescaled twin fell below it."
         },
     )
@@ -213,7 +212,8 @@ class GEARConfig(GRPOConfig):
             "pass GEAR already runs: SDPO's sampled-token reverse-KL distillation written as an advantage (TRL's "
             "SDPOTrainer `distillation_weight`, the same gradient on policy with loss_type grpo), so a failed rollout's token the teacher "
             "supports is pushed up, which no weight >= 0 can do. In [0, 1]; 0.0 = the paper's GEAR (our default); "
-            "1.0 = distillation alone. Any mode with a teacher. Logged as gear/distill_share. Why it exists: "
+            "1.0 = distillation alone. Any mode; with `credit: none` the teacher pass runs for it alone (GRPO plus "
+            "self-distillation). Logged as gear/distill_share. Why it exists: "
             "docs/results/horizon.md."
         },
     )
@@ -411,11 +411,11 @@ class GEARConfig(GRPOConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        _choice("credit", self.credit, CREDIT_MODES)
+        mode = credit_mode(self.credit)  # a ValueError naming the modes (and the new name of a renamed one)
         _choice("divergence", self.divergence, DIVERGENCES)
         _choice("normalize", self.normalize, NORMALIZATIONS)
         _choice("weight_norm", self.weight_norm, WEIGHT_NORMS)
-        _choice("teacher", self.teacher, TEACHERS)
+        kind = teacher_kind(self.teacher)  # a ValueError naming the kinds
         _choice("gigpo_mode", self.gigpo_mode, GIGPO_MODES)
         # TRL checks `loss_type` only when the first loss is computed, after the model has loaded.
         _choice("loss_type", self.loss_type, LOSS_TYPES)
@@ -426,34 +426,29 @@ class GEARConfig(GRPOConfig):
         _in_range("weight_eps", self.weight_eps, 0.0, 1.0, high_open=True)
         _in_range("weight_lambda", self.weight_lambda, 0.0, 1.0)
         _in_range("failed_prefix_weight", self.failed_prefix_weight, 0.0, 1.0)
-        if self.failed_prefix_weight != 1.0 and self.credit not in PREFIX_WEIGHT_MODES:
+        if self.failed_prefix_weight != 1.0 and not mode.prefix_weights:
+            prefix_modes = [name for name in credit_modes() if credit_mode(name).prefix_weights]
             raise ValueError(
                 f"`failed_prefix_weight: {self.failed_prefix_weight}` needs GEAR's segments and trajectory-level "
-                f"advantages (`credit` one of {', '.join(PREFIX_WEIGHT_MODES)}); `credit: {self.credit}` has "
-                "no first onset to cut at"
-                + (" or per-step advantages" if "gigpo" in self.credit else "")
+                f"advantages (`credit` one of {', '.join(prefix_modes)}); `credit: {self.credit}` has "
+                + ("per-step advantages" if mode.per_step else "no first onset to cut at")
                 + ", so it would do nothing. Leave it at 1.0."
             )
         _in_range("distillation_weight", self.distillation_weight, 0.0, 1.0)
-        if self.distillation_weight > 0 and not self.uses_teacher:
-            raise ValueError(
-                f"`distillation_weight: {self.distillation_weight}` distils the teacher's log-ratio into the "
-                f"advantage, and `credit: {self.credit}` runs no teacher pass, so it would do nothing. Use a mode "
-                "with a teacher (e.g. `credit: gear`), or leave it at 0.0."
-            )
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
         _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)
-        if self.teacher == "base" and self.beta > 0 and self.sync_ref_model:
+        if kind.weights == "initial" and self.beta > 0 and self.sync_ref_model:
             raise ValueError(
-                "`teacher: base` with `beta > 0` shares TRL's reference model, which `sync_ref_model: true` moves "
+                f"`teacher: {self.teacher}` with `beta > 0` shares TRL's reference model, which `sync_ref_model: true` moves "
                 "toward the policy, so the teacher would not be the initial policy. Set `sync_ref_model: false`, or "
                 "use `teacher: ema`."
             )
         _in_range("rlsd_eps", self.rlsd_eps, 0.0, 1.0, high_open=True)
-        if self.credit == "rlsd" and self.divergence == "topk":
+        if mode.signal == "log_ratio" and self.divergence == "topk":
             raise ValueError(
-                "`divergence: topk` does not apply to `credit: rlsd`, whose signal is the sampled token's log-ratio "
+                f"`divergence: topk` does not apply to `credit: {self.credit}`, whose signal is the sampled token's "
+                "log-ratio "
                 "log pT(y_t) - log pS(y_t); leave `divergence` unset."
             )
         _in_range("gigpo_omega", self.gigpo_omega, 0.0, float("inf"))
@@ -507,14 +502,17 @@ class GEARConfig(GRPOConfig):
 
     def _check_grpo_options(self) -> None:
         """Refuse GRPO options that would quietly turn GEAR or GiGPO back into GRPO, or feed noise into GEAR's KL."""
-        if self.credit != "none" and self.importance_sampling_level == "sequence":
+        mode = self.credit_mode
+        if not self.plain_grpo and self.importance_sampling_level == "sequence":
             raise ValueError(
-                f"`importance_sampling_level: sequence` (GSPO) cannot be combined with `credit: {self.credit}`: the "
+                f"`importance_sampling_level: sequence` (GSPO) cannot be combined with `credit: {self.credit}`"
+                + (f" and `distillation_weight: {self.distillation_weight}`" if self.distillation_weight else "")
+                + ": the "
                 "sequence ratio averages the token log-ratios, so per-token advantages whose mean is the GRPO "
                 "advantage give exactly GRPO's gradient. Use `importance_sampling_level: token`, or `credit: none` "
                 "for plain GSPO."
             )
-        if self.credit in ("gigpo", "gear+gigpo"):
+        if mode.per_step:
             if self.scale_rewards != "group":
                 raise ValueError(
                     f"`scale_rewards: {self.scale_rewards}` is not supported with `credit: {self.credit}`: GiGPO "
@@ -546,14 +544,15 @@ class GEARConfig(GRPOConfig):
     @property
     def divergence_signal(self) -> str:
         """What the divergence pass computes: `divergence`, or the signed sampled-token log-ratio for `rlsd`."""
-        return SIGNED_LOG_RATIO if self.credit == "rlsd" else self.divergence
+        return SIGNED_LOG_RATIO if self.credit_mode.signal == "log_ratio" else self.divergence
 
     @property
     def wants_log_ratio(self) -> bool:
         """Whether the divergence pass also gives the sampled token's log pT - log pS: `gear-signed` signs its signal
         by it, `gear` logs `gear/onsets_teacher_supported_frac` from it, and `distillation_weight` distils it (under
         `rlsd` it is the signal itself)."""
-        return self.credit in ("gear", "gear-signed") or (self.distillation_weight > 0 and self.credit != "rlsd")
+        mode = self.credit_mode
+        return mode.log_ratio or (self.distillation_weight > 0 and mode.signal != "log_ratio")
 
     @property
     def teacher_reads_siblings(self) -> bool:
@@ -562,8 +561,21 @@ class GEARConfig(GRPOConfig):
 
     @property
     def uses_teacher(self) -> bool:
-        """Whether this mode runs the teacher pass (every mode that weights tokens by divergence)."""
-        return self.credit not in ("none", "gigpo")
+        """Whether the teacher pass runs: every mode that weights tokens by divergence, and any mode with
+        `distillation_weight > 0` (`credit: none` then is GRPO plus self-distillation)."""
+        return self.credit_mode.teacher or self.distillation_weight > 0
+
+    @property
+    def credit_mode(self) -> CreditMode:
+        """The record of `credit` (`gear_trl.credit.modes`)."""
+        return credit_mode(self.credit)
+
+    @property
+    def plain_grpo(self) -> bool:
+        """Whether every token carries its completion's GRPO advantage: no teacher, no step advantages, no
+        distillation (`credit: none` alone)."""
+        mode = self.credit_mode
+        return not mode.teacher and not mode.per_step and self.distillation_weight == 0
 
 
 # Checks that need more than the config (the model, the PEFT config, the tools); GEARTrainer runs them before any

@@ -19,38 +19,20 @@ import logging
 import os
 import textwrap
 import warnings
-from collections import Counter
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, fields
+from contextlib import nullcontext
+from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object, is_peft_model
-from datasets import Dataset
 from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
-from ..credit import (
-    below_noise_floor,
-    distill_advantages,
-    distillation_share,
-    failed_prefix_mask,
-    reverse_kl_and_entropy,
-    rlsd_lambda,
-    rlsd_token_weights,
-    segment_signal,
-    signed_signal,
-    spare_failed_prefix,
-    teacher_supported_onsets,
-    weights_from_signal,
-)
-from ..credit.diagnostics import SUM_NAMES as CONTRAST_SUMS
-from ..credit.diagnostics import failure_contrast, failure_contrast_sums
+from ..credit import CreditInputs, below_noise_floor, distill_advantages, reverse_kl_and_entropy
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
-from ..data.tool_use import json_text
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from ..plugins import UserInputError
@@ -59,11 +41,31 @@ from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
-from .gear_config import PREFIX_WEIGHT_MODES, GEARConfig, check_peft_for_teacher, check_vllm_server_tools
+from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
+from .gear_metrics import GearMetricsMixin
+from .ground_truth import (
+    NO_REFERENCE_HINT,
+    check_ground_truth_column,
+    check_some_ground_truth,
+    ground_truth_as_json,
+    may_have_column,
+)
 from .hub import check_hub_access
-from .preflight import check_trackers, looks_like_local_path, reward_parameter_problems
+from .model_card import CreditCardMixin
+from .model_parts import (
+    checkpointing_paused,
+    completion_states,
+    is_loaded_peft_model,
+    lm_head_transform,
+    model_token_mask,
+    no_new_input_grad_hooks,
+    switch_off_dropout,
+    turn_starts,
+)
+from .preflight import check_trackers, reward_parameter_problems
 from .step_metrics import StepMetrics
-from .teacher import Teacher, copy_initial_adapter
+from .teacher import Teacher, TeacherHost, copy_initial_adapter
+from .teacher_kinds import teacher_kind
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +110,13 @@ class CreditTrace:
     """[B] bool, with `distillation_weight > 0`: the rows distilled, those with a teacher that some reward function
     scored (GRPO gives a row every reward function returned None for advantage 0, "no learning signal": the
     distillation term would move the policy on it)."""
+    stats: dict = field(default_factory=dict)
+    """The credit mode's own `gear/` metrics, name -> (numerator, denominator) (`CreditOutputs.stats`)."""
 
     def to(self, device) -> CreditTrace:
-        moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        return CreditTrace(**{k: None if v is None else v.detach().to(device) for k, v in moved.items()})
+        moved = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "stats"}
+        moved = {k: None if v is None else v.detach().to(device) for k, v in moved.items()}
+        return CreditTrace(**moved, stats=self.stats)
 
 
 GEAR_PAPER = {
@@ -128,7 +133,7 @@ GEAR_PAPER = {
 }
 
 
-class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
+class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrainer):
     """GRPO whose advantage is redistributed over tokens by GEAR (see `GEARConfig` for every knob).
 
     Takes the same arguments as [`~trl.GRPOTrainer`]; `args` must be a [`GEARConfig`]. The training dataset must have
@@ -166,9 +171,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 raise UserInputError("Reward functions TRL could not call:\n  " + "\n  ".join(found))
         # Ground truths given as native lists or dicts (tool calls) are read as their JSON text, as the rest of the
         # pipeline (rewards, teacher prompts) reads the column.
-        train_dataset = _ground_truth_as_json(train_dataset, args.ground_truth_column)
+        train_dataset = ground_truth_as_json(train_dataset, args.ground_truth_column)
         if kwargs.get("eval_dataset") is not None:
-            kwargs["eval_dataset"] = _ground_truth_as_json(kwargs["eval_dataset"], args.ground_truth_column)
+            kwargs["eval_dataset"] = ground_truth_as_json(kwargs["eval_dataset"], args.ground_truth_column)
         if args.uses_teacher and not args.teacher_reads_siblings:  # a successful sibling needs no ground truth
             if train_dataset is None:
                 raise UserInputError(
@@ -177,9 +182,9 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                     "supplies the prompts): every row would get plain GRPO weights at GEAR's cost. Pass a "
                     f"`train_dataset` with that column, {NO_REFERENCE_HINT}"
                 )
-            _check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
-            _check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
-            _check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
+            check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
+            check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
+            check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
         if args.uses_teacher:
             _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
         if kwargs.get("environment_factory") is not None:
@@ -191,7 +196,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if kwargs.get("rollout_func") is not None:
             check_rollout_func(args)
         _as_user_error(check_vllm_server_tools, args, bool(kwargs.get("tools") or kwargs.get("environment_factory")))
-        if args.teacher == "base" and _is_loaded_peft_model(model) and args.beta == 0.0:
+        if teacher_kind(args.teacher).weights == "initial" and is_loaded_peft_model(model) and args.beta == 0.0:
             copy_initial_adapter(model)  # with beta > 0, GRPOTrainer makes the same copy for its reference
         self._quantization_config = kwargs.get("quantization_config")  # the teacher's reload under ZeRO-3 reads it
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kwargs)
@@ -205,12 +210,12 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if args.uses_teacher:  # a model TRL spread over several GPUs (gear_trl/trainer/devices.py)
             check_single_device(self.model, args.credit)
         # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
-        self.teacher = Teacher(self) if args.uses_teacher else None
+        self.teacher = Teacher(self._teacher_host()) if args.uses_teacher else None
         if args.uses_teacher:
             # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
             # run in training mode: with dropout on they would see different random networks, and the KL between
             # two identical prompts would be noise. Both must see the same dropout-free network.
-            switched_off = _switch_off_dropout(self.model)
+            switched_off = switch_off_dropout(self.model)
             if switched_off:
                 logger.warning(
                     "GEAR switched off dropout so that the student and teacher passes see the same network: %s. "
@@ -222,7 +227,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         # Tool metrics reduce over ranks, so whether they run must not depend on a rank's batch: decided once here
         # from the trainer's tools and the datasets' columns (unknown columns count as possibly having tools).
         datasets = (train_dataset, kwargs.get("eval_dataset"))
-        self._logs_tool_metrics = bool(self.tools) or any(_may_have_column(d, "tools") for d in datasets)
+        self._logs_tool_metrics = bool(self.tools) or any(may_have_column(d, "tools") for d in datasets)
         if args.credit_report_steps > 0 and args.uses_teacher:
             self.add_callback(CreditReportCallback(self))
         self.step_metrics = StepMetrics(self, logs_teacher=args.uses_teacher)  # perf/ metrics (step_metrics.py)
@@ -243,11 +248,11 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._capture_generation_pass = False
         mode = "train" if self.model.training else "eval"
         record = self._rollout
-        mask = _model_token_mask(output)
+        mask = model_token_mask(output)
         if self._logs_tool_metrics:
             self._log_tool_metrics(mode, record)
 
-        if self.args.credit in ("gigpo", "gear+gigpo"):
+        if self.args.credit_mode.per_step:
             output["advantages"] = self._gigpo_token_advantages(mode, mask, record)
         if not self.args.uses_teacher:
             return output
@@ -364,6 +369,35 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         self._gear_resume_from = resume_from_checkpoint  # read by TeacherWeightsCallback
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
+    def _teacher_host(self) -> TeacherHost:
+        """What the teacher reads of this trainer, named (`gear_trl.trainer.teacher.TeacherHost`)."""
+
+        def use_teacher_backbone(on: bool) -> None:
+            self._backbone_of_teacher = on
+
+        return TeacherHost(
+            args=self.args,
+            accelerator=self.accelerator,
+            policy=lambda: self.model,
+            ref_model=self.ref_model,
+            tokenizer=self._tokenizer,
+            processing_class=self.processing_class,
+            chat_template=self.chat_template,
+            quantization_config=self._quantization_config,
+            is_deepspeed_enabled=self.is_deepspeed_enabled,
+            metrics=lambda: self._metrics,
+            tokenize_prompt=self._tokenize_prompt,
+            backbone_states=self._backbone_states,
+            final_hidden=self._final_hidden,
+            divergence=self._divergence,
+            causal_lm=self._causal_lm,
+            use_teacher_backbone=use_teacher_backbone,
+            group_size=lambda mode: self.num_generations if mode == "train" else self.num_generations_eval,
+            reward_weights=lambda: self.reward_weights,
+            add_callback=self.add_callback,
+            resume_checkpoint=lambda: getattr(self, "_gear_resume_from", None),
+        )
+
     def _grpo_runs_student_pass(self) -> bool:
         """Whether GRPOTrainer computes old log-probs with a no-grad pass of the policy (its own condition)."""
         generate_every = self.args.steps_per_generation * self.num_iterations
@@ -395,7 +429,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         if batch is not None:
             fused = FusedDivergence(
                 batch["gear_teacher_hidden"],
-                _model_token_mask(batch).bool(),
+                model_token_mask(batch).bool(),
                 chunk_size=self.args.divergence_chunk_size,
                 divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
@@ -451,7 +485,7 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
         # A teacher model of its own has its own head (trained too under full fine-tuning).
         teacher_lm = self.teacher.causal_lm()
         teacher_head = teacher_lm.get_output_embeddings() if teacher_lm is not None else None
-        mask = _model_token_mask(batch)
+        mask = model_token_mask(batch)
         log_ratio = mask.new_zeros(mask.shape, dtype=torch.float32) if self.args.wants_log_ratio else None
         with (
             maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias),
@@ -478,55 +512,39 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
 
     @torch.no_grad()
     def _credit(self, batch, divergence: tuple) -> CreditTrace:
+        """The credit of `args.credit`'s record (`gear_trl.credit.modes`) for this batch, with the documented
+        fallback for rows without a ground truth (plain GRPO weights) and `distillation_weight`'s blend."""
         kl, entropy, log_ratio = divergence
-        mask = _model_token_mask(batch)
+        mask = model_token_mask(batch)
         base = batch["gear_base_advantages"]
-        if self.args.credit == "rlsd":
-            # kl holds log pS(y_t) - log pT(y_t), signed (divergence_signal); RLSD's delta is its negative.
-            signal, segment_ids = -kl, torch.full_like(mask, -1, dtype=torch.long)
-            args = self.args
-            lam = rlsd_lambda(
-                args.rlsd_lambda, self.state.global_step, args.rlsd_lambda_decay_steps, args.rlsd_lambda_warmup_steps
+        mode = self.args.credit_mode
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        out = mode.compute(
+            CreditInputs(
+                kl=kl,
+                entropy=entropy,
+                log_ratio=log_ratio,
+                mask=mask,
+                base=base,
+                config=self.args,
+                step=self.state.global_step,
+                turn_starts=turn_starts(mask) if "tool_mask" in batch else None,
+                completion_ids=batch["completion_ids"],
+                prompt_ids=batch["prompt_ids"],
+                tokenizer=tokenizer,
             )
-            self._rlsd_lambda_now = lam
-            weights = rlsd_token_weights(
-                signal, mask, base, lam=lam, eps=self.args.rlsd_eps, negative_only=self.args.rlsd_negative_only
-            )
-        else:
-            signal, segment_ids = segment_signal(
-                kl,
-                entropy,
-                mask,
-                mode=self.args.credit,
-                onset_threshold=self.args.onset_threshold,
-                entropy_threshold=self.args.entropy_threshold,
-                turn_starts=_turn_starts(mask) if "tool_mask" in batch else None,
-                fixed_segment_len=self.args.fixed_segment_len,
-                max_segment_len=self.args.max_segment_len,
-                normalize=self.args.normalize,
-                onset_min_kl=self.args.onset_min_kl,
-            )
-            if self.args.credit == "gear-signed":
-                signal = signed_signal(signal, log_ratio, mask)
-            weights = weights_from_signal(
-                signal,
-                mask,
-                base,
-                alpha=self.args.weight_alpha,
-                eps=self.args.weight_eps,
-                lam=self.args.weight_lambda,
-                weight_norm=self.args.weight_norm,
-            )
-            if self.args.failed_prefix_weight != 1.0:  # GEARConfig allows it only with trajectory-level advantages
-                weights = spare_failed_prefix(weights, segment_ids, mask, base, self.args.failed_prefix_weight)
+        )
         # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
         has_truth = batch["gear_has_truth"]
-        weights = torch.where(has_truth[:, None], weights, mask.float())
-        segment_ids = torch.where(has_truth[:, None], segment_ids, torch.full_like(segment_ids, -1))
-        advantages = (base[:, None] if base.dim() == 1 else base) * weights
+        base_tokens = base[:, None] if base.dim() == 1 else base
+        weights = torch.where(has_truth[:, None], out.weights.to(mask.device), mask.float())
+        segment_ids = torch.where(has_truth[:, None], out.segment_ids.to(mask.device), -1)
+        advantages = base_tokens * weights
+        if out.advantages is not None:
+            advantages = torch.where(has_truth[:, None], out.advantages.to(advantages), advantages)
         distilled = distill_rows = None
         if self.args.distillation_weight > 0:
-            if self.args.credit == "rlsd":  # its divergence pass's signal is the sampled token's log pS - log pT
+            if mode.signal == "log_ratio":  # its divergence pass's signal is the sampled token's log pS - log pT
                 log_ratio = -kl
             scorable = batch.get("gear_scorable")  # absent from a batch built by hand: every row scored
             distill_rows = has_truth if scorable is None else has_truth & scorable.to(has_truth.device)
@@ -536,17 +554,18 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
             mask=mask,
             kl=kl,
             entropy=entropy,
-            signal=signal,
+            signal=out.signal.to(mask.device),
             segment_ids=segment_ids,
             weights=weights,
             advantages=advantages,
             has_ground_truth=has_truth,
             below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl)
-            if self.args.credit != "rlsd"
+            if mode.signal != "log_ratio"
             else None,
             log_ratio=log_ratio,
             distilled=distilled,
             distill_rows=distill_rows,
+            stats=out.stats,
         )
 
     def compute_credit(self, batch) -> CreditTrace:
@@ -741,253 +760,6 @@ class GEARTrainer(ToolRolloutMixin, GRPOTrainer):
                 use_cache=cache is not None,
             ).last_hidden_state
 
-    # ----------------------------------------------------------------------------------------------------------------
-    # Model card: TRL's, with local paths named as paths (TRL links every name to the Hub) and the credit settings.
-
-    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
-        base_model = getattr(self.accelerator.unwrap_model(self.model).config, "_name_or_path", "") or None
-        if is_peft_model(self.accelerator.unwrap_model(self.model)):
-            base_model = getattr(self._causal_lm().config, "_name_or_path", "") or base_model
-        hub_dataset = dataset_name if dataset_name and _is_hub_id(dataset_name) else None
-        super().create_model_card(model_name=model_name, dataset_name=hub_dataset, tags=tags)
-        if not self.is_world_process_zero():
-            return
-        path = os.path.join(self.args.output_dir, "README.md")
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().split("\n")
-        origin = "This model is a fine-tuned version of " + _name_or_link(base_model, "")
-        if dataset_name:
-            origin += " on the " + _name_or_link(dataset_name, "datasets/") + " dataset"
-        lines = [origin + "." if line.startswith("This model is a fine-tuned version of") else line for line in lines]
-        if not self.hub_model_id:  # not pushed: the quick start loads the saved folder
-            lines = [line.replace('model="None"', f'model="{self.args.output_dir}"') for line in lines]
-        at = next(
-            (i + 1 for i, line in enumerate(lines) if line.startswith("This model was trained with")), len(lines)
-        )
-        lines[at:at] = ["", *self._credit_card_lines()]
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines))
-
-    def _credit_card_lines(self) -> list[str]:
-        """The model card's account of the credit assignment: the mode and the settings that shape its numbers."""
-        args = self.args
-        settings = {"credit": args.credit}
-        if args.uses_teacher:
-            settings.update(
-                teacher=args.teacher,
-                divergence=args.divergence if args.divergence != "topk" else f"topk (k={args.divergence_top_k})",
-                onset_threshold=args.onset_threshold,
-                entropy_threshold=args.entropy_threshold,
-                normalize=args.normalize,
-                max_segment_len=args.max_segment_len,
-                weight_alpha=args.weight_alpha,
-                weight_lambda=args.weight_lambda,
-                weight_norm=args.weight_norm,
-                weight_eps=args.weight_eps,
-                failed_prefix_weight=args.failed_prefix_weight,
-                distillation_weight=args.distillation_weight,
-                teacher_reference=args.teacher_reference,
-            )
-            # The teacher kind's own knob: two runs differing only in it must not have the same card.
-            if args.teacher == "periodic":
-                settings.update(teacher_sync_steps=args.teacher_sync_steps)
-            elif args.teacher == "ema":
-                settings.update(teacher_ema_decay=args.teacher_ema_decay)
-        if args.credit == "rlsd":
-            settings.update(
-                rlsd_lambda=args.rlsd_lambda,
-                rlsd_eps=args.rlsd_eps,
-                rlsd_lambda_decay_steps=args.rlsd_lambda_decay_steps,
-                rlsd_lambda_warmup_steps=args.rlsd_lambda_warmup_steps,
-            )
-        if args.credit in ("gigpo", "gear+gigpo"):
-            settings.update(gigpo_gamma=args.gigpo_gamma, gigpo_omega=args.gigpo_omega, gigpo_mode=args.gigpo_mode)
-        settings.update(
-            rewards=", ".join(self.reward_func_names),
-            num_generations=self.num_generations,
-            max_completion_length=self.max_completion_length,
-            learning_rate=args.learning_rate,
-            beta=args.beta,
-        )
-        return [
-            "### Credit assignment",
-            "",
-            "Trained with gear_trl's `GEARTrainer` (a subclass of TRL's `GRPOTrainer`) with these settings:",
-            "",
-            *(f"- {name}: `{value}`" for name, value in settings.items()),
-        ]
-
-    # ----------------------------------------------------------------------------------------------------------------
-    # Metrics: reduced over all ranks with one gather each, in the same order on every rank.
-
-    def _rlsd_clipped(self, trace: CreditTrace) -> torch.Tensor:
-        """Model tokens of rows with a teacher whose RLSD weight is at a clip bound (0 in other modes)."""
-        bound = getattr(self, "_rlsd_lambda_now", 0.0) * self.args.rlsd_eps
-        if self.args.credit != "rlsd" or bound == 0:
-            return torch.zeros((), device=trace.mask.device)
-        rows = trace.mask & trace.has_ground_truth[:, None]
-        return (((trace.weights - 1).abs() >= bound * (1 - 1e-5)) & rows).float().sum()
-
-    def _failed_prefix_tokens(self, trace: CreditTrace) -> torch.Tensor:
-        """Model tokens before the first onset in failed rollouts with a teacher (0 outside `PREFIX_WEIGHT_MODES`,
-        whose segments are not onsets or whose advantage is per token). Failed as in `credit/diagnostics.py`, whose
-        `tokens_failed` is the share's denominator: a negative row sum of the advantages, whose sign is the trajectory
-        advantage's since weights are >= 0."""
-        if self.args.credit not in PREFIX_WEIGHT_MODES:
-            return torch.zeros((), device=trace.mask.device)
-        row_advantage = torch.where(trace.has_ground_truth, (trace.advantages * trace.mask).sum(dim=1), 0.0)
-        return failed_prefix_mask(trace.segment_ids, trace.mask, row_advantage).float().sum()
-
-    def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor, control=None):
-        kl, mask, segment_ids, weights, has_truth = (
-            trace.kl,
-            trace.mask,
-            trace.segment_ids,
-            trace.weights,
-            trace.has_ground_truth,
-        )
-        device = mask.device
-        m = mask.float()
-        num_segments = (segment_ids.max(dim=1).values + 1).clamp(min=0).sum()
-        in_segment = ((segment_ids >= 0) & mask).sum()
-        w = weights[mask]
-        # The teacher controls (Teacher.control_kl): per-row KL sums without a reference and with a wrong one, and
-        # the largest KL without a reference.
-        if control is None:
-            control = torch.full((kl.size(0), 3), float("nan"), device=device)
-        floor_rows, wrong_rows = ~control[:, 0].isnan(), ~control[:, 1].isnan() & has_truth
-        row_kl, row_tokens = (kl * m).sum(dim=1), m.sum(dim=1)
-        sums = torch.stack(
-            [
-                (kl * m).sum(),
-                m.sum(),
-                num_segments.float(),
-                in_segment.float(),
-                w.sum(),
-                (w * w).sum(),
-                has_truth.numel() - has_truth.float().sum(),
-                truncated.float().sum(),
-                torch.tensor(float(has_truth.numel()), device=device),
-                shared.float().sum(),
-                # the noise floor: KL of rows whose teacher prompt is the student's, and rows below onset_min_kl
-                (kl * m * ~has_truth[:, None]).sum() + control[floor_rows, 0].sum(),
-                (m * ~has_truth[:, None]).sum() + row_tokens[floor_rows].sum(),
-                trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
-                # rlsd: model tokens whose weight sits at a clip bound, 1 +- lam * eps
-                self._rlsd_clipped(trace),
-                # the wrong-reference control: its KL and the same rows' own-reference KL
-                control[wrong_rows, 1].sum(),
-                row_kl[wrong_rows].sum(),
-                # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
-                self._failed_prefix_tokens(trace),
-                # distillation_weight: the distillation term's share of the loss's advantage mass
-                *(
-                    distillation_share(
-                        trace.advantages, trace.log_ratio, mask, self.args.distillation_weight, trace.distill_rows
-                    )
-                    if trace.distilled is not None
-                    else torch.zeros(2, device=device)
-                ),
-                # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
-                *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
-                # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
-                *(
-                    teacher_supported_onsets(segment_ids, trace.log_ratio, mask, trace.advantages, has_truth)
-                    if trace.log_ratio is not None
-                    else torch.zeros(2, device=device)
-                ),
-            ]
-        )
-        big = torch.finfo(torch.float32).max
-        # rows without a reference and the control rows shown the student's prompt: a step whose floor is only the
-        # control rows' still has a largest floor KL (the sentinel -big is for a rank with neither)
-        floor_kl = torch.cat([kl[mask & ~has_truth[:, None]], control[floor_rows, 2].nan_to_num(nan=-big)])
-        extremes = torch.stack(
-            [
-                kl[mask].max() if w.numel() else torch.tensor(0.0, device=device),
-                w.max() if w.numel() else torch.tensor(-big, device=device),
-                -w.min() if w.numel() else torch.tensor(-big, device=device),
-                floor_kl.max() if floor_kl.numel() else torch.tensor(-big, device=device),
-            ]
-        )
-        sums = self.accelerator.reduce(sums, reduction="sum")
-        extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
-        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
-        floor_kl_sum, floor_tokens, n_below, n_clipped, wrong_kl, right_kl, n_prefix = sums[10:17].tolist()
-        distill_mass, advantage_mass = sums[17:19].tolist()
-        contrast = sums[19:-2]
-        tokens_ = max(tokens, 1.0)
-        w_mean = w_sum / tokens_
-        metrics = {
-            "kl_mean": kl_sum / tokens_,
-            "kl_max": extremes[0].item(),
-            "onset_rate": segments / tokens_,
-            "segment_len_mean": in_seg / max(segments, 1.0),
-            "in_segment_frac": in_seg / tokens_,
-            "weight_mean": w_mean,
-            "weight_std": max(w_sq / tokens_ - w_mean**2, 0.0) ** 0.5,
-            "weight_min": -extremes[2].item() if tokens else 0.0,
-            "weight_max": extremes[1].item() if tokens else 0.0,
-            "no_ground_truth_frac": no_truth / max(rows, 1.0),
-            "teacher_truncated_frac": n_truncated / max(rows, 1.0),
-            "teacher_prefix_shared_frac": n_shared / max(rows, 1.0),
-            # NaN (left out of the interval's mean) in a step without such rows
-            "kl_floor": floor_kl_sum / floor_tokens if floor_tokens else float("nan"),
-            # the largest of those rows' per-row largest KLs, against which `onset_min_kl` is set
-            "kl_floor_max": extremes[3].item() if floor_tokens else float("nan"),
-            "below_floor_frac": n_below / max(rows - no_truth, 1.0),
-        }
-        # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
-        # the mean over the logging interval (None when no step of it had one).
-        if self.args.credit == "rlsd":
-            metrics["rlsd_lambda"] = self._rlsd_lambda_now
-            metrics["rlsd_clip_frac"] = n_clipped / tokens_
-        n_supported, n_onsets = sums[-2:].tolist()
-        if self.args.wants_log_ratio:
-            metrics["onsets_teacher_supported_frac"] = n_supported / n_onsets if n_onsets else float("nan")
-        # NaN in a step without a control row (left out of the interval's mean, like kl_floor)
-        metrics["kl_wrong_over_right"] = wrong_kl / right_kl if right_kl > 0 else float("nan")
-        if self.args.distillation_weight > 0:  # NaN in a step whose advantages are all 0 on rows with a teacher
-            metrics["distill_share"] = distill_mass / advantage_mass if advantage_mass > 0 else float("nan")
-        if self.args.credit in PREFIX_WEIGHT_MODES:
-            n_failed = contrast[CONTRAST_SUMS.index("tokens_failed")].item()
-            metrics["failed_prefix_frac"] = n_prefix / n_failed if n_failed else float("nan")
-        for name, value in failure_contrast(contrast).items():
-            metrics[name] = float("nan") if value is None else value
-        for name in self._meaningless_metrics():
-            metrics.pop(name, None)
-        if self.args.credit == "rlsd":  # its `kl` is the signed log-ratio log pS - log pT of the sampled token
-            metrics["log_ratio_mean"] = kl_sum / tokens_
-        for name, value in metrics.items():
-            self._metrics[mode][f"gear/{name}"].append(value)
-
-    RLSD_UNLOGGED = (
-        "kl_mean",
-        "kl_max",
-        "onset_rate",
-        "segment_len_mean",
-        "in_segment_frac",
-        "kl_floor",
-        "kl_floor_max",
-        "below_floor_frac",
-        "kl_wrong_over_right",
-        "kl_failed_over_passed",
-        "onsets_in_failed_frac",
-    )
-    """`gear/` metrics RLSD does not log: it has no segments, and its per-token signal is a signed log-ratio, not a
-    KL (logged as `gear/log_ratio_mean` instead), so KL means, floors and ratios of them would read as nonsense."""
-    SIBLING_UNLOGGED = ("kl_wrong_over_right", "no_ground_truth_frac")
-    """`gear/` metrics `teacher_reference: sibling` does not log: no row is shown a ground truth, so there is none to
-    swap for a wrong one, and rows without a sibling are `gear/no_sibling_frac`."""
-
-    def _meaningless_metrics(self) -> tuple[str, ...]:
-        """The `gear/` metrics this configuration leaves out (decided by the configuration alone: every rank agrees);
-        docs/metrics.md tabulates them by mode and teacher."""
-        left_out = self.RLSD_UNLOGGED if self.args.credit == "rlsd" else ()
-        if self.args.teacher_reference == "sibling":
-            left_out += self.SIBLING_UNLOGGED
-        return left_out
-
 
 def _as_user_error(check, *args) -> None:
     """Run a configuration check whose `ValueError` is a user's to fix, as a `UserInputError` (one line at the CLI)."""
@@ -997,190 +769,3 @@ def _as_user_error(check, *args) -> None:
         raise
     except ValueError as err:
         raise UserInputError(str(err)) from err
-
-
-def _is_hub_id(name: str) -> bool:
-    """Whether `name` names a Hub repository (`org/name` or `name`) rather than a local file or folder."""
-    return not os.path.exists(os.path.expanduser(name)) and not looks_like_local_path(name)
-
-
-def _name_or_link(name: str | None, kind: str) -> str:
-    """A Hub id as a link to its page (`kind`: "" for models, "datasets/"), a local path as a path."""
-    if not name:
-        return "a local model"
-    if _is_hub_id(name):
-        return f"[{name}](https://huggingface.co/{kind}{name})"
-    return f"`{name}` (a local path)"
-
-
-def _model_token_mask(batch) -> torch.Tensor:
-    """Model-written, non-padding completion tokens, [B, T] bool."""
-    mask = batch["completion_mask"].bool()
-    if "tool_mask" in batch:
-        mask = mask & batch["tool_mask"].bool()
-    return mask
-
-
-def completion_states(hidden: torch.Tensor, keep: int) -> torch.Tensor:
-    """The states [B, keep, H] that predict the last `keep` tokens, out of a backbone's [B, L, H], as a copy.
-
-    A slice would share the whole tensor's storage and keep every prompt position alive as long as it is held: in
-    TRL's chunked passes, every chunk's [b, prompt + completion, H] until the batch is done (GBs at agent prompt
-    lengths). Detached: these states feed no-grad statistics only.
-    """
-    return hidden[:, -keep - 1 : -1].detach().clone(memory_format=torch.contiguous_format)
-
-
-@contextmanager
-def checkpointing_paused(model: torch.nn.Module):
-    """Gradient checkpointing off for the block, by the modules' own `gradient_checkpointing` flags.
-
-    TRL's `disable_gradient_checkpointing` calls `gradient_checkpointing_enable` on the way out, which registers one
-    more `enable_input_require_grads` forward hook on the input embeddings every time (and a PEFT model never removes
-    them): once per backbone call of every teacher pass, that is a pile of hooks growing without bound over a run.
-    Flipping the flags changes nothing else and adds nothing. (No-grad passes need checkpointing off because a
-    checkpointed layer in training mode drops `past_key_values`, which the shared-prefix teacher pass relies on.)
-    """
-    switched = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
-    for module in switched:
-        module.gradient_checkpointing = False
-    try:
-        yield
-    finally:
-        for module in switched:
-            module.gradient_checkpointing = True
-
-
-@contextmanager
-def no_new_input_grad_hooks(model: torch.nn.Module):
-    """Remove, after the block, forward hooks the block added to the input embeddings that duplicate one already
-    there (same function): TRL's generation step pauses checkpointing through `gradient_checkpointing_enable`, which
-    re-registers `enable_input_require_grads`' hook each time (two a step), and the earlier one is never removed."""
-    embeddings = model.get_input_embeddings()
-    before = dict(embeddings._forward_hooks)
-    owners = [m for m in model.modules() if hasattr(m, "_require_grads_hooks")]
-    handles = {id(m): (m._require_grads_hooks, getattr(m, "_require_grads_hook", None)) for m in owners}
-    try:
-        yield
-    finally:
-        # Only duplicates of hooks still there (a model whose checkpointing switch removes its hooks keeps the new).
-        kept = [key for key in before if key in embeddings._forward_hooks]
-        kinds = {_hook_kind(before[key]) for key in kept}
-        for key, hook in list(embeddings._forward_hooks.items()):
-            if key not in before and _hook_kind(hook) in kinds:
-                del embeddings._forward_hooks[key]
-                embeddings._forward_hooks_with_kwargs.pop(key, None)
-                embeddings._forward_hooks_always_called.pop(key, None)
-        if len(kept) == len(before):  # the handles transformers keeps must stay the live ones
-            for module in owners:
-                module._require_grads_hooks, first = handles[id(module)]
-                if first is not None:
-                    module._require_grads_hook = first
-
-
-def _hook_kind(hook) -> str:
-    return f"{getattr(hook, '__module__', '')}.{getattr(hook, '__qualname__', type(hook).__name__)}"
-
-
-def _turn_starts(mask: torch.Tensor) -> torch.Tensor:
-    """True at the first model token of each run of model tokens (each assistant turn), [B, T] bool."""
-    previous = torch.zeros_like(mask)
-    previous[:, 1:] = mask[:, :-1]
-    return mask & ~previous
-
-
-def _ground_truth_as_json(dataset, column: str):
-    """`dataset` with a ground-truth column of lists or dicts (tool calls given as Python objects) rewritten as JSON
-    text (`gear_trl.data.tool_use.json_text`), the form the rewards and the teacher read. Other datasets are returned
-    as they are."""
-    from datasets import Value
-
-    if not isinstance(dataset, Dataset) or column not in dataset.column_names:
-        return dataset
-    if isinstance(dataset.features[column], Value):
-        return dataset
-    dataset = dataset.map(lambda row: {column: json_text(row[column])}, desc=f"Writing {column} as JSON")
-    return dataset.cast_column(column, Value("string"))
-
-
-def _check_some_ground_truth(dataset, column: str, credit: str) -> None:
-    """Refuse a `Dataset` none of whose rows has a ground truth in `column` (a dataset whose rows cannot be read
-    now, such as an IterableDataset, is checked on the first batch instead)."""
-    if not isinstance(dataset, Dataset) or column not in dataset.column_names or len(dataset) == 0:
-        return
-    if not any(has_ground_truth(value) for value in dataset[column]):
-        raise UserInputError(
-            f"No row of `train_dataset` has a ground truth in column {column!r}, which GEAR's teacher "
-            f"(`credit: {credit}`) reads: every row would get plain GRPO weights at GEAR's cost. Fill that column, "
-            f"set `ground_truth_column`, {NO_REFERENCE_HINT}"
-        )
-
-
-NO_REFERENCE_HINT = (
-    "or, for rows without a reference, set `teacher_reference: sibling`: the teacher is shown a successful rollout "
-    "of the same group (reward >= `teacher_sibling_min_reward`), so it needs groups with a success and gives a group "
-    "without one plain GRPO weights; or use `credit: none` for plain GRPO."
-)
-"""How to train GEAR on rows without a reference, said wherever a missing ground truth stops a run."""
-
-
-def _check_ground_truth_column(dataset, column: str, name: str) -> None:
-    if dataset is None:
-        return
-    datasets = dataset.values() if isinstance(dataset, dict) else [dataset]
-    for part in datasets:
-        columns = getattr(part, "column_names", None)
-        if columns is None:  # e.g. an IterableDataset whose features are unknown until iterated
-            continue
-        if column not in columns:
-            raise UserInputError(
-                f"GEAR's teacher needs the ground-truth column {column!r} in `{name}`, but its columns are "
-                f"{sorted(columns)}. Set `ground_truth_column` to the right column, map your data with a dataset "
-                f"adapter (`dataset_format`), {NO_REFERENCE_HINT}"
-            )
-
-
-def lm_head_transform(config) -> tuple[float, float | None]:
-    """The model's own logit transformation, as TRL's fused LM head reads it: `(scale, softcap)` with logits
-    `softcap * tanh(scale * z / softcap)` (no tanh when softcap is None). Cohere scales by `logit_scale`, Falcon-H1 by
-    `lm_head_multiplier`, Granite divides by `logits_scaling`, Gemma 2/3 soft-cap with `final_logit_softcapping`."""
-    config = config.get_text_config()
-    scale = getattr(config, "logit_scale", None)
-    if scale is None:
-        scale = getattr(config, "output_multiplier", None)
-    if scale is None:
-        scale = getattr(config, "lm_head_multiplier", None)
-    if scale is None and getattr(config, "logits_scaling", None) is not None:
-        scale = config.logits_scaling if config.model_type == "hyperclovax" else 1.0 / config.logits_scaling
-    return (1.0 if scale is None else float(scale)), getattr(config, "final_logit_softcapping", None)
-
-
-def _switch_off_dropout(model) -> Counter:
-    """Set every dropout probability in `model` to 0 (`nn.Dropout` modules, PEFT's `lora_dropout` among them, and the
-    `attention_dropout` attribute attention layers read in training mode); counts what was on, by kind."""
-    switched_off = Counter()
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Dropout) and module.p > 0:
-            kind = next((part for part in reversed(name.split(".")) if "dropout" in part), type(module).__name__)
-            switched_off[f"{kind} p={module.p}"] += 1
-            module.p = 0.0
-        rate = getattr(module, "attention_dropout", None)
-        if isinstance(rate, float) and rate > 0:
-            switched_off[f"attention_dropout p={rate}"] += 1
-            module.attention_dropout = 0.0
-    return switched_off
-
-
-def _is_loaded_peft_model(model) -> bool:
-    return isinstance(model, torch.nn.Module) and is_peft_model(model)  # `model` may still be a name or path
-
-
-def _may_have_column(dataset, column: str) -> bool:
-    if dataset is None:
-        return False
-    parts = dataset.values() if isinstance(dataset, dict) else [dataset]
-    for part in parts:
-        columns = getattr(part, "column_names", None)
-        if columns is None or column in columns:
-            return True
-    return False

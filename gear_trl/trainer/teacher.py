@@ -18,7 +18,9 @@ import copy
 import json
 import logging
 import os
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -40,9 +42,8 @@ from ..data.teacher import (
 )
 from ..rewards.tool_call import parse_tool_calls
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
+from .teacher_kinds import teacher_kind
 from .teacher_weights import (
-    EMA_ADAPTER,
-    PERIODIC_ADAPTER,
     TEACHER_STATE_FILE,
     TeacherWeightsCallback,
     ema_masters,
@@ -54,34 +55,77 @@ from .teacher_weights import (
 
 logger = logging.getLogger(__name__)
 
-ADAPTERS = {"ema": EMA_ADAPTER, "periodic": PERIODIC_ADAPTER}
-"""The frozen adapter each changing teacher reads under PEFT."""
+
+@dataclass(frozen=True)
+class TeacherHost:
+    """What a `Teacher` needs from its trainer, each named: `GEARTrainer._teacher_host()` builds it, a test can build
+    one by hand. Getters (`policy`, `metrics`, ...) read the trainer's current value at each call."""
+
+    args: Any
+    """The run's `GEARConfig`."""
+    accelerator: Any
+    policy: Callable[[], torch.nn.Module]
+    """The trained model as the trainer holds it (wrapped by Accelerate or DeepSpeed)."""
+    ref_model: torch.nn.Module | None
+    """TRL's reference model (beta > 0), which `teacher: base` shares under full fine-tuning."""
+    tokenizer: Any
+    processing_class: Any
+    chat_template: str | None
+    quantization_config: Any
+    """The student's quantization, for the teacher's reload under ZeRO-3."""
+    is_deepspeed_enabled: bool
+    metrics: Callable[[], dict]
+    """The trainer's metrics by mode ("train", "eval") -> name -> list of values."""
+    tokenize_prompt: Callable
+    """(prompt, tools) -> the student's prompt token ids, as the trainer renders them."""
+    backbone_states: Callable
+    """(input_ids, attention_mask, position_ids=None, cache=None, after_cache=False) -> final hidden states."""
+    final_hidden: Callable
+    """(input_ids, attention_mask, keep) -> the last `keep` positions' final hidden states [B, keep, H]."""
+    divergence: Callable
+    """(batch, student_hidden) -> (kl, entropy, log_ratio), the trainer's divergence pass."""
+    causal_lm: Callable[[], torch.nn.Module]
+    """The policy's causal LM, unwrapped (under PEFT the base model)."""
+    use_teacher_backbone: Callable[[bool], None]
+    """Route the trainer's backbone forwards to the teacher's own model (True) or back to the policy (False)."""
+    group_size: Callable[[str], int]
+    """Rollouts per prompt in mode "train" or "eval"."""
+    reward_weights: Callable[[], torch.Tensor]
+    add_callback: Callable
+    resume_checkpoint: Callable[[], str | None]
+    """The checkpoint training resumes from, or None."""
 
 
 class Teacher:
-    """The teacher of a `GEARTrainer` (`trainer`): its weights, its prompts and its pass.
+    """The teacher of a `GEARTrainer`, given what it needs as a `TeacherHost`: its weights, its prompts and its
+    pass.
 
     `model` is the teacher's own model (`base`, `ema` or `periodic` under full fine-tuning), else None: the teacher
     then reads the policy, with its adapter switched during the pass (`base`: the "ref" copy or none; `ema`,
     `periodic`: the adapter of that name).
     """
 
-    def __init__(self, trainer):
-        self.trainer = trainer
-        args = trainer.args
+    def __init__(self, host: TeacherHost):
+        self.host = host
+        args = host.args
         self.model = None
         self.pass_shared = False
         """Whether the last `hidden` call shared the prompts' prefixes (gear/teacher_prefix_shared_frac)."""
-        if args.teacher != "live":
+        if self.kind.weights != "policy":
             self._set_up_weights()
         tool_template = tool_template_for(args.teacher_template)
         self.prompts = TeacherPromptBuilder(
-            trainer._tokenize_prompt,
-            trainer._tokenizer,
+            host.tokenize_prompt,
+            host.tokenizer,
             args.teacher_template,
             args.max_teacher_prompt_length,
             tool_template=tool_template,
         )
+
+    @property
+    def kind(self):
+        """The record of `args.teacher` (`gear_trl.trainer.teacher_kinds`)."""
+        return teacher_kind(self.host.args.teacher)
 
     # ----------------------------------------------------------------------------------------------------------------
     # Weights
@@ -90,16 +134,16 @@ class Teacher:
         """`base`: nothing under PEFT (adapters off, or the "ref" copy); under full fine-tuning a frozen copy of the
         initial model, TRL's reference model when it has one (beta > 0). `ema`, `periodic`: a frozen copy of the
         initial adapter (PEFT) or model, averaged or re-synced after optimizer steps by `TeacherWeightsCallback`."""
-        trainer = self.trainer
-        if is_peft_model(trainer.model):
+        host = self.host
+        if is_peft_model(host.policy()):
             if self.saves_weights:
-                copy_initial_adapter(trainer.model, ADAPTERS[trainer.args.teacher])
-        elif trainer.args.teacher == "base" and trainer.ref_model is not None:
-            self.model = trainer.ref_model
+                copy_initial_adapter(host.policy(), self.kind.adapter)
+        elif self.kind.weights == "initial" and host.ref_model is not None:
+            self.model = host.ref_model
         else:
             self.model = self.frozen_copy()
         if self.saves_weights:
-            trainer.add_callback(TeacherWeightsCallback(self))
+            host.add_callback(TeacherWeightsCallback(self))
 
     def frozen_copy(self):
         """A copy of the initial model that takes no gradient, prepared like TRL's reference model."""
@@ -107,40 +151,40 @@ class Teacher:
         from trl.models import prepare_deepspeed
         from trl.trainer.utils import create_model_from_path, get_config_model_id
 
-        trainer = self.trainer
+        host = self.host
         if is_deepspeed_zero3_enabled():
             # The student is already partitioned: a deep copy would copy empty shards. Load it again, as TRL loads
             # its reference model.
-            kwargs = frozen_copy_kwargs(trainer.model, trainer.args, getattr(trainer, "_quantization_config", None))
-            teacher = create_model_from_path(get_config_model_id(trainer.model.config), **kwargs)
+            kwargs = frozen_copy_kwargs(host.policy(), host.args, host.quantization_config)
+            teacher = create_model_from_path(get_config_model_id(host.policy().config), **kwargs)
         else:
-            teacher = copy.deepcopy(trainer.model)
+            teacher = copy.deepcopy(host.policy())
             teacher.__dict__.pop("forward", None)  # TRL's fused-head forward is bound to the student
         teacher.requires_grad_(False)
         teacher.eval()
-        if trainer.is_deepspeed_enabled:
-            return prepare_deepspeed(teacher, trainer.accelerator)
-        return trainer.accelerator.prepare_model(teacher, evaluation_mode=True)
+        if host.is_deepspeed_enabled:
+            return prepare_deepspeed(teacher, host.accelerator)
+        return host.accelerator.prepare_model(teacher, evaluation_mode=True)
 
     def causal_lm(self):
         """The teacher's own causal LM (unwrapped), or None when it reads the policy."""
-        return None if self.model is None else self.trainer.accelerator.unwrap_model(self.model)
+        return None if self.model is None else self.host.accelerator.unwrap_model(self.model)
 
     @contextmanager
     def weights(self):
         """Backbone forwards inside run with the teacher's weights."""
-        trainer = self.trainer
+        host = self.host
         if self.model is not None:  # base / ema under full fine-tuning: a model of its own
-            trainer._backbone_of_teacher = True
+            host.use_teacher_backbone(True)
             try:
                 yield
             finally:
-                trainer._backbone_of_teacher = False
+                host.use_teacher_backbone(False)
             return
-        if trainer.args.teacher == "base":  # the initial policy: its adapter's copy if there is one, else no adapter
-            context = use_adapter(trainer.model, "ref" if "ref" in trainer.model.peft_config else None)
+        if self.kind.weights == "initial":  # its adapter's copy if there is one, else no adapter
+            context = use_adapter(host.policy(), "ref" if "ref" in host.policy().peft_config else None)
         elif self.saves_weights:
-            context = use_adapter(trainer.model, ADAPTERS[trainer.args.teacher])
+            context = use_adapter(host.policy(), self.kind.adapter)
         else:
             context = nullcontext()
         with context:
@@ -153,13 +197,13 @@ class Teacher:
         copy's."""
         if self.model is not None:
             return dict(self.causal_lm().named_parameters())
-        marker = f".{ADAPTERS[self.trainer.args.teacher]}."
-        student = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        marker = f".{self.kind.adapter}."
+        student = self.host.accelerator.unwrap_model(self.host.policy())
         return {n: p for n, p in student.named_parameters() if marker in n}
 
     def own_pairs(self) -> list:
         """(name, teacher, student) of the parameters the teacher follows: every trained parameter, its teacher copy."""
-        student = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        student = self.host.accelerator.unwrap_model(self.host.policy())
         teacher = self.own_named()
         if self.model is not None:
             return [(name, teacher[name], param) for name, param in student.named_parameters() if name in teacher]
@@ -167,26 +211,28 @@ class Teacher:
         pairs = []
         for name, param in student.named_parameters():
             if active in name and param.requires_grad:
-                twin = name.replace(active, f".{ADAPTERS[self.trainer.args.teacher]}.")
+                twin = name.replace(active, f".{self.kind.adapter}.")
                 pairs.append((twin, teacher[twin], param))
         return pairs
 
     def after_optimizer_step(self, step: int) -> None:
-        """`ema`: average; `periodic`: copy the policy's weights after every `teacher_sync_steps`-th step, so that
-        steps 1..N read the initial policy, steps N+1..2N the policy after step N, and so on."""
-        if self.trainer.args.teacher == "ema":
-            self.update_ema()
-            return
-        resync = step % self.trainer.args.teacher_sync_steps == 0
+        """A following teacher's update after optimizer step `step` (its kind's `follow`)."""
+        self.kind.follow(self, step)
+
+    def sync_every(self, step: int) -> None:
+        """Copy the policy's weights after every `teacher_sync_steps`-th step, so that steps 1..N read the initial
+        policy, steps N+1..2N the policy after step N, and so on; logs `gear/teacher_resync` and
+        `gear/teacher_synced_at`."""
+        resync = step % self.host.args.teacher_sync_steps == 0
         if resync:
             sync_([(t, s) for _, t, s in self.own_pairs()])
             self.synced_at = step
             logger.info("teacher: periodic re-synced to the policy after optimizer step %d.", step)
         # every step, so that a logging window reads the share of its steps that re-synced and the policy it holds
-        metrics = self.trainer._metrics["train"]
+        metrics = self.host.metrics()["train"]
         metrics["gear/teacher_resync"].append(float(resync))
         # the step is the trainer's global one, so this holds after a resume too (the checkpoint's weights are it)
-        metrics["gear/teacher_synced_at"].append(float(step - step % self.trainer.args.teacher_sync_steps))
+        metrics["gear/teacher_synced_at"].append(float(step - step % self.host.args.teacher_sync_steps))
 
     synced_at = 0
     """The optimizer step whose policy the `periodic` teacher holds (0: the initial one)."""
@@ -197,7 +243,7 @@ class Teacher:
             named = self.own_named()
             self._ema_masters = dict(zip(named, ema_masters(list(named.values())), strict=True))
         masters = [self._ema_masters[name] for name, _, _ in pairs]
-        ema_update_([(t, s) for _, t, s in pairs], self.trainer.args.teacher_ema_decay, masters)
+        ema_update_([(t, s) for _, t, s in pairs], self.host.args.teacher_ema_decay, masters)
 
     def save(self, folder: str) -> None:
         """Write the teacher's weights into checkpoint `folder`; under ZeRO-3 every rank must call.
@@ -211,7 +257,7 @@ class Teacher:
         for name, master in (self._ema_masters or {}).items():
             if master is not None and not hasattr(named[name], "ds_id"):
                 state[name] = master.detach().to("cpu", copy=True).contiguous()
-        if self.trainer.args.should_save:
+        if self.host.args.should_save:
             from safetensors.torch import save_file
 
             os.makedirs(folder, exist_ok=True)
@@ -220,7 +266,7 @@ class Teacher:
     def restore(self, checkpoint: str) -> None:
         path = os.path.join(checkpoint, TEACHER_STATE_FILE)
         if not os.path.isfile(path):
-            teacher = self.trainer.args.teacher
+            teacher = self.host.args.teacher
             raise FileNotFoundError(
                 f"`teacher: {teacher}` resumes its weights from {path}, which is missing: the checkpoint was not "
                 f"written by a `teacher: {teacher}` run."
@@ -228,7 +274,7 @@ class Teacher:
         from safetensors.torch import load_file
 
         named, state = self.own_named(), load_file(path)
-        load_teacher_state(named, state, self.trainer.accelerator.process_index)
+        load_teacher_state(named, state, self.host.accelerator.process_index)
         # The float32 average starts again from the restored weights, or from the file's float32 values where a
         # process holds the parameter whole.
         masters = dict(zip(named, ema_masters(list(named.values())), strict=True))
@@ -240,14 +286,14 @@ class Teacher:
     @property
     def saves_weights(self) -> bool:
         """Whether checkpoints carry the teacher's weights (those that change during training)."""
-        return self.trainer.args.teacher in ADAPTERS
+        return self.kind.saves_weights
 
     # ----------------------------------------------------------------------------------------------------------------
     # Reference
 
     def render_reference(self, ground_truth):
         """A reference as its teacher prompt shows it (`render_reference`, with the trainer's chat template)."""
-        return render_reference(ground_truth, self.trainer.processing_class, self.trainer.chat_template)
+        return render_reference(ground_truth, self.host.processing_class, self.host.chat_template)
 
     def sibling_references(self, mode: str, ground_truths: list, completions: list, rewards_per_func) -> list:
         """Each local row's reference with successful siblings in play: `teacher_reference: sibling` replaces every
@@ -259,15 +305,15 @@ class Teacher:
         Logs `gear/no_sibling_frac` (rows looking for a sibling whose group has no success) and
         `gear/lone_success_frac` (rows that are their group's only success) over the rows looking for one.
         """
-        trainer, args = self.trainer, self.trainer.args
-        group_size = trainer.num_generations if mode == "train" else trainer.num_generations_eval
-        weights = trainer.reward_weights.to(rewards_per_func.device)
+        host, args = self.host, self.host.args
+        group_size = host.group_size(mode)
+        weights = host.reward_weights().to(rewards_per_func.device)
         rewards = torch.nan_to_num((rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).tolist()
         looks = [args.teacher_reference == "sibling" or not has_ground_truth(truth) for truth in ground_truths]
         gathered = gather_object([[sibling_reference(c), look] for c, look in zip(completions, looks, strict=True)])
         answers, looking = [a for a, _ in gathered], [look for _, look in gathered]
         choice, _, lone = sibling_choice(rewards, group_size, args.teacher_sibling_min_reward)
-        start = trainer.accelerator.process_index * len(completions)
+        start = host.accelerator.process_index * len(completions)
         references = list(ground_truths)
         for k, look in enumerate(looks):
             if look:
@@ -278,8 +324,8 @@ class Teacher:
         missing = sum(
             1 for i, look in enumerate(looking) if look and (choice[i] is None or answers[choice[i]] is None)
         )
-        trainer._metrics[mode]["gear/no_sibling_frac"].append((missing - lone_rows) / max(rows, 1))
-        trainer._metrics[mode]["gear/lone_success_frac"].append(lone_rows / max(rows, 1))
+        host.metrics()[mode]["gear/no_sibling_frac"].append((missing - lone_rows) / max(rows, 1))
+        host.metrics()[mode]["gear/lone_success_frac"].append(lone_rows / max(rows, 1))
         return references
 
     # ----------------------------------------------------------------------------------------------------------------
@@ -307,11 +353,16 @@ class Teacher:
         stay paired. The sums are over the rows' model tokens, in the unit of the batch's KL, which the trainer
         compares with the row's own-reference KL (`gear/kl_wrong_over_right`) and adds to `gear/kl_floor`.
         """
-        trainer, args = self.trainer, self.trainer.args
+        host, args = self.host, self.host.args
         completion_ids = output["completion_ids"]
         num_rows = completion_ids.size(0)
         result = torch.full((num_rows, 3), float("nan"), device=completion_ids.device)
-        if mode != "train" or args.credit == "rlsd" or not args.teacher_control_steps or not args.teacher_control_rows:
+        if (
+            mode != "train"
+            or args.credit_mode.signal == "log_ratio"
+            or not args.teacher_control_steps
+            or not args.teacher_control_rows
+        ):
             return result
         due = self._control_batches % args.teacher_control_steps == args.teacher_control_steps - 1
         self._control_batches += 1
@@ -332,7 +383,7 @@ class Teacher:
             choice = next((c for c in order + recent if str(c[0]) != str(references[i])), (None, None))
             has_wrong.append(choice[0] is not None and usable[i])
             wrong.append(choice)
-        plain = [trainer._tokenize_prompt(prompts[i], tools[i]) for i in rows]
+        plain = [host.tokenize_prompt(prompts[i], tools[i]) for i in rows]
         hinted = self.prompts(
             [prompts[i] for i in rows],
             [reference for reference, _ in wrong],
@@ -346,12 +397,12 @@ class Teacher:
             part["tool_mask"] = output["tool_mask"][index]
         input_ids = torch.cat([part["prompt_ids"], part["completion_ids"]], dim=1)
         attention_mask = torch.cat([part["prompt_mask"], part["completion_mask"]], dim=1)
-        student = trainer._final_hidden(input_ids, attention_mask, completion_ids.size(1))
+        student = host.final_hidden(input_ids, attention_mask, completion_ids.size(1))
         twice = {key: torch.cat([value, value]) for key, value in part.items()}
         batch_size = args.per_device_train_batch_size
         with self.weights():
             twice["gear_teacher_hidden"] = self._hidden_full(twice, plain + hinted, batch_size)
-        kl = trainer._divergence(twice, torch.cat([student, student]))[0]
+        kl = host.divergence(twice, torch.cat([student, student]))[0]
         mask = twice["completion_mask"].bool() & (twice["tool_mask"].bool() if "tool_mask" in twice else True)
         sums = (kl * mask).sum(dim=1).view(2, len(rows))
         largest = kl.masked_fill(~mask, float("-inf")).max(dim=1).values.view(2, len(rows))
@@ -368,14 +419,14 @@ class Teacher:
     @torch.no_grad()
     def hidden(self, output, teacher_prompt_ids: list[list[int]]) -> torch.Tensor:
         """The teacher's final hidden states [B, T, H] over the completion tokens, after its own prompts."""
-        trainer = self.trainer
-        args = trainer.args
-        batch_size = args.per_device_train_batch_size if trainer.model.training else args.per_device_eval_batch_size
+        host = self.host
+        args = host.args
+        batch_size = args.per_device_train_batch_size if host.policy().training else args.per_device_eval_batch_size
         self.pass_shared = False
         with self.weights():
             # Whether sharing may run is decided from the configuration only: every rank then agrees on whether the
             # forward counts below are matched.
-            if not args.teacher_prefix_sharing or not prefix_sharing_supported(trainer._causal_lm().config):
+            if not args.teacher_prefix_sharing or not prefix_sharing_supported(host.causal_lm().config):
                 return self._hidden_full(output, teacher_prompt_ids, batch_size)
             # Whether this batch shares depends on its prompts, so ranks may differ, and so may their numbers of
             # forwards: every rank takes the largest count over ranks (one gather, called by all) and makes up the
@@ -387,27 +438,27 @@ class Teacher:
                 prefix_sharing_forwards(units, batch_size) if share else -(-len(teacher_prompt_ids) // batch_size)
             )
             forwards_everywhere = forwards
-            if trainer.accelerator.num_processes > 1:
+            if host.accelerator.num_processes > 1:
                 device = output["completion_ids"].device
-                forwards_everywhere = int(trainer.accelerator.gather(torch.tensor([forwards], device=device)).max())
+                forwards_everywhere = int(host.accelerator.gather(torch.tensor([forwards], device=device)).max())
             if share:
                 hidden = self._hidden_shared_prefix(output, teacher_prompt_ids, units, batch_size)
             else:
                 hidden = self._hidden_full(output, teacher_prompt_ids, batch_size)
             for _ in range(forwards_everywhere - forwards):
-                dummy = torch.full((1, 1), trainer._tokenizer.pad_token_id, dtype=torch.long, device=hidden.device)
-                trainer._backbone_states(dummy, torch.ones_like(dummy))
+                dummy = torch.full((1, 1), host.tokenizer.pad_token_id, dtype=torch.long, device=hidden.device)
+                host.backbone_states(dummy, torch.ones_like(dummy))
             self.pass_shared = share
             return hidden
 
     def _hidden_full(self, output, teacher_prompt_ids: list[list[int]], batch_size: int) -> torch.Tensor:
         """One forward over prompt + completion per rollout (`teacher_prefix_sharing: false`)."""
-        trainer = self.trainer
-        device = trainer.accelerator.device
+        host = self.host
+        device = host.accelerator.device
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         teacher_ids = pad(
             [torch.tensor(ids) for ids in teacher_prompt_ids],
-            padding_value=trainer._tokenizer.pad_token_id,
+            padding_value=host.tokenizer.pad_token_id,
             padding_side="left",
         ).to(device)
         teacher_mask = pad(
@@ -420,7 +471,7 @@ class Teacher:
         hidden = []
         for start in range(0, input_ids.size(0), batch_size):
             rows = slice(start, start + batch_size)
-            hidden.append(trainer._final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
+            hidden.append(host.final_hidden(input_ids[rows], attention_mask[rows], completion_ids.size(1)))
         return torch.cat(hidden)
 
     def _hidden_shared_prefix(self, output, teacher_prompt_ids: list[list[int]], units, batch_size: int):
@@ -438,11 +489,11 @@ class Teacher:
         time (`_SharedPrefixLayer` does not keep them). `units`: `prefix_sharing_plan(teacher_prompt_ids,
         batch_size)`; the caller matches the number of forwards across ranks.
         """
-        trainer = self.trainer
+        host = self.host
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
         device = completion_ids.device
         num_rows, length = completion_ids.shape
-        pad_id = trainer._tokenizer.pad_token_id
+        pad_id = host.tokenizer.pad_token_id
         last_token = torch.tensor([ids[-1] for ids in teacher_prompt_ids], device=device)
         prompt_length = torch.tensor([len(ids) for ids in teacher_prompt_ids], device=device)
         # Row r's input after the cache: its prompt's last token, then its completion but the last token.
@@ -460,7 +511,7 @@ class Teacher:
                 prefix_ids = torch.full((len(unit), 1), pad_id, dtype=torch.long, device=device)
                 prefix_mask = torch.zeros_like(prefix_ids)
             cache = DynamicCache()
-            trainer._backbone_states(prefix_ids, prefix_mask, (prefix_mask.cumsum(1) - 1).clamp(min=0), cache)
+            host.backbone_states(prefix_ids, prefix_mask, (prefix_mask.cumsum(1) - 1).clamp(min=0), cache)
             rows = torch.tensor([row for _, unit_rows in unit for row in unit_rows], device=device)
             owner = torch.tensor([k for k, (_, unit_rows) in enumerate(unit) for _ in unit_rows], device=device)
             for start in range(0, rows.numel(), batch_size):
@@ -469,7 +520,7 @@ class Teacher:
                 row_cache.layers = [_SharedPrefixLayer(keys, values, which) for keys, values, _ in cache]
                 positions = (prompt_length[part] - 1)[:, None] + torch.arange(suffix_ids.size(1), device=device)
                 mask = torch.cat([prefix_mask[which], suffix_mask[part]], dim=1)
-                states = trainer._backbone_states(suffix_ids[part], mask, positions, row_cache, after_cache=True)
+                states = host.backbone_states(suffix_ids[part], mask, positions, row_cache, after_cache=True)
                 del row_cache
                 if hidden is None:
                     hidden = states.new_empty(num_rows, length, states.size(-1))

@@ -24,8 +24,6 @@ from contextlib import contextmanager, nullcontext
 import torch
 from transformers import TrainerCallback
 
-EMA_ADAPTER = "ema"
-PERIODIC_ADAPTER = "periodic"
 TEACHER_STATE_FILE = "gear_teacher.safetensors"
 
 
@@ -132,7 +130,7 @@ class TeacherWeightsCallback(TrainerCallback):
         self.teacher = teacher
 
     def on_train_begin(self, args, state, control, **kwargs):
-        checkpoint = getattr(self.teacher.trainer, "_gear_resume_from", None)
+        checkpoint = self.teacher.host.resume_checkpoint()
         if checkpoint:
             self.teacher.restore(checkpoint)
 

@@ -1,0 +1,295 @@
+"""Credit modes as records: what a mode needs, and the pure function that turns a batch's signals into its credit.
+
+A credit mode (`GEARConfig.credit`) is one :class:`CreditMode`: its name, the function ``compute`` that maps a
+:class:`CreditInputs` to a :class:`CreditOutputs`, and the facts the configuration checks, the trainer and the
+documentation read instead of comparing names:
+
+- ``teacher``: the mode runs the teacher pass (GEAR's divergence needs it; plain GRPO and GiGPO do not).
+- ``segmenter``: the segmenter (:func:`gear_trl.credit.segments.register_segmenter`) that builds its segments, or
+  None for a mode without them.
+- ``onsets``: its segments open at divergence onsets (so a failed rollout has a prefix before its first onset, which
+  `failed_prefix_weight` may lower, and onset metrics mean something).
+- ``per_step``: its advantages are GiGPO's per-step ones (GIGPO.md) rather than one per completion.
+- ``signal``: what the divergence pass computes for it: ``"divergence"`` (the configured `divergence`) or
+  ``"log_ratio"`` (the sampled token's signed log pS - log pT, RLSD's signal).
+- ``log_ratio``: it reads the sampled token's teacher/student log-ratio besides the divergence.
+- ``options``: the `GEARConfig` fields that only it reads (the model card lists them).
+- ``unlogged``: the `gear/` metrics that mean nothing under it (docs/metrics.md tabulates them).
+
+A new mode is one record and one function::
+
+    register_credit_mode(CreditMode(name="my-mode", compute=my_weights, segmenter="gear", summary="..."))
+
+after which `GEARConfig(credit="my-mode")` validates and `GEARTrainer` uses it. Names use hyphens only; the spellings
+of earlier releases (`gear_no_entropy`, `gear+gigpo`) are refused with the new name suggested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .rlsd import rlsd_lambda, rlsd_token_weights
+from .segments import segment_signal
+from .signed import signed_signal
+from .weights import spare_failed_prefix, weights_from_signal
+
+
+@dataclass(frozen=True)
+class CreditInputs:
+    """What every credit function receives. Tensors are [B, T] on one device unless said otherwise.
+
+    Attributes:
+        kl: float, the divergence pass's per-token signal: the configured divergence (reverse KL by default), or for
+            a mode whose ``signal`` is ``"log_ratio"`` the sampled token's log pS - log pT.
+        entropy: float, the student's entropy.
+        log_ratio: float, the sampled token's log pT - log pS, or None when the mode and configuration do not ask
+            for it (`GEARConfig.wants_log_ratio`).
+        mask: bool, True at model-written tokens.
+        base: float, GRPO's advantages, [B] (one per completion) or [B, T] (GiGPO's per-step ones spread over tokens).
+        config: the run's `GEARConfig` (a mode reads its own options from it).
+        step: the optimizer step the batch trains (for schedules).
+        turn_starts: bool, True at the first model token of each assistant turn, or None for single-turn rows.
+        completion_ids: long [B, T], the sampled tokens; prompt_ids: long [B, P]; tokenizer: the trainer's tokenizer.
+            For modes that read the text (the studies' label oracles); the built-in modes do not.
+    """
+
+    kl: torch.Tensor
+    entropy: torch.Tensor
+    log_ratio: torch.Tensor | None
+    mask: torch.Tensor
+    base: torch.Tensor
+    config: Any
+    step: int = 0
+    turn_starts: torch.Tensor | None = None
+    completion_ids: torch.Tensor | None = None
+    prompt_ids: torch.Tensor | None = None
+    tokenizer: Any = None
+
+
+@dataclass(frozen=True)
+class CreditOutputs:
+    """A credit function's result, [B, T] each.
+
+    Attributes:
+        signal: float, the per-token signal the weights came from (0 where none).
+        segment_ids: long, -1 outside segments, else 0, 1, 2, ... per row.
+        weights: float, the per-token weights on the advantage; 0 or 1 at masked-out positions.
+        advantages: float, per-token advantages when the mode sets them itself; None means ``base * weights``.
+        stats: `gear/` metrics of the mode's own, name -> (numerator, denominator), both summed over ranks before
+            the ratio is logged (a constant c logs as (c, 1.0)).
+    """
+
+    signal: torch.Tensor
+    segment_ids: torch.Tensor
+    weights: torch.Tensor
+    advantages: torch.Tensor | None = None
+    stats: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+CreditFunction = Callable[[CreditInputs], CreditOutputs]
+
+
+@dataclass(frozen=True)
+class CreditMode:
+    """One credit mode (see the module docstring for each field)."""
+
+    name: str
+    compute: CreditFunction
+    teacher: bool = True
+    segmenter: str | None = None
+    onsets: bool = False
+    per_step: bool = False
+    signal: str = "divergence"
+    log_ratio: bool = False
+    options: tuple[str, ...] = ()
+    unlogged: tuple[str, ...] = ()
+    summary: str = ""
+
+    @property
+    def prefix_weights(self) -> bool:
+        """Whether `failed_prefix_weight` applies: segments open at onsets and the advantage is one per completion."""
+        return self.onsets and not self.per_step
+
+
+_REGISTRY: dict[str, CreditMode] = {}
+
+RENAMED = {"gear_no_entropy": "gear-no-entropy", "gear+gigpo": "gear-gigpo"}
+"""Names of earlier releases, refused with the new one suggested."""
+
+
+def register_credit_mode(mode: CreditMode, *, replace: bool = False) -> CreditMode:
+    """Add `mode` to the registry (`replace=True` to overwrite a mode of the same name). Names are lower case words
+    joined by hyphens."""
+    name = mode.name
+    if not name or name != name.lower() or any(c in name for c in "_+ ") or name.strip("-") != name:
+        raise ValueError(f"A credit mode's name is lower case words joined by hyphens; got {name!r}.")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"A credit mode named {name!r} is already registered (pass replace=True to overwrite it).")
+    if mode.signal not in ("divergence", "log_ratio"):
+        raise ValueError(f"CreditMode.signal must be 'divergence' or 'log_ratio'; got {mode.signal!r}.")
+    if mode.onsets and mode.segmenter is None:
+        raise ValueError(f"Credit mode {name!r} has onsets but no segmenter.")
+    _REGISTRY[name] = mode
+    return mode
+
+
+def credit_modes() -> tuple[str, ...]:
+    """The registered credit modes' names, in registration order (the built-in ones first)."""
+    return tuple(_REGISTRY)
+
+
+def credit_mode(name: str) -> CreditMode:
+    """The record of credit mode `name`; a ValueError naming the valid ones (and the new name of an old one)."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        pass
+    import difflib
+
+    if name in RENAMED:
+        hint = f" (renamed: did you mean {RENAMED[name]!r}?)"
+    else:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1) if isinstance(name, str) else []
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"`credit` must be one of {list(_REGISTRY)}, got {name!r}{hint}.")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The built-in modes' functions
+
+
+def uniform(inputs: CreditInputs) -> CreditOutputs:
+    """Every model token weight 1, no signal, no segments: GRPO's own advantage (`none`, `gigpo`)."""
+    mask = inputs.mask.bool()
+    return CreditOutputs(
+        signal=torch.zeros(mask.shape, dtype=torch.float32, device=mask.device),
+        segment_ids=torch.full(mask.shape, -1, dtype=torch.long, device=mask.device),
+        weights=mask.float(),
+    )
+
+
+def segmented(segmenter: str, *, signed: bool = False) -> CreditFunction:
+    """GEAR's steps 3-5 with segmenter `segmenter`: normalized signal and segments, then the clipped exponential
+    weights (`weight_alpha`, `weight_eps`, `weight_lambda`, `weight_norm`) and `failed_prefix_weight`. With `signed`,
+    the signal is signed by the teacher's log-ratio first (`credit: gear-signed`, :func:`signed_signal`)."""
+
+    def compute(inputs: CreditInputs) -> CreditOutputs:
+        args = inputs.config
+        signal, segment_ids = segment_signal(
+            inputs.kl,
+            inputs.entropy,
+            inputs.mask,
+            mode=segmenter,
+            onset_threshold=args.onset_threshold,
+            entropy_threshold=args.entropy_threshold,
+            turn_starts=inputs.turn_starts,
+            fixed_segment_len=args.fixed_segment_len,
+            max_segment_len=args.max_segment_len,
+            normalize=args.normalize,
+            onset_min_kl=args.onset_min_kl,
+        )
+        if signed:
+            signal = signed_signal(signal, inputs.log_ratio, inputs.mask)
+        weights = weights_from_signal(
+            signal,
+            inputs.mask,
+            inputs.base,
+            alpha=args.weight_alpha,
+            eps=args.weight_eps,
+            lam=args.weight_lambda,
+            weight_norm=args.weight_norm,
+        )
+        if args.failed_prefix_weight != 1.0:  # the configuration allows it only in modes with `prefix_weights`
+            weights = spare_failed_prefix(weights, segment_ids, inputs.mask, inputs.base, args.failed_prefix_weight)
+        return CreditOutputs(signal=signal, segment_ids=segment_ids, weights=weights)
+
+    compute.__name__ = f"segmented_{segmenter.replace('-', '_')}" + ("_signed" if signed else "")
+    compute.__doc__ = f"GEAR's weights over the `{segmenter}` segmenter's segments" + (", signed." if signed else ".")
+    return compute
+
+
+def rlsd(inputs: CreditInputs) -> CreditOutputs:
+    """RLSD (arXiv 2604.03128): no segments; w_t = (1 - lam) + lam * clip(exp(sign(A) * delta_t), 1 - eps, 1 + eps)
+    with delta_t = log pT - log pS of the sampled token (the divergence pass gives log pS - log pT here) and lam on
+    its schedule (`rlsd_lambda`, `rlsd_lambda_warmup_steps`, `rlsd_lambda_decay_steps`). Its own metrics: the blend
+    now, and the share of model tokens (of rows with a teacher) whose weight sits at a clip bound."""
+    args = inputs.config
+    mask = inputs.mask.bool()
+    delta = -inputs.kl
+    lam = rlsd_lambda(args.rlsd_lambda, inputs.step, args.rlsd_lambda_decay_steps, args.rlsd_lambda_warmup_steps)
+    weights = rlsd_token_weights(
+        delta, mask, inputs.base, lam=lam, eps=args.rlsd_eps, negative_only=args.rlsd_negative_only
+    )
+    bound = lam * args.rlsd_eps
+    clipped = ((weights - 1).abs() >= bound * (1 - 1e-5)) & mask if bound > 0 else torch.zeros_like(mask)
+    return CreditOutputs(
+        signal=delta,
+        segment_ids=torch.full(mask.shape, -1, dtype=torch.long, device=mask.device),
+        weights=weights,
+        stats={"rlsd_lambda": (lam, 1.0), "rlsd_clip_frac": (clipped.float().sum(), mask.float().sum())},
+    )
+
+
+KL_METRICS = ("kl_mean", "kl_max", "kl_floor", "kl_floor_max", "below_floor_frac", "kl_wrong_over_right")
+SEGMENT_METRICS = (
+    "onset_rate",
+    "segment_len_mean",
+    "in_segment_frac",
+    "kl_failed_over_passed",
+    "onsets_in_failed_frac",
+)
+
+_GEAR_OPTIONS = ("onset_threshold", "entropy_threshold", "normalize", "max_segment_len", "weight_alpha",
+                 "weight_lambda", "weight_norm", "weight_eps")  # fmt: skip
+_GIGPO_OPTIONS = ("gigpo_gamma", "gigpo_omega", "gigpo_mode")
+
+BUILT_IN = (
+    CreditMode("none", uniform, teacher=False, summary="Plain GRPO: every token carries its completion's advantage."),
+    CreditMode("token", segmented("token"), segmenter="token", options=_GEAR_OPTIONS,
+               summary="Each token weighted by its own normalized divergence; no segments (ablation)."),
+    CreditMode("turn", segmented("turn"), segmenter="turn", options=_GEAR_OPTIONS,
+               summary="One segment per assistant turn carrying its largest divergence (ablation)."),
+    CreditMode("fixed", segmented("fixed"), segmenter="fixed", options=(*_GEAR_OPTIONS, "fixed_segment_len"),
+               summary="Windows of `fixed_segment_len` tokens carrying their largest divergence (ablation)."),
+    CreditMode("gear-no-entropy", segmented("gear-no-entropy"), segmenter="gear-no-entropy", onsets=True,
+               options=_GEAR_OPTIONS, summary="GEAR's onsets without entropy: a segment runs to the next onset."),
+    CreditMode("gear", segmented("gear"), segmenter="gear", onsets=True, log_ratio=True, options=_GEAR_OPTIONS,
+               summary="GEAR (arXiv 2605.11853): onsets open segments, entropy closes them, clipped weights."),
+    CreditMode("gigpo", uniform, teacher=False, per_step=True, options=_GIGPO_OPTIONS,
+               summary="GiGPO (arXiv 2505.10978): step-level advantages from anchor-state groups; no teacher."),
+    CreditMode("gear-gigpo", segmented("gear"), segmenter="gear", onsets=True, per_step=True,
+               options=(*_GEAR_OPTIONS, *_GIGPO_OPTIONS), summary="GEAR's weights on GiGPO's step advantages."),
+    CreditMode("rlsd", rlsd, signal="log_ratio",
+               options=("rlsd_lambda", "rlsd_eps", "rlsd_lambda_decay_steps", "rlsd_lambda_warmup_steps",
+                        "rlsd_negative_only"),
+               unlogged=(*KL_METRICS, *SEGMENT_METRICS),
+               summary="RLSD (arXiv 2604.03128): the sampled token's clipped teacher/student ratio; no segments."),
+    CreditMode("gear-signed", segmented("gear", signed=True), segmenter="gear", onsets=True, log_ratio=True,
+               options=_GEAR_OPTIONS,
+               summary="GEAR's segments, the signal signed by the teacher's log-ratio (this project's variant)."),
+)  # fmt: skip
+
+for _mode in BUILT_IN:
+    register_credit_mode(_mode)
+
+CREDIT_MODES: tuple[str, ...] = tuple(mode.name for mode in BUILT_IN)
+"""The built-in credit modes (`credit_modes()` adds the registered ones)."""
+
+
+def modes_table() -> str:
+    """The credit modes as a Markdown table (docs/configuration.md): name, teacher, segments, advantage, summary."""
+    lines = [
+        "| `credit` | teacher pass | segments | advantage | what it does |",
+        "|---|---|---|---|---|",
+    ]
+    for mode in _REGISTRY.values():
+        segments = "onsets" if mode.onsets else (mode.segmenter if mode.segmenter not in (None, "none") else "-")
+        lines.append(
+            f"| `{mode.name}` | {'yes' if mode.teacher else 'no (yes with `distillation_weight`)'} | {segments} | "
+            f"{'per step' if mode.per_step else 'per completion'} | {mode.summary} |"
+        )
+    return "\n".join(lines)

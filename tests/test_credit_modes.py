@@ -1,0 +1,142 @@
+"""The credit-mode registry (gear_trl/credit/modes.py): records read by the configuration and the trainer, a new mode
+added by one record and one function, and GRPO plus self-distillation (`credit: none` with `distillation_weight`)."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from gear_trl import GEARConfig
+from gear_trl.credit import modes
+from gear_trl.credit.divergence import SIGNED_LOG_RATIO
+from gear_trl.credit.modes import CreditInputs, CreditMode, CreditOutputs, credit_mode, register_credit_mode
+from gear_trl.trainer.teacher_kinds import TeacherKind, register_teacher_kind, teacher_kind
+from tests.utils import TINY, make_trainer, tiny_args
+
+
+def inputs(kl, base, mask=None, **config):
+    kl = torch.tensor(kl, dtype=torch.float32)
+    mask = torch.ones_like(kl, dtype=torch.bool) if mask is None else torch.tensor(mask)
+    defaults = {"rlsd_lambda": 0.5, "rlsd_eps": 0.2, "rlsd_lambda_decay_steps": None, "rlsd_lambda_warmup_steps": None,
+                    "rlsd_negative_only": False}  # fmt: skip
+    return CreditInputs(
+        kl=kl,
+        entropy=torch.zeros_like(kl),
+        log_ratio=None,
+        mask=mask,
+        base=torch.tensor(base, dtype=torch.float32),
+        config=SimpleNamespace(**{**defaults, **config}),
+    )
+
+
+def test_uniform_credit_is_one_on_model_tokens_and_nothing_else():
+    out = modes.uniform(inputs([[0.3, 0.1, 0.0]], [1.0], mask=[[True, True, False]]))
+    assert out.weights.tolist() == [[1.0, 1.0, 0.0]]
+    assert out.segment_ids.tolist() == [[-1, -1, -1]] and out.signal.abs().sum() == 0 and out.advantages is None
+
+
+def test_rlsd_credit_by_hand_with_its_own_metrics():
+    """kl holds log pS - log pT, so delta = -kl. Row 0 passed (A = +1), row 1 failed (A = -1); lam 0.5, eps 0.2:
+    w = 0.5 + 0.5 * clip(exp(sign(A) * delta), 0.8, 1.2)."""
+    out = modes.rlsd(inputs([[-1.0, 0.0, 0.1], [-1.0, 0.0, 0.1]], [1.0, -1.0]))
+    # row 0: delta = (1, 0, -0.1): exp = (2.718 -> 1.2, 1, 0.905); row 1: exp(-delta) = (0.368 -> 0.8, 1, 1.105)
+    expected = [[0.5 + 0.6, 1.0, 0.5 + 0.5 * 0.904837], [0.5 + 0.4, 1.0, 0.5 + 0.5 * 1.105171]]
+    torch.testing.assert_close(out.weights, torch.tensor(expected), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.signal, torch.tensor([[1.0, 0.0, -0.1], [1.0, 0.0, -0.1]]))
+    assert out.stats["rlsd_lambda"] == (0.5, 1.0)
+    clipped, tokens = out.stats["rlsd_clip_frac"]
+    assert (clipped.item(), tokens.item()) == (2.0, 6.0)  # the first token of each row sits at a bound
+
+
+def test_records_are_what_the_configuration_reads():
+    assert credit_mode("gear").onsets and credit_mode("gear").prefix_weights
+    assert credit_mode("gear-gigpo").per_step and not credit_mode("gear-gigpo").prefix_weights
+    assert not credit_mode("none").teacher and not credit_mode("gigpo").teacher
+    assert credit_mode("rlsd").signal == "log_ratio" and "onset_rate" in credit_mode("rlsd").unlogged
+    assert GEARConfig(output_dir="/tmp/x", use_cpu=True, credit="rlsd").divergence_signal == SIGNED_LOG_RATIO
+    for bad in ("my_mode", "My-Mode", "gear+x", "-x"):
+        with pytest.raises(ValueError, match="lower case words joined by hyphens"):
+            register_credit_mode(CreditMode(bad, modes.uniform))
+    with pytest.raises(ValueError, match="already registered"):
+        register_credit_mode(CreditMode("gear", modes.uniform))
+    with pytest.raises(ValueError, match="onsets but no segmenter"):
+        register_credit_mode(CreditMode("x-onsets", modes.uniform, onsets=True))
+
+
+def test_teacher_kinds_are_records_too():
+    assert teacher_kind("ema").adapter == "ema" and teacher_kind("ema").saves_weights
+    assert teacher_kind("base").weights == "initial" and teacher_kind("base").adapter is None
+    assert teacher_kind("periodic").options == ("teacher_sync_steps",)
+    with pytest.raises(ValueError, match="a `follow` function goes with `weights: following`"):
+        register_teacher_kind(TeacherKind("still", "following"))
+
+
+@pytest.mark.slow
+def test_a_new_credit_mode_is_one_record_and_one_function(tmp_path):
+    """A mode that puts all of a completion's credit on its last model token, registered and trained with: the
+    configuration accepts it, the trainer uses its weights, and the documentation table lists it."""
+
+    def last_token(inputs: CreditInputs) -> CreditOutputs:
+        mask = inputs.mask.bool()
+        last = mask.long().cumsum(dim=1) == mask.long().sum(dim=1, keepdim=True)
+        weights = (last & mask).float() * mask.float().sum(dim=1, keepdim=True)  # mean 1 over the model tokens
+        return CreditOutputs(signal=torch.zeros_like(weights), segment_ids=torch.full_like(mask, -1, dtype=torch.long),
+                             weights=weights)  # fmt: skip
+
+    from tests.test_trainer import first_batch, generate
+
+    register_credit_mode(CreditMode("last-token", last_token, summary="All credit on the last model token."))
+    try:
+        trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, credit="last-token"))
+        batch = generate(trainer, first_batch(trainer))
+        trace = trainer.compute_credit(dict(batch))
+        mask = trace.mask.bool()
+        lengths = mask.sum(dim=1)
+        for row in range(mask.size(0)):
+            if lengths[row] == 0:
+                continue
+            last = mask[row].nonzero().max()
+            assert trace.weights[row, last] == lengths[row]
+            assert trace.weights[row][mask[row]].sum() == lengths[row]
+        base = batch["gear_base_advantages"]
+        torch.testing.assert_close(trace.advantages, base[:, None] * trace.weights)
+        assert "`last-token`" in modes.modes_table()
+        trainer.train()  # and it trains
+        assert trainer.state.global_step == 2
+    finally:
+        modes._REGISTRY.pop("last-token")
+
+
+@pytest.mark.slow
+def test_grpo_plus_distillation_computes_gears_loss_with_every_weight_one(tmp_path):
+    """`credit: none` with `distillation_weight: 0.25` runs the teacher pass and blends, and its loss is that of
+    `credit: gear` with `weight_lambda: 0` (every GEAR weight 1) on the same batch; plain GRPO's loss differs."""
+    from tests.test_trainer import first_batch, generate, loss_and_grads
+
+    model = AutoModelForCausalLM.from_pretrained(TINY)
+    arms = {
+        "grpo+sd": {"credit": "none", "distillation_weight": 0.25},
+        "gear-flat+sd": {"credit": "gear", "weight_lambda": 0.0, "distillation_weight": 0.25},
+        "grpo": {"credit": "none"},
+    }
+    trainers = {
+        k: make_trainer(tmp_path, args=tiny_args(tmp_path, **v), model=copy.deepcopy(model)) for k, v in arms.items()
+    }
+    rows = first_batch(trainers["grpo"])
+    batches = {k: generate(t, rows) for k, t in trainers.items()}
+    assert torch.equal(batches["grpo+sd"]["completion_ids"], batches["grpo"]["completion_ids"])
+    assert "gear_teacher_hidden" in batches["grpo+sd"] and "gear_teacher_hidden" not in batches["grpo"]
+    losses = {k: loss_and_grads(trainers[k], batches[k]) for k in arms}
+    (sd_loss, sd_grads), (flat_loss, flat_grads) = losses["grpo+sd"], losses["gear-flat+sd"]
+    torch.testing.assert_close(sd_loss, flat_loss, atol=1e-6, rtol=1e-5)
+    for name in sd_grads:
+        torch.testing.assert_close(sd_grads[name], flat_grads[name], atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(sd_loss, losses["grpo"][0], atol=1e-6), "the distillation must change the loss"
+    metrics = trainers["grpo+sd"]._metrics["train"]
+    assert metrics["gear/weight_std"][-1] == 0.0 and metrics["gear/distill_share"][-1] > 0
+    card = "\n".join(trainers["grpo+sd"]._credit_card_lines())
+    assert "- credit: `none`" in card and "- distillation_weight: `0.25`" in card
