@@ -53,6 +53,8 @@ FILES = (
     "docs/results/learning.md",
     "docs/results/performance.md",
     "docs/results/teacher-sweep.md",
+    "docs/configuration.md",
+    "docs/getting-started.md",
 )
 
 BLOCK = re.compile(r"<!-- gen:([a-z0-9_.-]+) -->(.*?)<!-- /gen -->", re.DOTALL)
@@ -287,12 +289,123 @@ def readme_horizon() -> str:
     )
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The other studies: the README's and the results index's one-line cells
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _mean_std(summary: dict, mode: str, metric: str) -> str:
+    x = summary[mode][metric]
+    return f"{x['mean']:.3f} ± {x['std']:.3f}"
+
+
+def readme_learning() -> str:
+    summary = load("learning")["summary"]
+    window = load("learning")["config"]["window"]
+    return (
+        f"no: training reward over the last {window} steps `gear` {_mean_std(summary, 'gear', 'reward_last')}, "
+        f"GRPO {_mean_std(summary, 'none', 'reward_last')}"
+    )
+
+
+def readme_tools() -> str:
+    report = load("learning.tools")
+    summary = report["summary"]
+    return (
+        f"held-out sampled {report['start']['eval']['sampled_accuracy']:.3f} at the start; GRPO "
+        f"{_mean_std(summary, 'none', 'sampled_accuracy')}, `gear` {_mean_std(summary, 'gear', 'sampled_accuracy')}, "
+        f"`gigpo` {_mean_std(summary, 'gigpo', 'sampled_accuracy')}: within the seed spread"
+    )
+
+
+def readme_sweep() -> str:
+    sweep = load("teacher_sweep")["sweep"]
+    return f"no teacher gives GEAR an interval above GRPO (best teacher: {ci(sweep['arms']['gear']['reward_last'])})"
+
+
+def readme_headroom() -> str:
+    tasks = load("headroom")["tasks"]
+
+    def best(task):
+        arms = {name: body[HELD] for name, body in tasks[task]["arms"].items() if HELD in body}
+        name = max(arms, key=lambda a: arms[a]["mean"])
+        return f"`{name}` {ci(arms[name])}", any(x["ci_low"] > 0 for x in arms.values())
+
+    (arith, a_up), (chains, c_up) = best("arith"), best("calc_long")
+    verdict = "an arm above GRPO" if a_up or c_up else "no arm above GRPO, oracles included"
+    return f"{verdict}; best held-out: arith {arith}, tool chains {chains}"
+
+
+def _target(key: str, name: str, shape: str) -> dict:
+    return next(t for t in load(key)["targets"] if t["target"] == name and t["shape"] == shape)
+
+
+def readme_perf_cpu() -> str:
+    shapes = ("tiny", "long_prompt", "vocab")
+    steps = ", ".join(f"{_target('overhead.cpu', 'step_time', s)['value']:.2f}x" for s in shapes)
+    memory = max(_target("overhead.cpu", "extra_peak_memory", s)["value"] for s in shapes)
+    return f"GEAR's step {steps} GRPO's (tiny, long prompts, 152k vocabulary); extra peak memory within {memory:.2%}"
+
+
+def readme_perf_gpu() -> str:
+    step = _target("overhead.cuda", "step_time", "qwen3-4b")
+    teacher = _target("overhead.cuda", "divergence_pass_memory", "qwen3-4b")
+    met = "met" if teacher["holds"] else "not met"
+    return (
+        f"GEAR's step {step['value']:.2f}x GRPO's; teacher pass's peak {teacher['value']:.1%} of GRPO's "
+        f"(target {teacher['threshold']:.0%}: {met})"
+    )
+
+
+def config_drop_prefix() -> str:
+    return f"{ci(arm('gear-drop-prefix', 'chained', 4)[HELD])} in held-out sampled accuracy"
+
+
+def config_distill() -> str:
+    light = arm("gear-distill-0.25", key="horizon.rep3")[HELD]
+    reps = [arm("gear-distill", key=k)[HELD] for k in ("horizon", "horizon.rep1", "horizon.rep2")]
+    return (
+        f"held-out gain over GRPO: 0.25 {ci(light)} on 16 fresh seeds (32-47; {above(light)} of 16 above), "
+        f"{ci(pooled('gear-distill-0.25', LIGHT_KEYS))} pooled with seeds 0-7, the one real setting that passed a "
+        f"replication declared before its runs; 0.5 {ci(reps[0])} on seeds 0-7, then {ci(reps[1])} and {ci(reps[2])} "
+        f"on the two declared replications (8-15, 16-31: not replicated), {ci(pooled('gear-distill', DISTILL_KEYS))} "
+        f"over its 48 seeds and {ci(_blend_minus_signed())} over "
+        f"`credit: gear-signed` paired over 32; 0.25 - 0.5 on seeds 32-47 {ci(weights_025_minus_05())} (declared: not "
+        f"resolved); 1.0, TRL's `SDPOTrainer` default, where the outcome reward drops out of the loss, "
+        f"{ci(arm('gear-distill-1.0')[HELD])} (seeds 0-7)"
+    )
+
+
+def _blend_minus_signed() -> dict:
+    blend, signed = pooled("gear-distill", SIGNED_KEYS), pooled("gear-signed", SIGNED_KEYS)
+    return paired([a - b for a, b in zip(blend["values"], signed["values"], strict=True)])
+
+
+def started_paired() -> str:
+    both = pooled("gear-distill-0.25", LIGHT_KEYS)
+    first = arm("gear-distill-0.25")[HELD]["values"][0]
+    return (
+        f"seed 0 ends {first:+.3f} held-out, one of the {both['n_seeds'] - above(both)} seeds in {both['n_seeds']} "
+        f"where GEAR does not end ahead; over {both['n_seeds']} seeds the setting is ahead held-out on {above(both)}, "
+        f"by {ci(both)}"
+    )
+
+
 BLOCKS = {
+    "config.drop_prefix": config_drop_prefix,
+    "config.distill": config_distill,
+    "started.paired": started_paired,
     "horizon.table": horizon_table,
     "horizon.findings": horizon_findings,
     "horizon.cost": horizon_cost,
     "horizon.k16": horizon_k16,
     "readme.horizon": readme_horizon,
+    "readme.learning": readme_learning,
+    "readme.tools": readme_tools,
+    "readme.sweep": readme_sweep,
+    "readme.headroom": readme_headroom,
+    "readme.perf_cpu": readme_perf_cpu,
+    "readme.perf_gpu": readme_perf_gpu,
 }
 
 
