@@ -100,13 +100,12 @@ def headroom() -> str:
 
 
 def horizon() -> str:
-    """The horizon study's committed table (bench/horizon.py writes it from its JSON): the full run's if there is one,
-    else an unfinished full run's (`--cached-only`), else the quick check's."""
+    """The horizon study's committed tables (bench/horizon.py writes them from its JSON): the full run's if there is
+    one, else an unfinished full run's (`--cached-only`), else the quick check's. The page shows the plot at its top."""
     for name in ("horizon.md", "horizon_partial.md", "horizon_quick.md"):
         if (RESULTS / name).exists():
             text = (RESULTS / name).read_text(encoding="utf-8")
-            figure = f"\n![Each arm's gain over GRPO against K](bench/results/{name[:-3]}.png)\n"
-            return f"From `bench/results/{name}`:\n\n" + _demote(text + figure)
+            return f"From `bench/results/{name}`:\n\n" + _demote(text)
     return "No horizon results are committed yet."
 
 

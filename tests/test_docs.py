@@ -1,8 +1,8 @@
 """The docs site's generated pages (docs/hooks.py) and the README as a first screen and a map.
 
 `mkdocs build --strict` (`make docs`, run by CI) checks links, anchors and the nav; these tests check what it cannot:
-that the configuration reference lists every GEAR field with its help, that each results page is filled from the
-committed JSON, and that the README's headline figures are the ones those pages show.
+that the configuration reference lists every GEAR field with its help and that each results page is filled from the
+committed JSON. The figures quoted in prose are generated blocks, checked by tests/test_results_blocks.py.
 """
 
 from __future__ import annotations
@@ -79,18 +79,3 @@ def test_the_readme_is_a_first_screen_and_a_map():
     assert len(links) >= 10
     for link in links:
         assert (REPO_ROOT / link).is_file(), link
-
-
-def test_the_readme_headline_figures_are_the_generated_ones(hooks):
-    """Every figure in the README's results table appears on the docs pages built from the committed JSON."""
-    text = README.read_text(encoding="utf-8")
-    table = text[text.index("## Results") : text.index("## Documentation")]
-    figures = re.findall(r"[-+]?\d+\.\d+(?: ± \d+\.\d+| \[[-+]\d+\.\d+, [-+]\d+\.\d+\])?x?", table)
-    assert len(figures) >= 10
-    generated = "\n".join(
-        hooks.render(body, uri)
-        for uri, body in pages().items()
-        if uri.startswith("results/") and uri != "results/index.md"
-    )
-    missing = [figure for figure in figures if figure not in generated]
-    assert not missing, f"README figures not on the generated results pages: {missing}"
