@@ -1,0 +1,64 @@
+"""bench/harness/sdpo.py: TRL's SDPOTrainer driven by a gear_trl recipe, as it ships (issue 51's `sdpo-trl` arms)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.harness.sdpo import SHARED_FIELDS, build_sdpo_trainer, sdpo_config, with_privileged_context
+from gear_trl.train import load_splits, parse_args
+
+RECIPE = [
+    "--config", "recipes/tiny/config_horizon.yaml",
+    "--model_name_or_path", "data/tiny-qwen3-horizon-independent",
+    "--dataset_name", "data/horizon/independent/k8",
+    "--credit", "none", "--teacher_reference", "solution",
+    "--max_steps", "1", "--per_device_train_batch_size", "8", "--num_generations", "4",
+    "--max_completion_length", "24", "--learning_rate", "3e-4", "--seed", "7",
+    "--report_to", "none", "--save_strategy", "no",
+]  # fmt: skip
+
+
+def recipe(tmp_path):
+    script_args, training_args, model_args = parse_args([*RECIPE, "--output_dir", str(tmp_path / "out")])
+    dataset, _ = load_splits(script_args, training_args)
+    return script_args, training_args, model_args, dataset.select(range(8))
+
+
+def test_the_recipe_sets_the_shared_fields_and_sdpo_keeps_its_own_defaults(tmp_path):
+    from trl.experimental.sdpo import SDPOConfig
+
+    _, training_args, _, _ = recipe(tmp_path)
+    args = sdpo_config(training_args)
+    shipped = SDPOConfig(output_dir=str(tmp_path / "defaults"), use_cpu=True, bf16=False)
+    for name in ("seed", "learning_rate", "max_steps", "per_device_train_batch_size", "output_dir", "use_cpu"):
+        assert getattr(args, name) == getattr(training_args, name), name
+    for name in SHARED_FIELDS:
+        if hasattr(training_args, name) and name != "num_generations_eval":
+            assert getattr(args, name) == getattr(training_args, name), name
+    assert (args.num_generations, args.max_completion_length) == (4, 24)
+    # TRL's own SDPO settings, not the recipe's GRPO ones
+    for name in ("distillation_weight", "teacher_model_kind", "loss_type", "beta", "teacher_sync_steps",
+                 "include_environment_feedback", "reprompt_template"):  # fmt: skip
+        assert getattr(args, name) == getattr(shipped, name), name
+    assert args.distillation_weight == 1.0
+
+
+def test_the_solution_variant_shows_the_reference_solution_as_privileged_context(tmp_path):
+    _, _, _, dataset = recipe(tmp_path)
+    shown = with_privileged_context(dataset)
+    assert shown["privileged_context"] == dataset["reference_solution"]
+    with pytest.raises(ValueError, match="column 'reference_solution'"):
+        with_privileged_context(dataset.remove_columns("reference_solution"))
+
+
+@pytest.mark.slow
+def test_sdpo_trains_a_step_from_the_recipe_with_the_solution_shown(tmp_path):
+    script_args, training_args, model_args, dataset = recipe(tmp_path)
+    with pytest.raises(ValueError, match="privileged_context must be one of"):
+        build_sdpo_trainer(script_args, training_args, model_args, dataset, privileged_context="answer")
+    trainer = build_sdpo_trainer(script_args, training_args, model_args, dataset, privileged_context="solution")
+    assert trainer.args.include_environment_feedback
+    trainer.train()
+    assert trainer.state.global_step == 1
+    logged = trainer.state.log_history[0]
+    assert logged["self_distillation/feedback_used_fraction"] == 1.0  # every row's teacher saw its solution
