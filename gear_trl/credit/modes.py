@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from .rlsd import rlsd_lambda, rlsd_token_weights
-from .segments import segment_signal
+from .segments import MODE_SEGMENTERS, segment_signal
 from .signed import signed_signal
 from .weights import spare_failed_prefix, weights_from_signal
 
@@ -134,6 +134,7 @@ def register_credit_mode(mode: CreditMode, *, replace: bool = False) -> CreditMo
     if mode.onsets and mode.segmenter is None:
         raise ValueError(f"Credit mode {name!r} has onsets but no segmenter.")
     _REGISTRY[name] = mode
+    MODE_SEGMENTERS[name] = mode.segmenter or "none"
     return mode
 
 

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
+MODE_SEGMENTERS: dict[str, str] = {}
+"""Credit mode -> the segmenter it uses ("none" for a mode without segments); filled by
+`gear_trl.credit.modes.register_credit_mode`, so that a mode's name may stand for its segmenter here."""
+
 NORMALIZATIONS = ("max", "minmax")
 
 _NORM_EPS = 1e-8
@@ -82,16 +86,12 @@ def resolve_mode(mode: str) -> str:
     """
     if mode in SEGMENT_MODES:
         return mode
-    from .modes import credit_mode, credit_modes  # the registry imports this module
-
-    try:
-        record = credit_mode(mode)
-    except ValueError:
+    if mode not in MODE_SEGMENTERS:
         raise ValueError(
-            f"Unknown credit mode {mode!r}; credit modes are: {', '.join(credit_modes())}; segmenters are: "
+            f"Unknown credit mode {mode!r}; credit modes are: {', '.join(MODE_SEGMENTERS)}; segmenters are: "
             f"{', '.join(SEGMENT_MODES)}."
-        ) from None
-    return record.segmenter or "none"
+        )
+    return MODE_SEGMENTERS[mode]
 
 
 def segment_signal(

@@ -3,16 +3,12 @@ each means: docs/metrics.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from ..credit import distillation_share, failed_prefix_mask, teacher_supported_onsets
 from ..credit.diagnostics import SUM_NAMES as CONTRAST_SUMS
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
-
-if TYPE_CHECKING:
-    from .gear_trainer import CreditTrace
+from .credit_trace import CreditTrace
 
 
 class GearMetricsMixin:

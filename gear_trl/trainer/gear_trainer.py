@@ -20,7 +20,6 @@ import os
 import textwrap
 import warnings
 from contextlib import nullcontext
-from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 import torch
@@ -39,6 +38,7 @@ from ..plugins import UserInputError
 from ..rewards.guard import guard_reward_func
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
+from .credit_trace import CreditTrace
 from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
@@ -84,39 +84,6 @@ GEAR_BATCH_KEYS = (
 
 TRUNCATION_WARN_FRACTION = 0.2
 """Warn (once) when more than this share of a batch's tool rollouts ran out of `max_completion_length`."""
-
-
-@dataclass
-class CreditTrace:
-    """Per-token credit of one batch, every tensor [B, T] (has_ground_truth: [B]): what GEAR computed and why."""
-
-    completion_ids: torch.Tensor
-    mask: torch.Tensor
-    kl: torch.Tensor
-    entropy: torch.Tensor
-    signal: torch.Tensor
-    segment_ids: torch.Tensor
-    weights: torch.Tensor
-    advantages: torch.Tensor
-    has_ground_truth: torch.Tensor
-    below_floor: torch.Tensor | None = None
-    """[B] bool: rows with a teacher whose largest KL is below `onset_min_kl` (weights 1)."""
-    log_ratio: torch.Tensor | None = None
-    """[B, T] float: the sampled token's log pT - log pS, in the modes that read it (`GEARConfig.wants_log_ratio`)."""
-    distilled: torch.Tensor | None = None
-    """[B, T] float: with `distillation_weight > 0`, the loss's advantages, (1 - w) * advantages + w * log pT - log pS
-    on `distill_rows` (`credit.distill_advantages`); `advantages` stays GEAR's credit of the outcome."""
-    distill_rows: torch.Tensor | None = None
-    """[B] bool, with `distillation_weight > 0`: the rows distilled, those with a teacher that some reward function
-    scored (GRPO gives a row every reward function returned None for advantage 0, "no learning signal": the
-    distillation term would move the policy on it)."""
-    stats: dict = field(default_factory=dict)
-    """The credit mode's own `gear/` metrics, name -> (numerator, denominator) (`CreditOutputs.stats`)."""
-
-    def to(self, device) -> CreditTrace:
-        moved = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "stats"}
-        moved = {k: None if v is None else v.detach().to(device) for k, v in moved.items()}
-        return CreditTrace(**moved, stats=self.stats)
 
 
 GEAR_PAPER = {
@@ -370,7 +337,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def _teacher_host(self) -> TeacherHost:
-        """What the teacher reads of this trainer, named (`gear_trl.trainer.teacher.TeacherHost`)."""
+        """What the teacher reads of this trainer, named (`gear_trl.trainer.teacher.TeacherHost`). The methods are looked
+        up at each call, so a subclass's or a test's replacement of one on the trainer is what the teacher calls."""
 
         def use_teacher_backbone(on: bool) -> None:
             self._backbone_of_teacher = on
@@ -386,11 +354,11 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             quantization_config=self._quantization_config,
             is_deepspeed_enabled=self.is_deepspeed_enabled,
             metrics=lambda: self._metrics,
-            tokenize_prompt=self._tokenize_prompt,
-            backbone_states=self._backbone_states,
-            final_hidden=self._final_hidden,
-            divergence=self._divergence,
-            causal_lm=self._causal_lm,
+            tokenize_prompt=lambda *a, **k: self._tokenize_prompt(*a, **k),
+            backbone_states=lambda *a, **k: self._backbone_states(*a, **k),
+            final_hidden=lambda *a, **k: self._final_hidden(*a, **k),
+            divergence=lambda *a, **k: self._divergence(*a, **k),
+            causal_lm=lambda *a, **k: self._causal_lm(*a, **k),
             use_teacher_backbone=use_teacher_backbone,
             group_size=lambda mode: self.num_generations if mode == "train" else self.num_generations_eval,
             reward_weights=lambda: self.reward_weights,
