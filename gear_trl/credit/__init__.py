@@ -7,14 +7,14 @@
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights; :func:`spare_failed_prefix` lowers a
-  failed completion's weights before its first segment (`failed_prefix_weight`, ours), the tokens
+  failed completion's weights before its first segment (`failed_prefix_weight`, not in the paper), the tokens
   :func:`failed_prefix_mask` marks.
 - :func:`gigpo_advantages`: GiGPO step-level advantages.
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
-- :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (ours) and the share of onsets in
+- :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (not in the paper) and the share of onsets in
   passed rollouts on teacher-supported tokens.
 - :func:`distill_advantages`, :func:`distillation_share`: GEAR's advantage blended with the teacher's sampled-token
-  log-ratio, SDPO's distillation as an advantage (`distillation_weight`, ours), and the share it holds.
+  log-ratio, SDPO's distillation as an advantage (`distillation_weight`, after SDPO, arXiv 2601.20802), and the share it holds.
 - :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
   rollouts).
 """

@@ -1,4 +1,4 @@
-"""`distillation_weight` (ours, not the paper's): GEAR's advantage blended with the teacher's sampled-token log-ratio.
+"""`distillation_weight` (not in the GEAR paper): GEAR's advantage blended with the teacher's sampled-token log-ratio.
 
 SDPO (Hübotter et al. 2026, arXiv 2601.20802) distils a self-teacher, the policy shown what it did not know, back
 into the policy. Its sampled-token form (TRL's `SDPOTrainer`, `distillation_mode="sampled_token"`) is the per-token

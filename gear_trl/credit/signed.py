@@ -1,4 +1,4 @@
-"""`credit: gear-signed` (ours, not the paper's): GEAR's signal signed by the teacher's view of the sampled token.
+"""`credit: gear-signed` (a variant of this library, not in the GEAR paper): GEAR's signal signed by the teacher's view of the sampled token.
 
 GEAR's reverse KL is unsigned: it cannot tell "the student left the teacher" from "the student was right but unsure
 where the teacher, knowing the reference, was sure". In a rollout with positive advantage GEAR then takes credit from

@@ -120,13 +120,13 @@ def spare_failed_prefix(
     advantages: torch.Tensor,
     prefix_weight: float,
 ) -> torch.Tensor:
-    """Lower the weight of a failed completion's tokens before its first segment (ours, not the paper's).
+    """Lower the weight of a failed completion's tokens before its first segment (not in the GEAR paper).
 
     In a completion with negative advantage, the model tokens before its first segment (the first onset, where the
     teacher first disagrees; :func:`failed_prefix_mask`) are multiplied by ``prefix_weight``; every other position
     (padding included), and every completion with advantage >= 0 or with no segment at all, keeps its weight.
     Applied after :func:`weights_from_signal`'s ``weight_norm``, so the blame taken off the prefix is dropped, not
-    moved onto the rest of the completion: the label oracles of bench/horizon.py found that moving it (a mean-1
+    moved onto the rest of the completion: the horizon study's label oracles found that moving it (a mean-1
     rescale) is what made sparing the prefix hurt (docs/results/horizon.md). ``prefix_weight=1`` returns ``weights``
     unchanged (the paper's GEAR).
 

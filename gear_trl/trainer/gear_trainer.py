@@ -625,7 +625,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         self._log_tool_truncation(mode, len(record.completions))
 
     TOOL_WINDOW = 20
-    """Calls per tool over which `_warn_failing_tools` judges a tool (ours: enough calls that one bad batch of a
+    """Calls per tool over which `_warn_failing_tools` judges a tool (our choice: enough calls that one bad batch of a
     usually working tool does not trip it)."""
 
     def _warn_failing_tools(self, outcomes: list) -> None:
