@@ -39,8 +39,32 @@ LEVEL = 0.95
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Statistics (bench/teacher_sweep.py, bench/horizon.py and bench/power.py use these too)
+# Statistics (the bench studies use these too)
 # ---------------------------------------------------------------------------------------------------------------------
+
+
+def _t_log_norm(df: int) -> float:
+    return math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+
+def _t_mass_above_zero(x: float, df: int, n: int = 2000) -> float:
+    """P(0 < T < x) for x >= 0, by Simpson's rule on Student's t density."""
+    log_norm = _t_log_norm(df)
+    h = x / n
+    total = 0.0
+    for i in range(n + 1):
+        t = i * h
+        density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+        total += density * (1 if i in (0, n) else 4 if i % 2 else 2)
+    return total * h / 3
+
+
+def t_cdf(x: float, df: int) -> float:
+    """P(T <= x) for Student's t with `df` degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"need df >= 1; got {df}.")
+    mass = _t_mass_above_zero(abs(x), df)
+    return 0.5 + mass if x >= 0 else 0.5 - mass
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -48,24 +72,43 @@ def t_quantile(p: float, df: int) -> float:
     is the regularized incomplete beta function evaluated here by Simpson's rule on the density."""
     if not 0.5 < p < 1 or df < 1:
         raise ValueError(f"need 0.5 < p < 1 and df >= 1; got p={p}, df={df}.")
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def cdf_above_zero(x: float, n: int = 2000) -> float:  # P(0 < T < x) by Simpson's rule; x >= 0
-        h = x / n
-        total = 0.0
-        for i in range(n + 1):
-            t = i * h
-            density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-            total += density * (1 if i in (0, n) else 4 if i % 2 else 2)
-        return total * h / 3
-
     low, high = 0.0, 1.0
-    while 0.5 + cdf_above_zero(high) < p:
+    while 0.5 + _t_mass_above_zero(high, df) < p:
         high *= 2
     for _ in range(60):
         mid = (low + high) / 2
-        low, high = (mid, high) if 0.5 + cdf_above_zero(mid) < p else (low, mid)
+        low, high = (mid, high) if 0.5 + _t_mass_above_zero(mid, df) < p else (low, mid)
     return (low + high) / 2
+
+
+def paired_t_test(differences: list[float]) -> float:
+    """Two-sided p-value of "the mean paired difference is 0": Student's t over the per-seed differences (NaN with
+    fewer than 2; with no spread, 0.0 for a non-zero mean and 1.0 for a zero one)."""
+    values = [d for d in differences if d is not None and not math.isnan(d)]
+    n = len(values)
+    if n < 2:
+        return math.nan
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    if sd == 0:
+        return 0.0 if mean != 0 else 1.0
+    t = mean / (sd / math.sqrt(n))
+    return min(1.0, 2 * (1 - t_cdf(abs(t), n - 1)))
+
+
+def holm(p_values: list[float], m: int | None = None) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the i-th smallest p times (m - i + 1), made
+    non-decreasing, capped at 1. `m` (default: the non-NaN p-values) is the size of the declared family; a NaN p (a
+    comparison that could not be made) stays NaN, and counts in `m` only when `m` is given."""
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    m = len(ranked) if m is None else m
+    if m < len(ranked):
+        raise ValueError(f"m = {m} is smaller than the {len(ranked)} p-values given.")
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(ranked):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def paired_interval(differences: list[float], level: float = LEVEL) -> dict:

@@ -183,3 +183,19 @@ def test_the_untrained_model_is_the_start_column_held_to_the_same_mode(tmp_path,
         main([*arms(tmp_path), "--start", thinking])
     with pytest.raises(UserInputError, match=r"the untrained model \(--start\) has 2 reports"):
         main([*arms(tmp_path), "--start", base, base])
+
+
+def test_paired_t_test_and_holm_on_hand_worked_values():
+    from gear_trl.table import holm, paired_t_test, t_cdf
+
+    # df = 2 has a closed form: F(t) = 1/2 + t / (2 sqrt(2 + t^2)); differences 1, 2, 3: t = 2 / (1 / sqrt 3)
+    t = 2 * 3**0.5
+    assert t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * (2 + t * t) ** 0.5), abs=1e-6)
+    assert t_cdf(-t, 2) == pytest.approx(1 - t_cdf(t, 2), abs=1e-9)
+    assert paired_t_test([1.0, 2.0, 3.0]) == pytest.approx(2 * (0.5 - t / (2 * (2 + t * t) ** 0.5)), abs=1e-6)
+    assert paired_t_test([0.5, 0.5]) == 0.0 and paired_t_test([0.0, 0.0]) == 1.0 and math.isnan(paired_t_test([1.0]))
+    # sorted 0.005 x 4, 0.01 x 3, 0.03 x 2, 0.04 x 1 -> 0.02, 0.03, 0.06, max(0.06, 0.04)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adjusted = holm([0.01, math.nan, 0.3], m=3)  # a declared comparison that could not be made still counts
+    assert adjusted[0] == pytest.approx(0.03) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.6)
+    assert holm([0.6, 0.9]) == [1.0, 1.0]
