@@ -48,7 +48,7 @@ install-eval: $(filter $(VENV)/bin/python,$(PYTHON))
 # `make demo`: GRPO and one GEAR setting trained side by side (one run a core) from the same warm start and seed, on
 # the horizon task's independent variant at K = 8 (data/horizon; docs/results/horizon.md), with the study's budget
 # (60 steps of 8 problems x 8 samples): the warm start and both trained models are scored on the same 200 held-out
-# problems (2 samples each at the training temperature), gear_trl.inspect renders the GEAR model's credit on a group
+# problems (2 samples each at the training temperature), gear_trl.inspect_credit renders the GEAR model's credit on a group
 # that mixes passes and fails, and compare_summary.py prints both before/after figures, plots both reward curves in
 # one PNG and quotes the study's paired result for the same two arms, pooled over the seeds of the committed reports
 # that hold the arm (DEMO_STUDY). The GEAR setting is `gear-distill-0.25` (the study's arm name): GEAR with the
@@ -80,7 +80,7 @@ demo: install
 		> outputs/demo/eval_grpo.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo/gear $(DEMO_EVAL) --output outputs/demo/eval_gear.json \
 		> outputs/demo/eval_gear.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num-rollouts 4 \
+	$(PYTHON) -m gear_trl.inspect_credit $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num-rollouts 4 \
 		--out outputs/demo/credit > outputs/demo/inspect.log
 	@echo
 	@$(PYTHON) recipes/tiny/compare_summary.py outputs/demo/eval_start.json \
@@ -96,7 +96,7 @@ compare: demo
 # learning testbed's) on the multi-turn calculator task, recipes/tiny/config_calc_tools.yaml: the warm start
 # data/tiny-qwen3-calc calls add/subtract tools that are executed, then answers in \boxed{}. The warm start is scored
 # on 100 held-out problems of data/calc_tools (2 samples each at the training temperature) on the second core while
-# training runs; then the trained model is scored on the same problems while gear_trl.inspect renders the credit of 4
+# training runs; then the trained model is scored on the same problems while gear_trl.inspect_credit renders the credit of 4
 # of its rollouts; demo_summary.py prints start vs end, the training reward (curve in outputs/demo_tools/reward.png) and
 # where the credit report and the model are. The Trainer's per-step log dicts go to outputs/demo_tools/train.log.
 # One torch thread: for a model this small a second thread gains little, and on a busy machine it makes every op
@@ -113,7 +113,7 @@ demo-tools: install
 		> outputs/demo_tools/eval_start.log & \
 	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
 		--logging_steps 1 --output_dir outputs/demo_tools > outputs/demo_tools/train.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect --config recipes/tiny/config_calc_tools.yaml --model outputs/demo_tools --split test \
+	$(PYTHON) -m gear_trl.inspect_credit --config recipes/tiny/config_calc_tools.yaml --model outputs/demo_tools --split test \
 		--num-rollouts 4 --out outputs/demo_tools/credit > outputs/demo_tools/inspect.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo_tools --dataset data/calc_tools --split test --limit 100 \
 		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \

@@ -30,7 +30,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-from .plugins import UserInputError
+from .cli.errors import UserInputError
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "num_samples")
 """The sampling a report's score depends on; reports of one benchmark must agree on each."""
@@ -118,7 +118,7 @@ def _preset(report: dict) -> str | None:
     name = (report.get("config") or {}).get("benchmark")
     if name is None:
         return None
-    from .benchmarks import PRESETS, get_preset
+    from .evaluation.benchmarks import PRESETS, get_preset
 
     try:
         return get_preset(name).name

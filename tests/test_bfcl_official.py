@@ -27,7 +27,7 @@ from gear_trl.envs.bfcl_official import (
     turn_rows,
 )
 from gear_trl.envs.checks import check_environment
-from gear_trl.evaluate import evaluate_bfcl_multi_turn
+from gear_trl.evaluation.conversations import evaluate_bfcl_multi_turn
 
 TINY = "data/tiny-qwen3"
 
@@ -190,11 +190,13 @@ def test_the_tools_shown_at_a_turn_hold_back_the_functions_miss_func_adds_later(
 
 
 def _cli(tmp_path, monkeypatch, reply, *argv):
-    from gear_trl.evaluate import main
+    from gear_trl.evaluation.cli import main
 
     tokenizer = AutoTokenizer.from_pretrained(TINY)
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (None, tokenizer))
-    monkeypatch.setattr("gear_trl.generation.TransformersGenerator", lambda *a, **k: Scripted(tokenizer, reply))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (None, tokenizer))
+    monkeypatch.setattr(
+        "gear_trl.evaluation.generation.TransformersGenerator", lambda *a, **k: Scripted(tokenizer, reply)
+    )
     output = tmp_path / "bfcl.json"
     main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--output", str(output), "--no-progress", *argv])
     return json.loads(output.read_text())
@@ -217,7 +219,7 @@ def test_the_multi_turn_preset_scores_every_category_with_the_official_checker(t
 
 @pytest.mark.parametrize("category", ["simple", "multiple", "parallel", "parallel_multiple"])
 def test_every_single_turn_bfcl_preset_runs_on_its_local_rows(tmp_path, category):
-    from gear_trl.evaluate import main
+    from gear_trl.evaluation.cli import main
 
     output = tmp_path / "report.json"
     argv = ["--model", TINY, "--benchmark", f"bfcl_{category}", "--max-samples", "2", "--max-new-tokens", "4"]
@@ -230,7 +232,8 @@ def test_every_single_turn_bfcl_preset_runs_on_its_local_rows(tmp_path, category
 def test_trls_tool_loop_runs_the_official_environment_and_its_reward(tmp_path):
     from datasets import Dataset
 
-    from gear_trl.evaluate import evaluate_multi_turn, load_model
+    from gear_trl.evaluation.generation import load_model
+    from gear_trl.evaluation.loops import evaluate_multi_turn
     from gear_trl.rewards import get_reward_funcs
 
     rows = [turn_rows(task)[0] for task in load_tasks("multi_turn_base", limit=2)]  # first turns: plain prompts

@@ -14,8 +14,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.benchmarks import PRESETS
-from gear_trl.evaluate import main
+from gear_trl.evaluation.benchmarks import PRESETS
+from gear_trl.evaluation.cli import main
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.bfcl_ast import (
     AST_CATEGORIES,
@@ -314,7 +314,9 @@ def _ground_truth_oracle(categories, limit):
 def _cli(tmp_path, monkeypatch, name, answer=None, *argv):
     if answer is not None:
         tokenizer = AutoTokenizer.from_pretrained(TINY)
-        monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (Oracle(tokenizer, answer), tokenizer))
+        monkeypatch.setattr(
+            "gear_trl.evaluation.cli.load_model", lambda *a, **k: (Oracle(tokenizer, answer), tokenizer)
+        )
     output = tmp_path / f"{name}.json"
     main(["--model", TINY, "--benchmark", name, "--output", str(output), "--no-progress", *argv])
     return json.loads(output.read_text())
@@ -372,7 +374,7 @@ def test_a_missing_bfcl_eval_is_named_not_scored_zero(monkeypatch):
     import importlib
     import sys
 
-    from gear_trl.plugins import UserInputError
+    from gear_trl.cli.errors import UserInputError
 
     module = importlib.import_module("gear_trl.rewards.bfcl_ast")  # the package's `bfcl_ast` is the function
 

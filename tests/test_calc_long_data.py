@@ -243,7 +243,7 @@ def test_the_warm_start_calls_the_tools_through_long_chains_and_is_partly_right(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gear_trl.evaluate import evaluate_multi_turn, load_eval_split
+    from gear_trl.evaluation.loops import evaluate_multi_turn, load_eval_split
     from gear_trl.rewards import get_reward_funcs
 
     model_dir = REPO / recipe["model_name_or_path"]

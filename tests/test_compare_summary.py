@@ -143,7 +143,7 @@ def test_make_demo_trains_grpo_and_the_study_arm_it_quotes_on_the_same_seed_and_
         [gear["--output_dir"], end_gear["--output"]],
     ]
     assert grpo["--logging_steps"] == "1" and grpo["--save_steps"] == grpo["--max_steps"]
-    inspect = options(next(cmd for cmd in commands if cmd[1:3] == ["-m", "gear_trl.inspect"]))
+    inspect = options(next(cmd for cmd in commands if cmd[1:3] == ["-m", "gear_trl.inspect_credit"]))
     assert (
         inspect["--model"] == gear["--output_dir"]
         and inspect["--distillation_weight"] == gear["--distillation_weight"]

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
-from gear_trl.evaluate import main
-from gear_trl.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids
-from gear_trl.plugins import UserInputError
-from gear_trl.run_settings import RUN_SETTINGS, chat_mode
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids
+from gear_trl.evaluation.run_settings import RUN_SETTINGS, chat_mode
 from tests.test_benchmarks import EQUIVALENT, FIXTURES, Oracle, _questions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def run(tmp_path, monkeypatch, model, *argv, benchmark="math500"):
     oracle was called with)."""
     tokenizer = AutoTokenizer.from_pretrained(TINY)
     oracle = Oracle(tokenizer, _questions(benchmark), EQUIVALENT[benchmark])
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (oracle, tokenizer))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / "report.json"
     base = ["--model", str(model), "--benchmark", benchmark, "--dataset", f"{FIXTURES}/{benchmark}"]
     main([*base, "--batch-size", "3", "--num-samples", "1", "--output", str(output), "--no-progress", *argv])
@@ -58,8 +58,8 @@ def run(tmp_path, monkeypatch, model, *argv, benchmark="math500"):
 
 def test_a_hub_model_without_run_settings_is_refused_until_the_mode_is_given(monkeypatch):
     loaded = []
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: loaded.append(a))
-    monkeypatch.setattr("gear_trl.evaluate.load_tokenizer", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_tokenizer", lambda *a, **k: loaded.append(a))
     monkeypatch.setattr("gear_trl.trainer.preflight.check_model_source", lambda *a, **k: None)  # as if cached
     with pytest.raises(UserInputError) as raised:
         main(["--model", "Qwen/Qwen3-4B", "--benchmark", "math500"])
@@ -140,7 +140,7 @@ def test_the_model_folders_generation_config_is_read_reported_and_used_where_not
 
     tokenizer = AutoTokenizer.from_pretrained(TINY)
     oracle = Oracle(tokenizer, _questions("gsm8k"), EQUIVALENT["gsm8k"])
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (oracle, tokenizer))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / "plain.json"
     argv = ["--model", str(model), "--dataset", f"{FIXTURES}/gsm8k", "--dataset_format", "gsm8k", "--no-progress"]
     main([*argv, "--output", str(output)])
@@ -169,7 +169,7 @@ def test_the_model_folders_generation_config_is_read_reported_and_used_where_not
 
 
 def test_the_vllm_backend_stops_where_the_models_generation_config_says(tmp_path):
-    from gear_trl.evaluate import _vllm_generator, make_parser
+    from gear_trl.evaluation.cli import _vllm_generator, make_parser
 
     model = model_folder(tmp_path, generation={"eos_token_id": [2257, 7]})
     args = make_parser().parse_args(["--model", str(model), "--dataset", "x", "--backend", "vllm"])
@@ -217,7 +217,7 @@ def test_the_report_records_backend_packages_commit_and_model_revision(tmp_path,
 
 
 def test_the_commit_is_recorded_only_from_the_top_of_a_checkout(tmp_path):
-    from gear_trl.evaluate import _git_commit
+    from gear_trl.evaluation.provenance import _git_commit
 
     assert _git_commit(str(REPO))[0] is not None
     assert _git_commit(str(REPO / "gear_trl")) == (None, None)  # e.g. a wheel in a venv inside some repository

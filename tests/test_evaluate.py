@@ -8,7 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from gear_trl.evaluate import evaluate, is_adapter_dir, load_eval_split, load_model, main, prompt_ids
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.generation import is_adapter_dir, load_model, prompt_ids
+from gear_trl.evaluation.loops import evaluate, load_eval_split
 from gear_trl.rewards import get_reward_funcs
 from tests.utils import StandInModel
 
@@ -228,7 +230,7 @@ def test_environment_rolls_out_multi_turn_rows_with_their_tools_executed(tmp_pat
 
 
 def test_sampled_multi_turn_evaluation_draws_k_rollouts_per_row(tmp_path):
-    from gear_trl.evaluate import evaluate_multi_turn
+    from gear_trl.evaluation.loops import evaluate_multi_turn
 
     model, tokenizer = load_model(CALC, dtype="float32")
     dataset, _ = load_eval_split("data/calc_tools", "test", dataset_format="tool_use", limit=6)

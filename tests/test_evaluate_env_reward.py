@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl.evaluate import main
-from gear_trl.plugins import UserInputError
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.cli import main
 from tests.utils import TINY
 
 ENVS = '''

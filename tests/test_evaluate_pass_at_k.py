@@ -11,9 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gear_trl.evaluate import _report, default_pass_ks, main, pass_at_k
-from gear_trl.plugins import UserInputError
-from gear_trl.run_settings import RUN_SETTINGS, read_run_settings, write_run_settings
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.pass_at_k import default_pass_ks, pass_at_k
+from gear_trl.evaluation.run_settings import RUN_SETTINGS, read_run_settings, write_run_settings
+from gear_trl.evaluation.scoring import _report
 
 TINY = "data/tiny-qwen3"
 
@@ -125,7 +127,7 @@ def test_a_pass_k_above_num_samples_is_refused_before_the_model_loads(tmp_path, 
     def no_load(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("gear_trl.evaluate.load_model", no_load)
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", no_load)
     with pytest.raises(UserInputError, match="num_samples"):
         _run(tmp_path, TINY, "--temperature", "1", "--num-samples", "2", "--pass-k", "4")
     with pytest.raises(UserInputError, match="JSON object"):

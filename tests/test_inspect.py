@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.inspect import main
+from gear_trl.inspect_credit import main
 from gear_trl.reporting import (
     decode_tokens,
     render_html,

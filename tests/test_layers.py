@@ -3,11 +3,14 @@ chain of imports comes back to where it started. Imports inside functions count:
 
 Layers, bottom to top (docs/design.md; each is a folder of the package, the entry points its top-level modules):
 
+    cli           the user-input error type and plug-in loading by import path, shared by the entry points and the
+                  task plug-ins (gear_trl/cli/: imports nothing of gear_trl)
     credit        the mathematics: pure tensor functions
     tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
     reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
     trainer       GEARConfig, GEARTrainer and its callbacks, the Hub check, the package's public names
-    entry points  `python -m gear_trl.train / evaluate / inspect`, and gear_trl.testing (support for tests and
+    entry points  `python -m gear_trl.train / evaluate / inspect_credit`, `gear-trl-table`, the evaluation package
+                  (gear_trl/evaluation/: its command line, loops, pass@k, backends), and gear_trl.testing (support for tests and
                   data scripts): nothing in the library imports them
 
 A module or package missing from `PLACES` fails the test: a new one must be given its layer here.
@@ -20,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-LAYERS = ("credit", "tasks", "reporting", "trainer", "entry points")
+LAYERS = ("cli", "credit", "tasks", "reporting", "trainer", "entry points")
 
 PLACES = {
     # Subpackages are placed whole (the tree shows the layers); a top-level module on its own.
@@ -28,19 +31,17 @@ PLACES = {
     "gear_trl.data": "tasks",  # dataset adapters, and teacher prompts (data/teacher.py)
     "gear_trl.rewards": "tasks",
     "gear_trl.envs": "tasks",  # environments, and their rollouts on TRL's tool loop (envs/rollout.py)
-    "gear_trl.plugins": "tasks",  # plug-ins by import path; the user-input error type
+    "gear_trl.cli": "cli",  # the user-input error type (errors.py), plug-ins by import path (plugins.py)
     "gear_trl.reporting": "reporting",
     "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, preflight, checkpoints, ...
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
-    "gear_trl.evaluate": "entry points",
-    "gear_trl.inspect": "entry points",
+    "gear_trl.evaluate": "entry points",  # `python -m gear_trl.evaluate`: gear_trl.evaluation.cli
+    "gear_trl.inspect_credit": "entry points",
+    "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports
     "gear_trl.testing": "entry points",
-    "gear_trl.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each benchmark
-    "gear_trl.generation": "entry points",  # evaluation's generation backends (transformers, vLLM)
-    "gear_trl.run_settings": "entry points",  # what `train` records for `evaluate` to render prompts the same way
-    "gear_trl.user_sim": "entry points",
-    "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports  # simulated users of an interactive evaluation (`evaluate --user-simulator`)
+    "gear_trl.evaluation": "entry points",  # command line, loops, pass@k, backends, simulated users, run settings
+    "gear_trl.evaluation.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each
 }
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gear_trl"
@@ -158,26 +159,26 @@ def write(root: Path, files: dict[str, str]) -> Path:
             {
                 "trainer/__init__.py": "",
                 "trainer/gear_trainer.py": "from .callbacks import CreditReportCallback\n",
-                "trainer/callbacks.py": "def report():\n    from ..inspect import write_report\n",
-                "inspect.py": "from . import train\n",
+                "trainer/callbacks.py": "def report():\n    from ..inspect_credit import write_report\n",
+                "inspect_credit.py": "from . import train\n",
                 "train.py": "def build():\n    from gear_trl.trainer.gear_trainer import GEARTrainer\n",
             },
             [
-                "upward import: gear_trl.trainer.callbacks (trainer) imports gear_trl.inspect (entry points)",
+                "upward import: gear_trl.trainer.callbacks (trainer) imports gear_trl.inspect_credit (entry points)",
                 "import cycle: "
                 + " -> ".join(
                     f"gear_trl.{m}"
-                    for m in ("inspect", "train", "trainer.gear_trainer", "trainer.callbacks", "inspect")
+                    for m in ("inspect_credit", "train", "trainer.gear_trainer", "trainer.callbacks", "inspect_credit")
                 ),
             ],
         ),
         (  # a task plug-in reaching up into the trainer, through an attribute path
             {
                 "rewards/__init__.py": "",
-                "rewards/math.py": "import gear_trl.trainer.GEARTrainer\n",
+                "rewards/math_rewards.py": "import gear_trl.trainer.GEARTrainer\n",
                 "trainer/__init__.py": "",
             },
-            ["upward import: gear_trl.rewards.math (tasks) imports gear_trl.trainer (trainer)"],
+            ["upward import: gear_trl.rewards.math_rewards (tasks) imports gear_trl.trainer (trainer)"],
         ),
         (  # a new top-level module nobody placed
             {"helpers.py": "from .credit import divergence\n", "credit/__init__.py": "", "credit/divergence.py": ""},

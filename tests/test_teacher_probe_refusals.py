@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from gear_trl.cli.errors import UserInputError
 from gear_trl.data import DATASET_ADAPTERS
-from gear_trl.evaluate import main, task_reward
-from gear_trl.plugins import UserInputError
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.loops import task_reward
 from tests.utils import TINY
 
 
@@ -29,7 +30,7 @@ def test_every_shipped_format_has_its_task_reward_or_none():
 
 def _refuses_before_loading(monkeypatch, argv, match):
     """`main(argv)` raises `UserInputError` matching `match` without loading the model."""
-    from gear_trl import evaluate
+    from gear_trl.evaluation import cli as evaluate
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")

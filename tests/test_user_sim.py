@@ -1,4 +1,4 @@
-"""The user-simulator hook of interactive evaluation (gear_trl/user_sim.py, `evaluate_interactive`, the BFCL loop's
+"""The user-simulator hook of interactive evaluation (gear_trl/evaluation/user_sim.py, `evaluate_interactive`, the BFCL loop's
 user turns): who writes the user's later turns, what the agent sees, how a broken simulator is counted, and what
 preflight refuses before a model loads."""
 
@@ -9,6 +9,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
+from gear_trl.cli.errors import UserInputError
 from gear_trl.envs.bfcl_official import (
     ADDED_FUNCTIONS_PROMPT,
     _named_arguments,
@@ -16,10 +17,10 @@ from gear_trl.envs.bfcl_official import (
     parse_call_string,
     turn_messages,
 )
-from gear_trl.evaluate import BFCLScriptedUser, evaluate_bfcl_multi_turn, evaluate_interactive, main
-from gear_trl.generation import Sampling
-from gear_trl.plugins import UserInputError
-from gear_trl.user_sim import (
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.conversations import BFCLScriptedUser, evaluate_bfcl_multi_turn, evaluate_interactive
+from gear_trl.evaluation.generation import Sampling
+from gear_trl.evaluation.user_sim import (
     STOP,
     LLMUserSimulator,
     ScriptedUserSimulator,
@@ -221,7 +222,7 @@ def _oracle(tasks):
 def test_the_scripted_bfcl_user_reproduces_the_loop_without_a_simulator(tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from gear_trl.generation import TransformersGenerator
+    from gear_trl.evaluation.generation import TransformersGenerator
 
     tasks = load_tasks(
         "multi_turn_miss_func", limit=1
@@ -336,7 +337,7 @@ def no_model(monkeypatch):
     def no_load(*args, **kwargs):
         raise AssertionError("a model was loaded although the input was wrong")
 
-    monkeypatch.setattr("gear_trl.evaluate.load_model", no_load)
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", no_load)
 
 
 @pytest.mark.parametrize(

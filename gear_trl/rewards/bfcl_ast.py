@@ -37,8 +37,8 @@ import sys
 import types
 from typing import Any
 
+from ..cli.errors import UserInputError
 from ..data.bfcl import bfcl_function_to_tool_schema, bfcl_tool_name, rename_possible_answer
-from ..plugins import UserInputError
 from .tool_call import column_value, parse_tool_calls
 
 AST_CATEGORIES = (

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from gear_trl.data.math import last_boxed
+from gear_trl.data.math_tasks import last_boxed
 from gear_trl.envs.calculator import Calculator
 from gear_trl.rewards.tool_call import column_value, parse_tool_calls
 

@@ -31,6 +31,7 @@ from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
+from ..cli.errors import UserInputError
 from ..credit import (
     below_noise_floor,
     distill_advantages,
@@ -48,12 +49,11 @@ from ..credit import (
 from ..credit.diagnostics import SUM_NAMES as CONTRAST_SUMS
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
-from ..data.math import REFERENCE_SOLUTION_COLUMN
+from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
 from ..data.tool_use import json_text
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
-from ..plugins import UserInputError
 from ..rewards.guard import guard_reward_func
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message

@@ -26,7 +26,7 @@ from accelerate.utils import gather_object, is_peft_model
 from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl.trainer.utils import pad, use_adapter
 
-from ..data.math import last_boxed
+from ..data.math_tasks import last_boxed
 from ..data.teacher import (
     DEFAULT_TOOL_SOLUTION_TEMPLATE,
     DEFAULT_TOOL_TEACHER_TEMPLATE,

@@ -18,7 +18,7 @@ non-thinking mode (the mode the Qwen3 recipes train in) the math presets sample 
 and fewer new tokens (`QWEN3_NON_THINKING`); the tool presets decode greedily in both modes. The GEAR paper does not
 publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
-`gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
+`gear_trl.data.math_tasks.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
 (math-verify equivalence of the last `\boxed{}` with the reference answer), whose agreement with lighteval's math
 metric is tested on generated cases in tests/test_benchmarks.py.
 """
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .data.acebench import ACEBENCH_GITHUB
-from .plugins import UserInputError
+from ..cli.errors import UserInputError
+from ..data.acebench import ACEBENCH_GITHUB
 
 ACEBENCH_PRESETS = {
     "acebench_single_function": "normal_single_turn_single_function",

@@ -1,7 +1,7 @@
 """Seeing the credit: a few rollouts, every token coloured by GEAR's reverse KL, entropy and final weight.
 
-    python -m gear_trl.inspect --config recipes/tiny/config_math.yaml --num-rollouts 4 --out outputs/inspect
-    python -m gear_trl.inspect --config RECIPE.yaml --model outputs/run --split test --max_completion_length 512
+    python -m gear_trl.inspect_credit --config recipes/tiny/config_math.yaml --num-rollouts 4 --out outputs/inspect
+    python -m gear_trl.inspect_credit --config RECIPE.yaml --model outputs/run --split test --max_completion_length 512
 
 The trainer is built from the recipe exactly as `gear_trl.train` builds it (any recipe field can be overridden on the
 command line), rollouts are sampled on `--split` with the policy in train mode, and `GEARTrainer.compute_credit`
@@ -19,8 +19,8 @@ import os
 import sys
 from dataclasses import replace
 
+from .cli.errors import UserInputError
 from .evaluate import is_adapter_dir, load_model
-from .plugins import UserInputError
 from .reporting import (
     choose_rollouts,
     decode_tokens,
@@ -113,7 +113,7 @@ def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") ->
 def parse_cli(argv: list[str] | None = None):
     """(inspection options, (script_args, training_args, model_args)) from the command line."""
     parser = argparse.ArgumentParser(
-        prog="python -m gear_trl.inspect",
+        prog="python -m gear_trl.inspect_credit",
         description="Render a few rollouts with every token coloured by GEAR's reverse KL, entropy and weight.",
         epilog="Every other option is a recipe field, as for gear_trl.train (--config RECIPE.yaml "
         "--max_completion_length 256 ...).",
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .plugins import UserInputError
+    from .cli.errors import UserInputError
 
     try:
         main(argv)

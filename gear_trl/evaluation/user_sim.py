@@ -15,7 +15,7 @@ It may also define
   batched generation instead of one per conversation); the loop prefers it;
 - `required_columns: tuple[str, ...]`: the row columns it reads, checked on every row before any model loads;
 - `setup(generator=..., tokenizer=..., model=..., device=...)`: called once before the first episode, with the
-  agent's generation backend (`gear_trl.generation`), to load or share a model.
+  agent's generation backend (`gear_trl.evaluation.generation`), to load or share a model.
 
 `--user-simulator` names one: `scripted` and `llm` (the two below) or an import path `pkg.module:factory`, called with
 `--user-simulator-kwargs` (a JSON object) as keyword arguments. What a simulator returns is checked: anything but the
@@ -29,8 +29,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .envs.rollout import encodable_text
-from .plugins import UserInputError, load_plugin
+from ..cli.errors import UserInputError
+from ..cli.plugins import load_plugin
+from ..envs.rollout import encodable_text
 
 STOP = "###STOP###"
 """The stop marker: a user message holding it ends the episode (the message itself is not sent). Our choice, written
@@ -114,7 +115,7 @@ class ScriptedUserSimulator:
 
 
 class LLMUserSimulator:
-    """A causal LM plays the user, generated with the evaluation's own backend (`gear_trl.generation`).
+    """A causal LM plays the user, generated with the evaluation's own backend (`gear_trl.evaluation.generation`).
 
     It sees the conversation from the user's side: a system message, `system_prompt` with the row's `goal_column`
     filled in, then the dialogue with the roles swapped (the agent's replies as `user` messages, the user's earlier
@@ -160,7 +161,7 @@ class LLMUserSimulator:
         if max_turns is not None and max_turns < 1:
             raise UserInputError(f"LLMUserSimulator: `max_turns` must be at least 1, got {max_turns}.")
         if model is not None:
-            from .trainer.preflight import check_model_source
+            from ..trainer.preflight import check_model_source
 
             check_model_source(model, "--user-simulator-kwargs model")
         self.model_path, self.goal_column, self.system_prompt = model, goal_column, system_prompt
@@ -266,7 +267,7 @@ def load_user_simulator(spec: str, kwargs: dict | None = None):
     if not callable(getattr(simulator, "next_turn", None)) and not callable(getattr(simulator, "next_turns", None)):
         raise UserInputError(
             f"--user-simulator {spec!r} built a {type(simulator).__name__} without a next_turn(messages, row, turn) "
-            "method (gear_trl.user_sim.UserSimulator)."
+            "method (gear_trl.evaluation.user_sim.UserSimulator)."
         )
     return simulator
 
