@@ -193,3 +193,55 @@ def write(root: Path, files: dict[str, str]) -> Path:
 def test_the_check_finds_upward_imports_cycles_and_unplaced_modules(tmp_path, files, expected):
     package = write(tmp_path, {"gear_trl/__init__.py": "", **{f"gear_trl/{k}": v for k, v in files.items()}})
     assert find_problems(package) == expected
+
+
+def room_of(module: str, modules: dict[str, Path]) -> str:
+    """The room a module lives in: its subpackage of gear_trl (`gear_trl.envs` for `gear_trl.envs.bfcl_official`), or
+    the module itself at the package root."""
+    parts = module.split(".")
+    room = ".".join(parts[:2])
+    return room if room in modules else module
+
+
+def room_cycles(package_dir: Path) -> list[list[str]]:
+    """Import cycles between rooms: one room's module importing another room's while a module of that room imports
+    back (`envs.bfcl_official` -> `rewards.tool_call` with `rewards` -> `envs`), which no module-level check sees."""
+    modules = module_files(package_dir)
+    rooms: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        source = room_of(name, modules)
+        targets = {room_of(target, modules) for target in imports_of(name, path, modules)}
+        rooms.setdefault(source, set()).update(t for t in targets if t not in (source, "gear_trl"))
+    return cycles(rooms)
+
+
+def test_no_import_cycle_between_rooms():
+    found = room_cycles(PACKAGE)
+    assert not found, "\n".join("import cycle between rooms: " + " -> ".join(cycle) for cycle in found)
+
+
+def test_the_room_check_finds_a_cycle_through_a_package_init(tmp_path):
+    package = write(
+        tmp_path,
+        {
+            "gear_trl/__init__.py": "",
+            "gear_trl/envs/__init__.py": "from .bfcl import run\n",
+            "gear_trl/envs/bfcl.py": "def run():\n    from ..rewards.tool_call import parse\n",
+            "gear_trl/rewards/__init__.py": "from ..envs.bfcl import run\n",
+            "gear_trl/rewards/tool_call.py": "def parse():\n    pass\n",
+        },
+    )
+    assert room_cycles(package) == [["gear_trl.envs", "gear_trl.rewards", "gear_trl.envs"]]
+
+
+def test_no_module_shadows_a_standard_library_name():
+    """`gear_trl/inspect.py` made `import inspect` inside the package's folder (a script run from it, a test's
+    rootdir on sys.path) load gear_trl's module instead of Python's."""
+    import sys
+
+    shadowing = sorted(
+        str(path.relative_to(PACKAGE.parent))
+        for path in [*PACKAGE.rglob("*.py"), *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+        if (path.stem if path.suffix == ".py" else path.name) in sys.stdlib_module_names
+    )
+    assert shadowing == [], f"these modules shadow the standard library's: {shadowing}; rename them"

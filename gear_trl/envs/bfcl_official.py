@@ -508,7 +508,7 @@ def bfcl_official_turn_reward(completions, bfcl_task=None, environments=None, **
     (miss_func / miss_param) passes when the model calls nothing, as BFCL's irrelevance check asks."""
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import response_checker, state_checker
 
-    from ..rewards.tool_call import column_value, parse_tool_calls
+    from .tool_calls import column_value, parse_tool_calls
 
     rewards: list[float | None] = []
     for i, completion in enumerate(completions):

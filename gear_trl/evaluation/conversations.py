@@ -28,7 +28,7 @@ def _assistant_step(text: str) -> tuple[dict, list[dict]]:
     """The assistant message of one generated step and the tool calls its text holds (as the model wrote them, for
     the environment to answer, each with an error text where it is malformed); the message lists the well-formed
     ones as `tool_calls`, so the chat template renders them in the history."""
-    from ..rewards.tool_call import parse_text_tool_calls
+    from ..envs.tool_calls import parse_text_tool_calls
 
     calls = parse_text_tool_calls(text)
     message = {"role": "assistant", "content": _without_calls(text) if calls else text}

@@ -38,7 +38,7 @@ from ..data.teacher import (
     sibling_choice,
     tool_calls_text,
 )
-from ..rewards.tool_call import parse_tool_calls
+from ..envs.tool_calls import parse_tool_calls
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from .teacher_weights import (
     EMA_ADAPTER,
