@@ -63,8 +63,8 @@ DEMO_TASK = --config recipes/tiny/config_horizon.yaml --model_name_or_path data/
 	--dataset_name data/horizon/independent/k8 --max_completion_length 112
 DEMO_RUN = $(DEMO_TASK) --max_steps 60 --seed $(DEMO_SEED) --logging_steps 1 --save_strategy steps \
 	--save_steps 60 --disable_tqdm true
-DEMO_EVAL = --dataset data/horizon/independent/k8 --split test --dataset-format generic --reward horizon_accuracy \
-	--max-new-tokens 112 --temperature 1.0 --num-samples 2 --batch-size 50 --device cpu --seed 0 --no-progress
+DEMO_EVAL = --dataset data/horizon/independent/k8 --split test --dataset_format generic --reward horizon_accuracy \
+	--max_new_tokens 112 --temperature 1.0 --num_samples 2 --batch_size 50 --device cpu --seed 0 --no_progress
 demo: export OMP_NUM_THREADS = 1
 demo: export TRL_EXPERIMENTAL_SILENCE = 1
 demo: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
@@ -80,7 +80,7 @@ demo: install
 		> outputs/demo/eval_grpo.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo/gear $(DEMO_EVAL) --output outputs/demo/eval_gear.json \
 		> outputs/demo/eval_gear.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect_credit $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num-rollouts 4 \
+	$(PYTHON) -m gear_trl.inspect_credit $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num_rollouts 4 \
 		--out outputs/demo/credit > outputs/demo/inspect.log
 	@echo
 	@$(PYTHON) recipes/tiny/compare_summary.py outputs/demo/eval_start.json \
@@ -108,16 +108,16 @@ demo-tools: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWar
 demo-tools: install
 	@mkdir -p outputs/demo_tools
 	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
-		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo_tools/eval_start.json \
+		--environment calculator --max_tool_calling_iterations 4 --max_new_tokens 256 --temperature 1.0 \
+		--num_samples 2 --batch_size 50 --seed 0 --no_progress --output outputs/demo_tools/eval_start.json \
 		> outputs/demo_tools/eval_start.log & \
 	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
 		--logging_steps 1 --output_dir outputs/demo_tools > outputs/demo_tools/train.log && wait $$!
 	$(PYTHON) -m gear_trl.inspect_credit --config recipes/tiny/config_calc_tools.yaml --model outputs/demo_tools --split test \
-		--num-rollouts 4 --out outputs/demo_tools/credit > outputs/demo_tools/inspect.log & \
+		--num_rollouts 4 --out outputs/demo_tools/credit > outputs/demo_tools/inspect.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo_tools --dataset data/calc_tools --split test --limit 100 \
-		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo_tools/eval_end.json \
+		--environment calculator --max_tool_calling_iterations 4 --max_new_tokens 256 --temperature 1.0 \
+		--num_samples 2 --batch_size 50 --seed 0 --no_progress --output outputs/demo_tools/eval_end.json \
 		> outputs/demo_tools/eval_end.log && wait $$!
 	@echo
 	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo_tools/eval_start.json outputs/demo_tools/eval_end.json \

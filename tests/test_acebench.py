@@ -329,7 +329,7 @@ def _run(tmp_path, monkeypatch, name, answer_of):
     oracle = Oracle(tokenizer, rows, {row["id"]: answer_of(row) for row in rows})
     monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / f"{name}.json"
-    main(["--model", TINY, "--benchmark", name, "--dataset", SAMPLE, "--output", str(output), "--no-progress"])
+    main(["--model", TINY, "--benchmark", name, "--dataset", SAMPLE, "--output", str(output), "--no_progress"])
     return json.loads(output.read_text()), oracle, rows
 
 

@@ -66,8 +66,8 @@ def _run(tmp_path, monkeypatch, name, answers, *extra):
     oracle = Oracle(tokenizer, _questions(name), answers)
     monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / f"{name}.json"
-    argv = ["--model", TINY, "--benchmark", name, "--dataset", f"{FIXTURES}/{name}", "--batch-size", "3"]
-    main([*argv, "--output", str(output), "--no-progress", *extra])
+    argv = ["--model", TINY, "--benchmark", name, "--dataset", f"{FIXTURES}/{name}", "--batch_size", "3"]
+    main([*argv, "--output", str(output), "--no_progress", *extra])
     return json.loads(output.read_text()), oracle
 
 
@@ -94,7 +94,7 @@ def test_every_math_preset_reads_its_schema_and_scores_equivalent_answers_correc
         assert report["pass_at_k"] == 1.0 and report["pass_at"]["1"] == 1.0
 
     wrong = [str(i + 1000) for i in range(3)]
-    report, _ = _run(tmp_path, monkeypatch, name, wrong, "--num-samples", "2", "--max-new-tokens", "64")
+    report, _ = _run(tmp_path, monkeypatch, name, wrong, "--num_samples", "2", "--max_new_tokens", "64")
     assert report["accuracy"] == 0.0 and report["num_samples"] == 2 and report["pass_at_k"] == 0.0
     assert report["config"]["max_new_tokens"] == 64  # a flag given wins over the preset
 

@@ -68,7 +68,7 @@ def test_make_demo_scores_start_and_trained_model_on_the_same_held_out_rows():
     def options(cmd):
         parsed, args = {}, cmd[3:]
         for i, arg in enumerate(args):
-            if arg.startswith("--"):  # a flag without a value (--no-progress) maps to True
+            if arg.startswith("--"):  # a flag without a value (--no_progress) maps to True
                 value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
                 parsed[arg] = value
         return parsed

@@ -166,15 +166,15 @@ def test_cli_writes_the_json_report(tmp_path, capsys):
             "auto",
             "--limit",
             "3",
-            "--batch-size",
+            "--batch_size",
             "2",
-            "--max-new-tokens",
+            "--max_new_tokens",
             "6",
-            "--enable-thinking",
+            "--enable_thinking",
             "false",
             "--output",
             str(output),
-            "--no-progress",
+            "--no_progress",
         ]
     )
     report = json.loads(output.read_text())
@@ -210,8 +210,8 @@ def test_environment_rolls_out_multi_turn_rows_with_their_tools_executed(tmp_pat
 
     output = tmp_path / "calc.json"
     argv = ["--model", CALC, "--dataset", "data/calc_tools", "--dataset_format", "tool_use", "--environment"]
-    argv += ["calculator", "--max-tool-calling-iterations", "4", "--limit", "12", "--batch-size", "5"]
-    report = main([*argv, "--output", str(output), "--no-progress"])
+    argv += ["calculator", "--max_tool_calling_iterations", "4", "--limit", "12", "--batch_size", "5"]
+    report = main([*argv, "--output", str(output), "--no_progress"])
     assert json.loads(output.read_text())["accuracy"] == report["accuracy"]
     assert report["config"]["reward"] == ["calculator_answer"] and report["skipped_multi_turn"] == 0
     samples = report["per_sample"]

@@ -48,7 +48,7 @@ def task(tmp_path, monkeypatch):
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": [{"role": "user", "content": "Look around."}]}\n' * 2)
     return ["--model", TINY, "--dataset", str(data), "--split", "train", "--dataset_format", "trl",
-            "--max-new-tokens", "8", "--no-progress", "--enable-thinking", "false",
+            "--max_new_tokens", "8", "--no_progress", "--enable_thinking", "false",
             "--output", str(tmp_path / "r.json")]  # fmt: skip
 
 

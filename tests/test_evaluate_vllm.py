@@ -84,8 +84,8 @@ def test_the_cli_scores_vllm_completions_and_refuses_what_vllm_cannot_run(fake_v
 
     monkeypatch.setattr("gear_trl.evaluation.cli.load_model", no_load)
     output = tmp_path / "report.json"
-    argv = ["--model", TINY, "--dataset", str(sums), "--backend", "vllm", "--data-parallel", "1", "--no-progress"]
-    main([*argv, "--temperature", "0.7", "--num-samples", "3", "--output", str(output)])
+    argv = ["--model", TINY, "--dataset", str(sums), "--backend", "vllm", "--data_parallel", "1", "--no_progress"]
+    main([*argv, "--temperature", "0.7", "--num_samples", "3", "--output", str(output)])
     report = json.loads(output.read_text())
     assert report["n"] == 3 and report["accuracy"] == 1.0 and report["pass_at_k"] == 1.0
     assert len(report["per_sample"]) == 9 and report["config"]["backend"] == "vllm"

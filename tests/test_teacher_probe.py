@@ -1,4 +1,4 @@
-"""`python -m gear_trl.evaluate --as-teacher`: the model scored with GEAR's teacher prompts beside its student score."""
+"""`python -m gear_trl.evaluate --as_teacher`: the model scored with GEAR's teacher prompts beside its student score."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_as_teacher_reports_the_teacher_beside_the_student(tmp_path, capsys):
     report = main(
         [
             "--model", "data/tiny-qwen3-arith-sol35", "--dataset", "data/arith", "--dataset_format", "generic",
-            "--limit", "16", "--max-new-tokens", "48", "--as-teacher", "--output", str(output), "--no-progress",
+            "--limit", "16", "--max_new_tokens", "48", "--as_teacher", "--output", str(output), "--no_progress",
         ]
     )  # fmt: skip
     assert report["as_teacher"]["n"] == report["n"] == 16

@@ -10,7 +10,7 @@
     benchmarks     the paper's benchmarks as `--benchmark` presets
     generation     generation backends (transformers, vLLM), model loading, prompt rendering
     run_settings   the chat settings `gear_trl.train` records for evaluation
-    user_sim       simulated users (`--user-simulator`)
+    user_sim       simulated users (`--user_simulator`)
     held_out       training's `held_out_datasets: benchmark:NAME` rows, from the presets
 
 Nothing is imported here: `gear_trl.evaluation.benchmarks` (which training's held-out sets read) loads without the

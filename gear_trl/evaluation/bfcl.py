@@ -13,7 +13,7 @@ by `evaluate_bfcl_multi_turn`."""
 
 def _bfcl_tasks(args) -> list[dict]:
     """The BFCL multi-turn tasks `--split` names (`all`: the four categories the leaderboard's multi-turn score
-    averages), the first `--max-samples` of each."""
+    averages), the first `--max_samples` of each."""
     from ..envs.bfcl_official import MULTI_TURN_CATEGORIES, load_tasks
 
     categories = list(MULTI_TURN_CATEGORIES) if args.split in ("all", "multi_turn") else [args.split]
@@ -29,7 +29,7 @@ irrelevance, relevance): rows from `gear_trl.rewards.bfcl_ast.load_rows`, scored
 
 
 def _bfcl_single_turn_rows(args):
-    """The rows of the BFCL categories `--split` names (a category or `live`), the first `--max-samples` of each."""
+    """The rows of the BFCL categories `--split` names (a category or `live`), the first `--max_samples` of each."""
     from datasets import Dataset
 
     from ..rewards.bfcl_ast import categories_of, load_rows

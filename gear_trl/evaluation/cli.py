@@ -1,8 +1,8 @@
 """Evaluate a saved model or LoRA adapter on a dataset split, scored with the task's own reward.
 
     python -m gear_trl.evaluate --model outputs/tiny-gear-math --dataset data/math/generic --split test --output report.json
-    python -m gear_trl.evaluate --model Qwen/Qwen3-4B --dataset openai/gsm8k --dataset_config main         --dataset_format gsm8k --split test --enable-thinking false --max-new-tokens 1024
-    python -m gear_trl.evaluate --model outputs/run --dataset data/bfcl --dataset_config single_turn --split simple         --temperature 0.6 --num-samples 4 --max-samples 100
+    python -m gear_trl.evaluate --model Qwen/Qwen3-4B --dataset openai/gsm8k --dataset_config main         --dataset_format gsm8k --split test --enable_thinking false --max_new_tokens 1024
+    python -m gear_trl.evaluate --model outputs/run --dataset data/bfcl --dataset_config single_turn --split simple         --temperature 0.6 --num_samples 4 --max_samples 100
 
 `--model` is a model directory (or Hub id) or a LoRA adapter directory (it has `adapter_config.json`; its base model,
 named in that file, is loaded and the adapter merged). Rows are mapped through `gear_trl.data.prepare_dataset`, so
@@ -14,7 +14,7 @@ added, each tool-use row with its own `tools`) and generated in left-padded batc
 with that environment's reward (`calculator_answer`, `multi_turn_execution`); without it they are skipped and counted
 (`skipped_multi_turn`) and single-turn rows are scored with `tool_call_accuracy`.
 
-    python -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --dataset_format tool_use         --environment calculator --max-tool-calling-iterations 4
+    python -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --dataset_format tool_use         --environment calculator --max_tool_calling_iterations 4
 
     python -m gear_trl.evaluate --model outputs/run --benchmark aime24          # a preset: dataset, prompt, sampling
     python -m gear_trl.evaluate --model outputs/run --benchmark bfcl_multi_turn --backend vllm
@@ -23,18 +23,18 @@ with that environment's reward (`calculator_answer`, `multi_turn_execution`); wi
 in its own API classes and scores them with its own checker (`evaluate_bfcl_multi_turn`); `bfcl_live`, `bfcl_java`,
 `bfcl_javascript` and the (ir)relevance presets read BFCL's entries from bfcl-eval and score them with its
 `ast_checker` or relevance rule (`gear_trl.rewards.bfcl_ast`). `--backend vllm` generates
-with vLLM, one engine per GPU (`gear_trl.evaluation.generation`). With `--num-samples n` the report gives avg@n and the unbiased
+with vLLM, one engine per GPU (`gear_trl.evaluation.generation`). With `--num_samples n` the report gives avg@n and the unbiased
 pass@k (`pass_at_k`). A model folder written by `gear_trl.train` carries the run's chat-template settings
-(`gear_run_settings.json`), used unless overridden; a Hub model has none and needs `--enable-thinking true|false`
+(`gear_run_settings.json`), used unless overridden; a Hub model has none and needs `--enable_thinking true|false`
 (`chat_settings`), so that a base model and the runs trained from it are scored in one chat mode. A preset samples as
 that mode asks; options neither given nor preset take the model's `generation_config.json` values. The report records
 `chat_mode`, `preset`, `sampling` (with `sampling_sources`), `model_generation_config` and `provenance`.
 
-    python -m gear_trl.evaluate --model outputs/run --dataset my_tasks/agent --environment my_tasks.envs:Env         --reward my_tasks.rewards:goal_reached --user-simulator llm --user-simulator-kwargs '{"goal_column": "goal"}'
+    python -m gear_trl.evaluate --model outputs/run --dataset my_tasks/agent --environment my_tasks.envs:Env         --reward my_tasks.rewards:goal_reached --user_simulator llm --user_simulator_kwargs '{"goal_column": "goal"}'
 
-`--user-simulator` (`gear_trl.evaluation.user_sim`) plays the user of a conversation: with `--environment` each row becomes one
+`--user_simulator` (`gear_trl.evaluation.user_sim`) plays the user of a conversation: with `--environment` each row becomes one
 (`evaluate_interactive`: the agent's tool steps, then the simulator's next user turn, until it stops or
-`--max-user-turns`); with `bfcl_multi_turn` it replaces BFCL's own turns.
+`--max_user_turns`); with `bfcl_multi_turn` it replaces BFCL's own turns.
 
 `evaluate(model, tokenizer, dataset, reward_funcs, ...)` and `evaluate_multi_turn(..., environment, ...)` are the same
 evaluations as functions, for benchmarks that hold a model in memory.
@@ -49,6 +49,7 @@ import re
 import sys
 
 from ..cli.errors import UserInputError
+from ..cli.flags import FlagParser
 from .bfcl import (
     BFCL_MULTI_TURN,
     BFCL_SINGLE_TURN,
@@ -93,7 +94,7 @@ def _bool(value: str) -> bool:
 def make_parser() -> argparse.ArgumentParser:
     from .benchmarks import presets_help
 
-    parser = argparse.ArgumentParser(
+    parser = FlagParser(
         prog="python -m gear_trl.evaluate",
         description="Evaluate a model or LoRA adapter on a dataset split with the task's own reward.",
         epilog="benchmark presets (--benchmark NAME; docs/evaluation.md has the full table):\n" + presets_help(),
@@ -110,23 +111,21 @@ def make_parser() -> argparse.ArgumentParser:
     )
     add("--dataset", default=None, help="Dataset: a local folder (data/math/generic) or a Hub id.")
     add("--split", default=None, help="Split to evaluate (default: test).")
-    add("--dataset_config", "--dataset-config", default=None, help="Dataset configuration name.")
+    add("--dataset_config", default=None, help="Dataset configuration name.")
     add(
         "--dataset_format",
-        "--dataset-format",
         default=None,
         help="Dataset adapter, as in recipes: auto, gsm8k, math, aime, generic, tool_use, columns, or an import "
         "path (my_pkg.data:to_example).",
     )
-    add("--question_column", "--question-column", default="question", help="`--dataset_format columns`: question.")
-    add("--answer_column", "--answer-column", default="answer", help="`--dataset_format columns`: answer.")
+    add("--question_column", default="question", help="`--dataset_format columns`: question.")
+    add("--answer_column", default="answer", help="`--dataset_format columns`: answer.")
     add(
         "--answer_pattern",
-        "--answer-pattern",
         default=None,
         help="`--dataset_format columns`: regular expression whose last match in the answer is the ground truth.",
     )
-    add("--system_prompt", "--system-prompt", default=None, help="Optional system message for every prompt.")
+    add("--system_prompt", default=None, help="Optional system message for every prompt.")
     add(
         "--reward",
         nargs="+",
@@ -143,15 +142,13 @@ def make_parser() -> argparse.ArgumentParser:
         "environment's (name one with --reward for your own environment).",
     )
     add(
-        "--max-tool-calling-iterations",
         "--max_tool_calling_iterations",
         type=int,
         default=None,
         help="Tool rounds per rollout with --environment (as the recipe's; default: unlimited); with "
-        "--user-simulator, tool steps per agent turn (default: 20).",
+        "--user_simulator, tool steps per agent turn (default: 20).",
     )
     add(
-        "--user-simulator",
         "--user_simulator",
         default=None,
         metavar="SPEC",
@@ -161,7 +158,6 @@ def make_parser() -> argparse.ArgumentParser:
         "bfcl_multi_turn it replaces BFCL's own turns. Default: none (the data's turns).",
     )
     add(
-        "--user-simulator-kwargs",
         "--user_simulator_kwargs",
         type=json.loads,
         default=None,
@@ -169,15 +165,13 @@ def make_parser() -> argparse.ArgumentParser:
         '"instruction"}\'.',
     )
     add(
-        "--max-user-turns",
         "--max_user_turns",
         type=int,
         default=None,
-        help="With --user-simulator: user turns per conversation, the prompt's included (default: 8).",
+        help="With --user_simulator: user turns per conversation, the prompt's included (default: 8).",
     )
-    add("--batch-size", "--batch_size", type=int, default=16, help="Prompts per generate call.")
+    add("--batch_size", type=int, default=16, help="Prompts per generate call.")
     add(
-        "--max-new-tokens",
         "--max_new_tokens",
         type=int,
         default=None,
@@ -191,28 +185,24 @@ def make_parser() -> argparse.ArgumentParser:
         "generation_config.json (do_sample false: 0), else 0.",
     )
     add(
-        "--top-p",
         "--top_p",
         type=float,
         default=None,
         help="Nucleus sampling (with temperature > 0). Default: the preset's, else the model's, else 1.",
     )
     add(
-        "--top-k",
         "--top_k",
         type=int,
         default=None,
         help="Top-k sampling, 0 = off (with temperature > 0). Default: the preset's, else the model's, else 0.",
     )
     add(
-        "--num-samples",
         "--num_samples",
         type=int,
         default=None,
         help="Completions per prompt when sampling; reports pass_at_k as well.",
     )
     add(
-        "--max-samples",
         "--max_samples",
         "--limit",
         dest="max_samples",
@@ -221,15 +211,13 @@ def make_parser() -> argparse.ArgumentParser:
         help="Evaluate only the first N rows of the split (lighteval's name; --limit is the same).",
     )
     add(
-        "--pass-k",
         "--pass_k",
         type=int,
         nargs="+",
         default=None,
-        help="k of the reported unbiased pass@k, each <= --num-samples (default: 1, powers of two, num-samples).",
+        help="k of the reported unbiased pass@k, each <= --num_samples (default: 1, powers of two, num-samples).",
     )
     add(
-        "--enable-thinking",
         "--enable_thinking",
         type=_bool,
         default=None,
@@ -238,7 +226,6 @@ def make_parser() -> argparse.ArgumentParser:
         "model (no run settings); a local folder without run settings gets the template's default, with a warning.",
     )
     add(
-        "--chat-template-kwargs",
         "--chat_template_kwargs",
         type=json.loads,
         default=None,
@@ -253,23 +240,20 @@ def make_parser() -> argparse.ArgumentParser:
         "auto (vllm when it is installed and a GPU is visible; --environment rollouts always use transformers).",
     )
     add(
-        "--data-parallel",
         "--data_parallel",
         type=int,
         default=None,
         help="vLLM engines, one per GPU (default: every visible GPU).",
     )
-    add("--max-model-len", "--max_model_len", type=int, default=None, help="vLLM's max_model_len (default: model's).")
+    add("--max_model_len", type=int, default=None, help="vLLM's max_model_len (default: model's).")
     add(
-        "--max-prompt-tokens",
         "--max_prompt_tokens",
         type=int,
         default=None,
         help="BFCL multi-turn: end a conversation whose prompt grows past this (default: the model's context less "
-        "--max-new-tokens).",
+        "--max_new_tokens).",
     )
     add(
-        "--gpu-memory-utilization",
         "--gpu_memory_utilization",
         type=float,
         default=0.9,
@@ -279,9 +263,8 @@ def make_parser() -> argparse.ArgumentParser:
     add("--device", default=None, help="Device to generate on (default: cuda when available, else cpu).")
     add("--seed", type=int, default=0)
     add("--output", default=None, help="Report path (JSON). Default: outputs/eval/<model>__<dataset>__<split>.json.")
-    add("--no-progress", action="store_true", help="Hide the progress bar.")
+    add("--no_progress", action="store_true", help="Hide the progress bar.")
     add(
-        "--as-teacher",
         "--as_teacher",
         nargs="?",
         const="default",
@@ -355,34 +338,34 @@ def apply_sampling(args: argparse.Namespace, mode: str | None, shipped: dict) ->
 
 def chat_settings(args: argparse.Namespace) -> tuple[dict, str | None, str]:
     """(chat_template_kwargs, run settings file read or None, where `enable_thinking` comes from): the trained run's
-    recorded settings, overridden key by key by `--chat-template-kwargs` and `--enable-thinking`. A Hub model has no
+    recorded settings, overridden key by key by `--chat_template_kwargs` and `--enable_thinking`. A Hub model has no
     run settings, and its template's default would pick the mode silently (Qwen3's: thinking): without an explicit
-    `--enable-thinking` it is refused."""
+    `--enable_thinking` it is refused."""
     given = args.chat_template_kwargs
     if given is not None and not isinstance(given, dict):
-        raise UserInputError("--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
+        raise UserInputError("--chat_template_kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'.")
     run_settings, run_settings_path = read_run_settings(args.model)
     recorded = run_settings.get("chat_template_kwargs", {})
     kwargs = {**recorded, **(given or {})}
     if args.enable_thinking is not None:
         kwargs["enable_thinking"] = args.enable_thinking
-        return kwargs, run_settings_path, "--enable-thinking"
+        return kwargs, run_settings_path, "--enable_thinking"
     if "enable_thinking" in (given or {}):
-        return kwargs, run_settings_path, "--chat-template-kwargs"
+        return kwargs, run_settings_path, "--chat_template_kwargs"
     if run_settings_path is not None:
         return kwargs, run_settings_path, "run settings" if "enable_thinking" in recorded else "template default"
     if not os.path.isdir(os.path.expanduser(args.model)):
         raise UserInputError(
             f"--model {args.model} is a Hub model, with no run settings ({RUN_SETTINGS}) to take the chat mode from: "
-            "pass --enable-thinking true or --enable-thinking false (the Qwen3 recipes train with false; compare like "
+            "pass --enable_thinking true or --enable_thinking false (the Qwen3 recipes train with false; compare like "
             "with like)."
         )
     return kwargs, None, "template default"
 
 
 def _max_prompt_tokens(args) -> int | None:
-    """`--max-prompt-tokens`, else the context the model has room for: `--max-model-len` (vLLM) or its config's
-    `max_position_embeddings`, less `--max-new-tokens`; None when neither is known."""
+    """`--max_prompt_tokens`, else the context the model has room for: `--max_model_len` (vLLM) or its config's
+    `max_position_embeddings`, less `--max_new_tokens`; None when neither is known."""
     if args.max_prompt_tokens is not None:
         return args.max_prompt_tokens
     context = args.max_model_len
@@ -444,26 +427,26 @@ def _vllm_generator(args, sampling):
 
 
 def _user_simulator(args, bfcl: bool):
-    """The `--user-simulator`, built (no model loaded yet), or None; refuses the options that would do nothing."""
+    """The `--user_simulator`, built (no model loaded yet), or None; refuses the options that would do nothing."""
     if args.user_simulator is None:
         given = [name for name in ("user_simulator_kwargs", "max_user_turns") if getattr(args, name) is not None]
         if given:
-            raise UserInputError(f"--{given[0].replace('_', '-')} needs --user-simulator.")
+            raise UserInputError(f"--{given[0]} needs --user_simulator.")
         return None
     if not bfcl and args.environment is None:
         raise UserInputError(
-            "--user-simulator plays the user of multi-turn conversations: give --environment (the agent's tools, "
+            "--user_simulator plays the user of multi-turn conversations: give --environment (the agent's tools, "
             "e.g. my_pkg.envs:MyEnv) or --benchmark bfcl_multi_turn."
         )
     if bfcl and args.max_user_turns is not None:
         raise UserInputError(
-            "--max-user-turns: BFCL's checker scores each task's own number of turns, so the BFCL loop asks the "
-            "simulator for exactly those; drop --max-user-turns."
+            "--max_user_turns: BFCL's checker scores each task's own number of turns, so the BFCL loop asks the "
+            "simulator for exactly those; drop --max_user_turns."
         )
     if args.as_teacher is not None:
-        raise UserInputError("--as-teacher probes single prompts; it does not run with --user-simulator.")
+        raise UserInputError("--as_teacher probes single prompts; it does not run with --user_simulator.")
     if args.max_user_turns is not None and args.max_user_turns < 1:
-        raise UserInputError(f"--max-user-turns must be at least 1, got {args.max_user_turns}.")
+        raise UserInputError(f"--max_user_turns must be at least 1, got {args.max_user_turns}.")
     from .user_sim import load_user_simulator
 
     return load_user_simulator(args.user_simulator, args.user_simulator_kwargs)
@@ -495,8 +478,8 @@ def main(argv: list[str] | None = None) -> dict:
     _pass_ks(args.pass_k, args.num_samples)
     if args.as_teacher is not None and bfcl_tasks is not None:
         raise UserInputError(
-            "--as-teacher scores rows with a reference in the teacher's prompt; the BFCL multi-turn benchmark is "
-            "scored by its own loop, which has no teacher prompt: drop --as-teacher, or probe a training dataset."
+            "--as_teacher scores rows with a reference in the teacher's prompt; the BFCL multi-turn benchmark is "
+            "scored by its own loop, which has no teacher prompt: drop --as_teacher, or probe a training dataset."
         )
     simulator = _user_simulator(args, bfcl_tasks is not None)
     if backend == "vllm" and args.environment is not None and simulator is None:
@@ -586,8 +569,8 @@ def _chat_mode_and_sampling(
     mode = chat_mode(load_tokenizer(args.model), chat_template_kwargs)
     if mode is not None and mode_source == "template default" and run_settings_path is None:
         print(
-            f"warning: {args.model} has no run settings ({RUN_SETTINGS}) and no --enable-thinking was given: it is "
-            f"scored in its chat template's default mode, {mode}; pass --enable-thinking true|false to choose.",
+            f"warning: {args.model} has no run settings ({RUN_SETTINGS}) and no --enable_thinking was given: it is "
+            f"scored in its chat template's default mode, {mode}; pass --enable_thinking true|false to choose.",
             file=sys.stderr,
         )
     generation_config, generation_config_path = read_generation_config(args.model)
@@ -627,7 +610,7 @@ def _rows_and_rewards(args: argparse.Namespace, bfcl_tasks, bfcl_rows, reward_na
     )
     if not reward_names and task_reward(adapter) is None and args.as_teacher is not None:
         raise UserInputError(
-            f"--as-teacher: rows of dataset_format {adapter!r} have no task reward evaluation knows, so the "
+            f"--as_teacher: rows of dataset_format {adapter!r} have no task reward evaluation knows, so the "
             "teacher's score would mean nothing: name the task's reward with --reward (a registered name or an "
             "import path such as my_pkg.rewards:my_reward)."
         )
