@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-eval demo demo-tools compare test test-fast docs clean
+.PHONY: install install-eval demo demo-tools compare test test-fast docs docs-config clean
 
 # Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
 # python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
@@ -131,6 +131,11 @@ test: install
 docs: export NO_MKDOCS_2_WARNING = 1
 docs: install
 	$(PYTHON) -m mkdocs build --strict
+
+# docs/configuration.md commits the GEARConfig field table docs/hooks.py generates (tests/test_docs.py fails while it
+# is stale): this rewrites it after a field or its help changes.
+docs-config:
+	$(PYTHON) docs/hooks.py --write
 
 test-fast:
 	$(PYTHON) -m pytest tests -q -m "not slow and not distributed" $(PYTEST_ARGS)
