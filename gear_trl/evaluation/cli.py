@@ -102,6 +102,15 @@ def make_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     add = parser.add_argument
+    _add_data_options(add)
+    _add_task_options(add)
+    _add_sampling_options(add)
+    _add_run_options(add)
+    return parser
+
+
+def _add_data_options(add) -> None:
+    """The model and the rows: `--model`, `--benchmark`, the dataset and how its rows read."""
     add("--model", required=True, help="Model directory, Hub id, or LoRA adapter directory.")
     add(
         "--benchmark",
@@ -126,6 +135,10 @@ def make_parser() -> argparse.ArgumentParser:
         help="`--dataset_format columns`: regular expression whose last match in the answer is the ground truth.",
     )
     add("--system_prompt", default=None, help="Optional system message for every prompt.")
+
+
+def _add_task_options(add) -> None:
+    """How rows are scored and played: rewards, the environment, a simulated user."""
     add(
         "--reward",
         nargs="+",
@@ -170,6 +183,10 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         help="With --user_simulator: user turns per conversation, the prompt's included (default: 8).",
     )
+
+
+def _add_sampling_options(add) -> None:
+    """How completions are sampled, how many, and the chat mode."""
     add("--batch_size", type=int, default=16, help="Prompts per generate call.")
     add(
         "--max_new_tokens",
@@ -215,7 +232,7 @@ def make_parser() -> argparse.ArgumentParser:
         type=int,
         nargs="+",
         default=None,
-        help="k of the reported unbiased pass@k, each <= --num_samples (default: 1, powers of two, num-samples).",
+        help="k of the reported unbiased pass@k, each <= --num_samples (default: 1, powers of two, --num_samples).",
     )
     add(
         "--enable_thinking",
@@ -232,6 +249,10 @@ def make_parser() -> argparse.ArgumentParser:
         help="Extra chat-template arguments as JSON, e.g. '{\"enable_thinking\": false}'; they override, key by "
         f"key, those the trained run recorded ({RUN_SETTINGS}).",
     )
+
+
+def _add_run_options(add) -> None:
+    """Where generation runs and what is written; the teacher probe."""
     add(
         "--backend",
         choices=("auto", "transformers", "vllm"),
@@ -274,7 +295,6 @@ def make_parser() -> argparse.ArgumentParser:
         "(default: GEARConfig's), reported as `as_teacher` beside the student's score, with `teacher_gap` "
         "(gear_trl/trainer/teacher_probe.py).",
     )
-    return parser
 
 
 def _slug(text: str) -> str:
