@@ -95,9 +95,9 @@ def test_results_pages_are_filled_from_the_committed_json(hooks):
 def test_the_readme_is_a_first_screen_and_a_map():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
-    assert re.search(r"^make demo +#", text, re.MULTILINE) and re.search(
-        r"^make test +# .*\d+ tests", text, re.MULTILINE
-    )
+    assert re.search(r"^make demo +#", text, re.MULTILINE) and re.search(r"^make test +# ", text, re.MULTILINE)
+    # no test count: it went stale with every test added
+    assert not re.search(r"\d+ tests", text), "the README names a number of tests"
     links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", text)
     assert len(links) >= 10
     for link in links:
