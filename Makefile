@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-eval demo demo-tools compare test test-fast docs clean
+.PHONY: install install-eval demo demo-tools compare test test-fast docs docs-config clean
 
 # Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
 # python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
@@ -48,7 +48,7 @@ install-eval: $(filter $(VENV)/bin/python,$(PYTHON))
 # `make demo`: GRPO and one GEAR setting trained side by side (one run a core) from the same warm start and seed, on
 # the horizon task's independent variant at K = 8 (data/horizon; docs/results/horizon.md), with the study's budget
 # (60 steps of 8 problems x 8 samples): the warm start and both trained models are scored on the same 200 held-out
-# problems (2 samples each at the training temperature), gear_trl.inspect renders the GEAR model's credit on a group
+# problems (2 samples each at the training temperature), gear_trl.inspect_credit renders the GEAR model's credit on a group
 # that mixes passes and fails, and compare_summary.py prints both before/after figures, plots both reward curves in
 # one PNG and quotes the study's paired result for the same two arms, pooled over the seeds of the committed reports
 # that hold the arm (DEMO_STUDY). The GEAR setting is `gear-distill-0.25` (the study's arm name): GEAR with the
@@ -63,8 +63,8 @@ DEMO_TASK = --config recipes/tiny/config_horizon.yaml --model_name_or_path data/
 	--dataset_name data/horizon/independent/k8 --max_completion_length 112
 DEMO_RUN = $(DEMO_TASK) --max_steps 60 --seed $(DEMO_SEED) --logging_steps 1 --save_strategy steps \
 	--save_steps 60 --disable_tqdm true
-DEMO_EVAL = --dataset data/horizon/independent/k8 --split test --dataset-format generic --reward horizon_accuracy \
-	--max-new-tokens 112 --temperature 1.0 --num-samples 2 --batch-size 50 --device cpu --seed 0 --no-progress
+DEMO_EVAL = --dataset data/horizon/independent/k8 --split test --dataset_format generic --reward horizon_accuracy \
+	--max_new_tokens 112 --temperature 1.0 --num_samples 2 --batch_size 50 --device cpu --seed 0 --no_progress
 demo: export OMP_NUM_THREADS = 1
 demo: export TRL_EXPERIMENTAL_SILENCE = 1
 demo: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWarning
@@ -80,7 +80,7 @@ demo: install
 		> outputs/demo/eval_grpo.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo/gear $(DEMO_EVAL) --output outputs/demo/eval_gear.json \
 		> outputs/demo/eval_gear.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num-rollouts 4 \
+	$(PYTHON) -m gear_trl.inspect_credit $(DEMO_TASK) $(DEMO_GEAR) --model outputs/demo/gear --num_rollouts 4 \
 		--out outputs/demo/credit > outputs/demo/inspect.log
 	@echo
 	@$(PYTHON) recipes/tiny/compare_summary.py outputs/demo/eval_start.json \
@@ -96,7 +96,7 @@ compare: demo
 # learning testbed's) on the multi-turn calculator task, recipes/tiny/config_calc_tools.yaml: the warm start
 # data/tiny-qwen3-calc calls add/subtract tools that are executed, then answers in \boxed{}. The warm start is scored
 # on 100 held-out problems of data/calc_tools (2 samples each at the training temperature) on the second core while
-# training runs; then the trained model is scored on the same problems while gear_trl.inspect renders the credit of 4
+# training runs; then the trained model is scored on the same problems while gear_trl.inspect_credit renders the credit of 4
 # of its rollouts; demo_summary.py prints start vs end, the training reward (curve in outputs/demo_tools/reward.png) and
 # where the credit report and the model are. The Trainer's per-step log dicts go to outputs/demo_tools/train.log.
 # One torch thread: for a model this small a second thread gains little, and on a busy machine it makes every op
@@ -108,16 +108,16 @@ demo-tools: export PYTHONWARNINGS = ignore::FutureWarning,ignore::DeprecationWar
 demo-tools: install
 	@mkdir -p outputs/demo_tools
 	$(PYTHON) -m gear_trl.evaluate --model data/tiny-qwen3-calc --dataset data/calc_tools --split test --limit 100 \
-		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo_tools/eval_start.json \
+		--environment calculator --max_tool_calling_iterations 4 --max_new_tokens 256 --temperature 1.0 \
+		--num_samples 2 --batch_size 50 --seed 0 --no_progress --output outputs/demo_tools/eval_start.json \
 		> outputs/demo_tools/eval_start.log & \
 	$(PYTHON) -m gear_trl.train --config recipes/tiny/config_calc_tools.yaml --max_steps 20 --learning_rate 1e-4 \
 		--logging_steps 1 --output_dir outputs/demo_tools > outputs/demo_tools/train.log && wait $$!
-	$(PYTHON) -m gear_trl.inspect --config recipes/tiny/config_calc_tools.yaml --model outputs/demo_tools --split test \
-		--num-rollouts 4 --out outputs/demo_tools/credit > outputs/demo_tools/inspect.log & \
+	$(PYTHON) -m gear_trl.inspect_credit --config recipes/tiny/config_calc_tools.yaml --model outputs/demo_tools --split test \
+		--num_rollouts 4 --out outputs/demo_tools/credit > outputs/demo_tools/inspect.log & \
 	$(PYTHON) -m gear_trl.evaluate --model outputs/demo_tools --dataset data/calc_tools --split test --limit 100 \
-		--environment calculator --max-tool-calling-iterations 4 --max-new-tokens 256 --temperature 1.0 \
-		--num-samples 2 --batch-size 50 --seed 0 --no-progress --output outputs/demo_tools/eval_end.json \
+		--environment calculator --max_tool_calling_iterations 4 --max_new_tokens 256 --temperature 1.0 \
+		--num_samples 2 --batch_size 50 --seed 0 --no_progress --output outputs/demo_tools/eval_end.json \
 		> outputs/demo_tools/eval_end.log && wait $$!
 	@echo
 	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo_tools/eval_start.json outputs/demo_tools/eval_end.json \
@@ -131,6 +131,11 @@ test: install
 docs: export NO_MKDOCS_2_WARNING = 1
 docs: install
 	$(PYTHON) -m mkdocs build --strict
+
+# docs/configuration.md commits the GEARConfig field table docs/hooks.py generates (tests/test_docs.py fails while it
+# is stale): this rewrites it after a field or its help changes.
+docs-config:
+	$(PYTHON) docs/hooks.py --write
 
 test-fast:
 	$(PYTHON) -m pytest tests -q -m "not slow and not distributed" $(PYTEST_ARGS)

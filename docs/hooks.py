@@ -1,9 +1,15 @@
 """MkDocs hooks: the pages that must not drift from the code or the committed results are filled in at build time.
 
 A page holds a marker line, `<!-- generated: NAME -->`, and `GENERATORS[NAME]()` returns the Markdown that replaces
-it: the configuration reference from `GEARConfig`'s field help, and the results tables from the committed JSON in
-`bench/results/` through the bench scripts' own table functions. The figures in `bench/results/` are added to the site
-under `results/figures/`, so a page shows the committed PNG, never a copy.
+it: the results tables from the committed JSON in `bench/results/` through the bench scripts' own table functions.
+The figures in `bench/results/` are added to the site under `results/figures/`, so a page shows the committed PNG,
+never a copy.
+
+The configuration reference (`COMMITTED`) is generated too, from `GEARConfig`'s field help, but committed in its page
+between `<!-- begin committed: NAME -->` and `<!-- end committed: NAME -->`, so that docs/configuration.md reads whole
+on GitHub; tests/test_docs.py regenerates it and fails when it differs. Refresh it with
+
+    python docs/hooks.py --write        (or: make docs-config)
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 FIGURES = "results/figures"  # where bench/results/*.png appear in the site
 MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
+REFRESH = "python docs/hooks.py --write"
 
 
 def _bench(name: str):
@@ -125,7 +132,6 @@ def changelog() -> str:
 GENERATORS = {
     "quickstart": quickstart,
     "changelog": changelog,
-    "config_reference": config_reference,
     "teacher_sweep": teacher_sweep,
     "learning_math": lambda: _learning_table("learning.json"),
     "learning_math_knobs": lambda: _learning_table("learning_knobs.json"),
@@ -136,6 +142,37 @@ GENERATORS = {
     "headroom": headroom,
     "horizon": horizon,
 }
+
+
+COMMITTED = {"configuration.md": {"config_reference": config_reference}}
+"""Generated blocks committed in their page (a page's path under docs/: {block name: generator})."""
+
+
+def committed_block(name: str) -> re.Pattern:
+    """The committed block `name` of a page: its begin line, body and end line."""
+    return re.compile(
+        rf"(^<!-- begin committed: {name} -->\n)(.*?)(^<!-- end committed: {name} -->$)", re.MULTILINE | re.DOTALL
+    )
+
+
+def refreshed(page: str, text: str) -> str:
+    """`text` of docs/`page` with each of its committed blocks regenerated (a block missing from it raises)."""
+    for name, generator in COMMITTED.get(page, {}).items():
+        body = generator()
+        text, found = committed_block(name).subn(lambda m, body=body: m.group(1) + body + "\n" + m.group(3), text)
+        if found != 1:
+            raise ValueError(f"docs/{page} has no committed block {name!r} (begin and end lines).")
+    return text
+
+
+def stale_pages() -> list[str]:
+    """The pages whose committed blocks differ from what their generators give now."""
+    stale = []
+    for page in COMMITTED:
+        text = (REPO / "docs" / page).read_text(encoding="utf-8")
+        if refreshed(page, text) != text:
+            stale.append(page)
+    return stale
 
 
 def render(markdown: str, page_uri: str = "index.md") -> str:
@@ -158,3 +195,29 @@ def on_files(files, config):
 
 def on_page_markdown(markdown, page, config, files):
     return render(markdown, page.file.src_uri)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`--write` regenerates the committed blocks in their pages; `--check` (the default) says which are stale."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python docs/hooks.py", description=main.__doc__)
+    parser.add_argument("--write", action="store_true", help="Rewrite the stale pages.")
+    parser.add_argument("--check", action="store_true", help="Exit 1 if a page is stale (the default).")
+    args = parser.parse_args(argv)
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    stale = stale_pages()
+    if args.write:
+        for page in stale:
+            path = REPO / "docs" / page
+            path.write_text(refreshed(page, path.read_text(encoding="utf-8")), encoding="utf-8")
+            print(f"rewrote docs/{page}")
+        return 0
+    for page in stale:
+        print(f"docs/{page} is out of date: run `{REFRESH}`")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

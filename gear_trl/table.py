@@ -8,7 +8,7 @@ paired difference from the baseline with its 95% t-interval over the seeds both 
 Each report is one `gear_trl.evaluate --output` file; `--start` adds the untrained model's reports (one per benchmark,
 no seed) as a column beside the arms. Its benchmark is its `preset` (or, for a report without one,
 its dataset and split); its score is `accuracy` (avg@k for k samples); its training seed is read from its `model`
-path with `--seed-pattern` (default `seed[-_]?(\\d+)`, which matches docs/reproducing.md's
+path with `--seed_pattern` (default `seed[-_]?(\\d+)`, which matches docs/reproducing.md's
 `--output_dir outputs/<run>-seed-S`), else from the report file's own path. Differences are paired by seed: a
 seed's baseline score is subtracted from the arm's on the same benchmark, so run-to-run variation shared by both arms
 of a seed cancels; the interval is Student's t over those differences (none with fewer than two pairs).
@@ -30,7 +30,8 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-from .plugins import UserInputError
+from .cli.errors import UserInputError
+from .cli.flags import FlagParser
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "num_samples")
 """The sampling a report's score depends on; reports of one benchmark must agree on each."""
@@ -161,7 +162,7 @@ def _preset(report: dict) -> str | None:
     name = (report.get("config") or {}).get("benchmark")
     if name is None:
         return None
-    from .benchmarks import PRESETS, get_preset
+    from .evaluation.benchmarks import PRESETS, get_preset
 
     try:
         return get_preset(name).name
@@ -200,7 +201,7 @@ def read_entry(path: str, arm: str, seed_pattern: re.Pattern | None, problems: l
         match = seed_pattern.search(str(report.get("model", ""))) or seed_pattern.search(path)
     if seed_pattern is not None and not match:
         problems.append(
-            f"{path}: no training seed in its model path {report.get('model')!r} or its file name (--seed-pattern "
+            f"{path}: no training seed in its model path {report.get('model')!r} or its file name (--seed_pattern "
             f"{seed_pattern.pattern!r}); train each seed into its own output_dir, e.g. outputs/<run>-seed-S."
         )
         return None
@@ -352,7 +353,7 @@ def markdown(table: dict, arms: list[str]) -> str:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = FlagParser(
         prog="gear-trl-table",
         description="Build the paper's table (per benchmark and arm: mean over seeds, paired 95%% intervals against "
         "the baseline) from gear_trl.evaluate reports.",
@@ -375,7 +376,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--baseline", required=True, help="The arm the others are paired against (e.g. grpo).")
     parser.add_argument(
-        "--seed-pattern",
+        "--seed_pattern",
         default=DEFAULT_SEED_PATTERN,
         help="Regular expression whose first group is the training seed, searched in each report's `model` path, "
         "then in its file path (default: %(default)s).",
@@ -398,9 +399,9 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         pattern = re.compile(args.seed_pattern)
         if pattern.groups < 1:
-            problems.append(f"--seed-pattern {args.seed_pattern!r} needs a group capturing the seed.")
+            problems.append(f"--seed_pattern {args.seed_pattern!r} needs a group capturing the seed.")
     except re.error as err:
-        problems.append(f"--seed-pattern {args.seed_pattern!r} is not a regular expression ({err}).")
+        problems.append(f"--seed_pattern {args.seed_pattern!r} is not a regular expression ({err}).")
         pattern = None
     entries = []
     if pattern is not None and pattern.groups >= 1:

@@ -298,7 +298,7 @@ def load_splits(
 def held_out_splits(script_args: GEARScriptArguments):
     """(name, rows) of every split the run is scored on: `dataset_test_split` of the training dataset (when it is
     another split) and every split of each `held_out_datasets` entry."""
-    from .data.held_out import BENCHMARK_PREFIX, benchmark_splits
+    from .evaluation.held_out import BENCHMARK_PREFIX, benchmark_splits
     from .trainer.preflight import load_dataset_named
 
     dataset = load_dataset_named(
@@ -549,7 +549,7 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 
 
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
-    from .run_settings import write_run_settings
+    from .evaluation.run_settings import write_run_settings
     from .trainer.interrupt import InterruptCallback
     from .trainer.preflight import Problems, full_finetune_learning_rate_warning
     from .trainer.rows import check_prompts_fit
@@ -583,7 +583,9 @@ def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args
     trainer = build_trainer(script_args, training_args, model_args, train_dataset, eval_dataset)
     interrupt = InterruptCallback(trainer.accelerator)
     trainer.add_callback(interrupt)
-    if trainer.accelerator.is_main_process:  # evaluation renders prompts as this run did (gear_trl.run_settings)
+    if (
+        trainer.accelerator.is_main_process
+    ):  # evaluation renders prompts as this run did (gear_trl.evaluation.run_settings)
         write_run_settings(training_args.output_dir, training_args, script_args)
 
     if checkpoint is not None:
@@ -663,7 +665,7 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    from .plugins import UserInputError
+    from .cli.errors import UserInputError
     from .trainer.checkpoints import CheckpointSaveError
 
     try:

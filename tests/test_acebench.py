@@ -15,11 +15,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.benchmarks import ACEBENCH_PRESETS, get_preset
+from gear_trl.cli.errors import UserInputError
 from gear_trl.data import acebench as acebench_data
 from gear_trl.data.acebench import NON_INTERACTIVE_CATEGORIES, load_acebench
-from gear_trl.evaluate import main
-from gear_trl.plugins import UserInputError
+from gear_trl.evaluation.benchmarks import ACEBENCH_PRESETS, get_preset
+from gear_trl.evaluation.cli import main
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.acebench import SPECIAL_PHRASES, acebench_accuracy, by_dialogue, parse_calls, verdict
 from tests.utils import StandInModel
@@ -327,15 +327,15 @@ def _run(tmp_path, monkeypatch, name, answer_of):
     rows = [json.loads(line) for line in (REPO / SAMPLE / f"{preset.split}.jsonl").read_text().splitlines()]
     tokenizer = AutoTokenizer.from_pretrained(TINY)
     oracle = Oracle(tokenizer, rows, {row["id"]: answer_of(row) for row in rows})
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (oracle, tokenizer))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / f"{name}.json"
-    main(["--model", TINY, "--benchmark", name, "--dataset", SAMPLE, "--output", str(output), "--no-progress"])
+    main(["--model", TINY, "--benchmark", name, "--dataset", SAMPLE, "--output", str(output), "--no_progress"])
     return json.loads(output.read_text()), oracle, rows
 
 
 def test_one_preset_for_each_non_interactive_category_and_the_help_lists_them():
     assert sorted(ACEBENCH_PRESETS.values()) == sorted(NON_INTERACTIVE_CATEGORIES)
-    from gear_trl.evaluate import make_parser
+    from gear_trl.evaluation.cli import make_parser
 
     help_text = make_parser().format_help()
     assert all(f"  {name} " in help_text for name in ACEBENCH_PRESETS)

@@ -13,10 +13,10 @@ import torch
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from transformers import AutoTokenizer
 
-from gear_trl.benchmarks import PRESETS, get_preset, presets_table
-from gear_trl.evaluate import main, make_parser
-from gear_trl.plugins import UserInputError
-from gear_trl.rewards.math import is_correct
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.benchmarks import PRESETS, get_preset, presets_table
+from gear_trl.evaluation.cli import main, make_parser
+from gear_trl.rewards.math_rewards import is_correct
 from tests.utils import StandInModel
 
 TINY = "data/tiny-qwen3"
@@ -64,10 +64,10 @@ def _questions(name):
 def _run(tmp_path, monkeypatch, name, answers, *extra):
     tokenizer = AutoTokenizer.from_pretrained(TINY)
     oracle = Oracle(tokenizer, _questions(name), answers)
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (oracle, tokenizer))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / f"{name}.json"
-    argv = ["--model", TINY, "--benchmark", name, "--dataset", f"{FIXTURES}/{name}", "--batch-size", "3"]
-    main([*argv, "--output", str(output), "--no-progress", *extra])
+    argv = ["--model", TINY, "--benchmark", name, "--dataset", f"{FIXTURES}/{name}", "--batch_size", "3"]
+    main([*argv, "--output", str(output), "--no_progress", *extra])
     return json.loads(output.read_text()), oracle
 
 
@@ -94,7 +94,7 @@ def test_every_math_preset_reads_its_schema_and_scores_equivalent_answers_correc
         assert report["pass_at_k"] == 1.0 and report["pass_at"]["1"] == 1.0
 
     wrong = [str(i + 1000) for i in range(3)]
-    report, _ = _run(tmp_path, monkeypatch, name, wrong, "--num-samples", "2", "--max-new-tokens", "64")
+    report, _ = _run(tmp_path, monkeypatch, name, wrong, "--num_samples", "2", "--max_new_tokens", "64")
     assert report["accuracy"] == 0.0 and report["num_samples"] == 2 and report["pass_at_k"] == 0.0
     assert report["config"]["max_new_tokens"] == 64  # a flag given wins over the preset
 
@@ -107,7 +107,7 @@ def test_help_lists_every_preset_and_the_docs_table_is_current():
         )
     with open("docs/evaluation.md") as handle:
         docs = handle.read()
-    assert presets_table() in docs, "docs/evaluation.md: paste gear_trl.benchmarks.presets_table() into it"
+    assert presets_table() in docs, "docs/evaluation.md: paste gear_trl.evaluation.benchmarks.presets_table() into it"
 
 
 def test_preset_names_are_forgiving_and_unknown_ones_are_named():

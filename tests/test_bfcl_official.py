@@ -27,7 +27,7 @@ from gear_trl.envs.bfcl_official import (
     turn_rows,
 )
 from gear_trl.envs.checks import check_environment
-from gear_trl.evaluate import evaluate_bfcl_multi_turn
+from gear_trl.evaluation.conversations import evaluate_bfcl_multi_turn
 
 TINY = "data/tiny-qwen3"
 
@@ -190,38 +190,40 @@ def test_the_tools_shown_at_a_turn_hold_back_the_functions_miss_func_adds_later(
 
 
 def _cli(tmp_path, monkeypatch, reply, *argv):
-    from gear_trl.evaluate import main
+    from gear_trl.evaluation.cli import main
 
     tokenizer = AutoTokenizer.from_pretrained(TINY)
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (None, tokenizer))
-    monkeypatch.setattr("gear_trl.generation.TransformersGenerator", lambda *a, **k: Scripted(tokenizer, reply))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (None, tokenizer))
+    monkeypatch.setattr(
+        "gear_trl.evaluation.generation.TransformersGenerator", lambda *a, **k: Scripted(tokenizer, reply)
+    )
     output = tmp_path / "bfcl.json"
-    main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--output", str(output), "--no-progress", *argv])
+    main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--output", str(output), "--no_progress", *argv])
     return json.loads(output.read_text())
 
 
 def test_the_multi_turn_preset_scores_every_category_with_the_official_checker(tmp_path, monkeypatch):
-    report = _cli(tmp_path, monkeypatch, lambda prompt: "I would rather not.", "--max-samples", "3")
+    report = _cli(tmp_path, monkeypatch, lambda prompt: "I would rather not.", "--max_samples", "3")
     assert report["n"] == 12 and report["accuracy"] == 0.0
     assert report["categories"] == dict.fromkeys(MULTI_TURN_CATEGORIES, 0.0)
     assert report["config"]["temperature"] == 0.0 and report["config"]["max_new_tokens"] == 4096
     tasks = load_tasks("multi_turn_base", limit=3)
-    argv = ["--split", "multi_turn_base", "--max-samples", "3", "--max-prompt-tokens", "100000"]
+    argv = ["--split", "multi_turn_base", "--max_samples", "3", "--max_prompt_tokens", "100000"]
     report = _cli(tmp_path, monkeypatch, _oracle(tasks), *argv)
     assert report["n"] == 3 and report["accuracy"] == report["categories"]["multi_turn_base"] == 1.0
     assert report["context_overflow"] == 0
     # the tiny model's 2048 positions cannot hold BFCL's tool list: every conversation ends before generating
-    report = _cli(tmp_path, monkeypatch, _oracle(tasks), "--split", "multi_turn_base", "--max-samples", "3")
+    report = _cli(tmp_path, monkeypatch, _oracle(tasks), "--split", "multi_turn_base", "--max_samples", "3")
     assert report["accuracy"] == 0.0 and report["context_overflow"] == 3
 
 
 @pytest.mark.parametrize("category", ["simple", "multiple", "parallel", "parallel_multiple"])
 def test_every_single_turn_bfcl_preset_runs_on_its_local_rows(tmp_path, category):
-    from gear_trl.evaluate import main
+    from gear_trl.evaluation.cli import main
 
     output = tmp_path / "report.json"
-    argv = ["--model", TINY, "--benchmark", f"bfcl_{category}", "--max-samples", "2", "--max-new-tokens", "4"]
-    main([*argv, "--output", str(output), "--no-progress"])
+    argv = ["--model", TINY, "--benchmark", f"bfcl_{category}", "--max_samples", "2", "--max_new_tokens", "4"]
+    main([*argv, "--output", str(output), "--no_progress"])
     report = json.loads(output.read_text())
     assert report["n"] == 2 and report["config"]["reward"] == ["tool_call_accuracy"]
     assert report["accuracy"] in (0.0, 0.5, 1.0) and report["config"]["split"] == category
@@ -230,7 +232,8 @@ def test_every_single_turn_bfcl_preset_runs_on_its_local_rows(tmp_path, category
 def test_trls_tool_loop_runs_the_official_environment_and_its_reward(tmp_path):
     from datasets import Dataset
 
-    from gear_trl.evaluate import evaluate_multi_turn, load_model
+    from gear_trl.evaluation.generation import load_model
+    from gear_trl.evaluation.loops import evaluate_multi_turn
     from gear_trl.rewards import get_reward_funcs
 
     rows = [turn_rows(task)[0] for task in load_tasks("multi_turn_base", limit=2)]  # first turns: plain prompts

@@ -14,8 +14,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.benchmarks import PRESETS
-from gear_trl.evaluate import main
+from gear_trl.evaluation.benchmarks import PRESETS
+from gear_trl.evaluation.cli import main
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.bfcl_ast import (
     AST_CATEGORIES,
@@ -314,23 +314,25 @@ def _ground_truth_oracle(categories, limit):
 def _cli(tmp_path, monkeypatch, name, answer=None, *argv):
     if answer is not None:
         tokenizer = AutoTokenizer.from_pretrained(TINY)
-        monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (Oracle(tokenizer, answer), tokenizer))
+        monkeypatch.setattr(
+            "gear_trl.evaluation.cli.load_model", lambda *a, **k: (Oracle(tokenizer, answer), tokenizer)
+        )
     output = tmp_path / f"{name}.json"
-    main(["--model", TINY, "--benchmark", name, "--output", str(output), "--no-progress", *argv])
+    main(["--model", TINY, "--benchmark", name, "--output", str(output), "--no_progress", *argv])
     return json.loads(output.read_text())
 
 
 @pytest.mark.parametrize("name", SINGLE_TURN_PRESETS)
 def test_every_preset_runs_the_tiny_model_and_scores_a_ground_truth_oracle_one(tmp_path, monkeypatch, name):
     preset = PRESETS[name]
-    report = _cli(tmp_path, monkeypatch, name, None, "--max-samples", "2", "--max-new-tokens", "4")
+    report = _cli(tmp_path, monkeypatch, name, None, "--max_samples", "2", "--max_new_tokens", "4")
     categories = list(LIVE_AST_CATEGORIES) if preset.split == "live" else [preset.split]
     assert report["n"] == 2 * len(categories) and set(report["categories"]) == set(categories)
     assert report["config"]["reward"] == ["bfcl_ast"] and report["config"]["temperature"] == 0.0
     assert report["accuracy"] in (0.0, 0.25, 0.5, 0.75, 1.0)
 
     oracle = _ground_truth_oracle(categories, limit=3)
-    report = _cli(tmp_path, monkeypatch, name, oracle, "--max-samples", "3")
+    report = _cli(tmp_path, monkeypatch, name, oracle, "--max_samples", "3")
     assert report["accuracy"] == 1.0 and set(report["categories"].values()) == {1.0}
     assert re.search(r"<tool_call>|No function fits", report["per_sample"][0]["completion"])
 
@@ -340,12 +342,12 @@ def test_the_live_preset_reports_each_category_and_the_entry_weighted_mean(tmp_p
     simple = {row["prompt"][-1]["content"] for row in load_rows("live_simple", limit=3)}
     oracle = _ground_truth_oracle(["live_simple"], limit=3)
     report = _cli(tmp_path, monkeypatch, "bfcl_live", lambda p: oracle(p) if any(q in p for q in simple) else "?",
-                  "--max-samples", "3")  # fmt: skip
+                  "--max_samples", "3")  # fmt: skip
     assert report["n"] == 12 and report["accuracy"] == 0.25
     assert report["categories"] == {"live_simple": 1.0, "live_multiple": 0.0, "live_parallel": 0.0,
                                     "live_parallel_multiple": 0.0}  # fmt: skip
-    report = _cli(tmp_path, monkeypatch, "bfcl_live", None, "--split", "live_parallel", "--max-samples", "1",
-                  "--max-new-tokens", "2")  # fmt: skip
+    report = _cli(tmp_path, monkeypatch, "bfcl_live", None, "--split", "live_parallel", "--max_samples", "1",
+                  "--max_new_tokens", "2")  # fmt: skip
     assert report["n"] == 1 and list(report["categories"]) == ["live_parallel"]
     with pytest.raises(Exception, match="live_simple"):
         _cli(tmp_path, monkeypatch, "bfcl_live", None, "--split", "live_simpel")
@@ -372,7 +374,7 @@ def test_a_missing_bfcl_eval_is_named_not_scored_zero(monkeypatch):
     import importlib
     import sys
 
-    from gear_trl.plugins import UserInputError
+    from gear_trl.cli.errors import UserInputError
 
     module = importlib.import_module("gear_trl.rewards.bfcl_ast")  # the package's `bfcl_ast` is the function
 

@@ -13,7 +13,8 @@ import pytest
 from datasets import load_dataset
 
 from gear_trl.data.bfcl import bfcl_function_to_tool_schema, reference_calls
-from gear_trl.rewards.tool_call import check_calls, normalize_string, parse_tool_calls, tool_call_accuracy
+from gear_trl.envs.tool_calls import parse_tool_calls
+from gear_trl.rewards.tool_call import check_calls, normalize_string, tool_call_accuracy
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "bfcl"
 CATEGORIES = ["simple", "multiple", "parallel", "parallel_multiple"]

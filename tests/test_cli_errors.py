@@ -85,14 +85,14 @@ def test_every_tracker_extra_is_declared_in_setup_cfg():
 
 
 def test_inspect_names_its_own_split_option(tmp_path):
-    from gear_trl.inspect import cli
+    from gear_trl.inspect_credit import cli
 
     message = error_line(cli, ["--config", RECIPE, "--split", "validation", "--out", str(tmp_path)])
     assert "`--split` 'validation' is not in" in message and "dataset_train_split" not in message
 
 
 def test_evaluate_with_an_own_environment_needs_a_reward(tmp_path):
-    from gear_trl.evaluate import cli
+    from gear_trl.evaluation.cli import cli
 
     argv = ["--model", "data/tiny-qwen3", "--dataset", "data/calc_tools", "--environment"]
     message = error_line(cli, [*argv, "tests.bank_plugin.bank:BankEnv"])
@@ -104,7 +104,7 @@ def test_evaluate_with_an_own_environment_needs_a_reward(tmp_path):
 def test_evaluate_reads_a_single_file_through_a_column_mapping(tmp_path):
     import json
 
-    from gear_trl.evaluate import load_eval_split
+    from gear_trl.evaluation.loops import load_eval_split
 
     path = tmp_path / "my_math.jsonl"
     path.write_text(

@@ -133,8 +133,8 @@ def test_make_demo_trains_grpo_and_the_study_arm_it_quotes_on_the_same_seed_and_
     same = [{k: v for k, v in e.items() if k not in ("--model", "--output")} for e in evaluations]
     assert same[0] == same[1] == same[2]
     assert start["--dataset"] == cell["--dataset_name"] and start["--split"] == "test"
-    assert start["--max-new-tokens"] == cell["--max_completion_length"]
-    assert start["--num-samples"] == "2" and start["--temperature"] == "1.0"
+    assert start["--max_new_tokens"] == cell["--max_completion_length"]
+    assert start["--num_samples"] == "2" and start["--temperature"] == "1.0"
     assert summary[2] == start["--output"]
     # The summary reads each arm's run and end report, the curve needs a point a step, and a checkpoint at the end.
     arms = [summary[i + 1 : i + 4] for i, token in enumerate(summary) if token == "--arm"]
@@ -143,7 +143,7 @@ def test_make_demo_trains_grpo_and_the_study_arm_it_quotes_on_the_same_seed_and_
         [gear["--output_dir"], end_gear["--output"]],
     ]
     assert grpo["--logging_steps"] == "1" and grpo["--save_steps"] == grpo["--max_steps"]
-    inspect = options(next(cmd for cmd in commands if cmd[1:3] == ["-m", "gear_trl.inspect"]))
+    inspect = options(next(cmd for cmd in commands if cmd[1:3] == ["-m", "gear_trl.inspect_credit"]))
     assert (
         inspect["--model"] == gear["--output_dir"]
         and inspect["--distillation_weight"] == gear["--distillation_weight"]

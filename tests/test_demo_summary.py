@@ -68,7 +68,7 @@ def test_make_demo_scores_start_and_trained_model_on_the_same_held_out_rows():
     def options(cmd):
         parsed, args = {}, cmd[3:]
         for i, arg in enumerate(args):
-            if arg.startswith("--"):  # a flag without a value (--no-progress) maps to True
+            if arg.startswith("--"):  # a flag without a value (--no_progress) maps to True
                 value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
                 parsed[arg] = value
         return parsed
@@ -88,7 +88,7 @@ def test_make_demo_scores_start_and_trained_model_on_the_same_held_out_rows():
     assert summary[2:4] == [start["--output"], end["--output"]]
     assert options(summary)["--run"] == train["--output_dir"]
     # The credit report is of the trained model, under the same recipe, and the summary points at it.
-    inspect = options(next(cmd for cmd in demo_commands() if cmd[1:3] == ["-m", "gear_trl.inspect"]))
+    inspect = options(next(cmd for cmd in demo_commands() if cmd[1:3] == ["-m", "gear_trl.inspect_credit"]))
     assert inspect["--model"] == train["--output_dir"] and inspect["--config"] == train["--config"]
     assert inspect["--split"] == recipe["dataset_test_split"]
     assert options(summary)["--credit"] == inspect["--out"]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gear_trl.benchmarks import BFCL_EVAL_REQUIREMENT, get_preset
+from gear_trl.cli.errors import UserInputError
 from gear_trl.data import acebench
-from gear_trl.plugins import UserInputError
+from gear_trl.evaluation.benchmarks import BFCL_EVAL_REQUIREMENT, get_preset
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """One chat mode, recorded and checked (issue 52, item 1): a Hub model without run settings is refused until
-`--enable-thinking` says which mode; the report records the mode, the sampling and where each value came from; a
+`--enable_thinking` says which mode; the report records the mode, the sampling and where each value came from; a
 preset samples as the mode asks; a model folder's generation_config.json settings are read, reported, used where no
 preset or flag sets the value and overridden only explicitly; and the report carries its provenance (backend,
 package versions, git commit, model revision)."""
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
-from gear_trl.evaluate import main
-from gear_trl.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids
-from gear_trl.plugins import UserInputError
-from gear_trl.run_settings import RUN_SETTINGS, chat_mode
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids
+from gear_trl.evaluation.run_settings import RUN_SETTINGS, chat_mode
 from tests.test_benchmarks import EQUIVALENT, FIXTURES, Oracle, _questions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,10 +46,10 @@ def run(tmp_path, monkeypatch, model, *argv, benchmark="math500"):
     oracle was called with)."""
     tokenizer = AutoTokenizer.from_pretrained(TINY)
     oracle = Oracle(tokenizer, _questions(benchmark), EQUIVALENT[benchmark])
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (oracle, tokenizer))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / "report.json"
     base = ["--model", str(model), "--benchmark", benchmark, "--dataset", f"{FIXTURES}/{benchmark}"]
-    main([*base, "--batch-size", "3", "--num-samples", "1", "--output", str(output), "--no-progress", *argv])
+    main([*base, "--batch_size", "3", "--num_samples", "1", "--output", str(output), "--no_progress", *argv])
     return json.loads(output.read_text()), oracle.seen
 
 
@@ -58,14 +58,14 @@ def run(tmp_path, monkeypatch, model, *argv, benchmark="math500"):
 
 def test_a_hub_model_without_run_settings_is_refused_until_the_mode_is_given(monkeypatch):
     loaded = []
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: loaded.append(a))
-    monkeypatch.setattr("gear_trl.evaluate.load_tokenizer", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_tokenizer", lambda *a, **k: loaded.append(a))
     monkeypatch.setattr("gear_trl.trainer.preflight.check_model_source", lambda *a, **k: None)  # as if cached
     with pytest.raises(UserInputError) as raised:
         main(["--model", "Qwen/Qwen3-4B", "--benchmark", "math500"])
     message = str(raised.value)
     assert "\n" not in message and "--model Qwen/Qwen3-4B is a Hub model" in message
-    assert "pass --enable-thinking true or --enable-thinking false" in message
+    assert "pass --enable_thinking true or --enable_thinking false" in message
     assert not loaded  # refused before anything loads
 
 
@@ -92,8 +92,8 @@ def test_a_run_trained_without_thinking_is_scored_without_it_and_its_preset_samp
     prompt = report["per_sample"][0]["prompt"]
     assert report["config"]["chat_template_kwargs"] == {"enable_thinking": False} and prompt
 
-    report, seen = run(tmp_path, monkeypatch, model, "--enable-thinking", "true")
-    assert (report["chat_mode"], report["chat_mode_source"]) == ("thinking", "--enable-thinking")
+    report, seen = run(tmp_path, monkeypatch, model, "--enable_thinking", "true")
+    assert (report["chat_mode"], report["chat_mode_source"]) == ("thinking", "--enable_thinking")
     assert report["sampling"] == {
         "temperature": 0.6,
         "top_p": 0.95,
@@ -108,10 +108,10 @@ def test_a_local_folder_without_run_settings_gets_the_template_default_with_a_wa
     model = model_folder(tmp_path)
     report, _ = run(tmp_path, monkeypatch, model)
     assert (report["chat_mode"], report["chat_mode_source"]) == ("thinking", "template default")
-    assert "pass --enable-thinking true|false to choose" in capsys.readouterr().err
-    report, _ = run(tmp_path, monkeypatch, model, "--enable-thinking", "false")
+    assert "pass --enable_thinking true|false to choose" in capsys.readouterr().err
+    report, _ = run(tmp_path, monkeypatch, model, "--enable_thinking", "false")
     assert report["chat_mode"] == "non-thinking" and report["sampling"]["temperature"] == 0.7
-    assert "--enable-thinking" not in capsys.readouterr().err
+    assert "--enable_thinking" not in capsys.readouterr().err
 
 
 def test_every_preset_names_its_sampling_in_both_modes():
@@ -140,9 +140,9 @@ def test_the_model_folders_generation_config_is_read_reported_and_used_where_not
 
     tokenizer = AutoTokenizer.from_pretrained(TINY)
     oracle = Oracle(tokenizer, _questions("gsm8k"), EQUIVALENT["gsm8k"])
-    monkeypatch.setattr("gear_trl.evaluate.load_model", lambda *a, **k: (oracle, tokenizer))
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: (oracle, tokenizer))
     output = tmp_path / "plain.json"
-    argv = ["--model", str(model), "--dataset", f"{FIXTURES}/gsm8k", "--dataset_format", "gsm8k", "--no-progress"]
+    argv = ["--model", str(model), "--dataset", f"{FIXTURES}/gsm8k", "--dataset_format", "gsm8k", "--no_progress"]
     main([*argv, "--output", str(output)])
     report = json.loads(output.read_text())
     assert report["model_generation_config"] == {"path": str(model / "generation_config.json"), **SHIPPED}
@@ -169,7 +169,7 @@ def test_the_model_folders_generation_config_is_read_reported_and_used_where_not
 
 
 def test_the_vllm_backend_stops_where_the_models_generation_config_says(tmp_path):
-    from gear_trl.evaluate import _vllm_generator, make_parser
+    from gear_trl.evaluation.cli import _vllm_generator, make_parser
 
     model = model_folder(tmp_path, generation={"eos_token_id": [2257, 7]})
     args = make_parser().parse_args(["--model", str(model), "--dataset", "x", "--backend", "vllm"])
@@ -217,7 +217,7 @@ def test_the_report_records_backend_packages_commit_and_model_revision(tmp_path,
 
 
 def test_the_commit_is_recorded_only_from_the_top_of_a_checkout(tmp_path):
-    from gear_trl.evaluate import _git_commit
+    from gear_trl.evaluation.provenance import _git_commit
 
     assert _git_commit(str(REPO))[0] is not None
     assert _git_commit(str(REPO / "gear_trl")) == (None, None)  # e.g. a wheel in a venv inside some repository
@@ -247,7 +247,7 @@ def test_every_documented_evaluation_of_a_hub_model_names_its_chat_mode():
     checked = 0
     for page in pages:
         text = page.read_text()
-        chooses = re.search(r'^EVAL="python -m gear_trl\.evaluate --enable-thinking (true|false)"', text, re.MULTILINE)
+        chooses = re.search(r'^EVAL="python -m gear_trl\.evaluate --enable_thinking (true|false)"', text, re.MULTILINE)
         for command in _commands(text):
             model = re.search(r"--model (\S+)", command)
             if model is None or model.group(1).startswith(("outputs/", "data/", "./", "/", "MODEL")):
@@ -256,5 +256,5 @@ def test_every_documented_evaluation_of_a_hub_model_names_its_chat_mode():
             if model.group(1) == "$run":  # a loop over the base model and the trained runs: one mode for all
                 assert command.lstrip().startswith("$EVAL") and chooses, f"{page.name}: {command.strip()}"
             else:
-                assert "--enable-thinking" in command, f"{page.name}: {command.strip()}"
+                assert "--enable_thinking" in command, f"{page.name}: {command.strip()}"
     assert checked >= 7  # the evaluation page's Hub example and the reproducing page's six loops

@@ -8,7 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from gear_trl.evaluate import evaluate, is_adapter_dir, load_eval_split, load_model, main, prompt_ids
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.generation import is_adapter_dir, load_model, prompt_ids
+from gear_trl.evaluation.loops import evaluate, load_eval_split
 from gear_trl.rewards import get_reward_funcs
 from tests.utils import StandInModel
 
@@ -164,15 +166,15 @@ def test_cli_writes_the_json_report(tmp_path, capsys):
             "auto",
             "--limit",
             "3",
-            "--batch-size",
+            "--batch_size",
             "2",
-            "--max-new-tokens",
+            "--max_new_tokens",
             "6",
-            "--enable-thinking",
+            "--enable_thinking",
             "false",
             "--output",
             str(output),
-            "--no-progress",
+            "--no_progress",
         ]
     )
     report = json.loads(output.read_text())
@@ -208,8 +210,8 @@ def test_environment_rolls_out_multi_turn_rows_with_their_tools_executed(tmp_pat
 
     output = tmp_path / "calc.json"
     argv = ["--model", CALC, "--dataset", "data/calc_tools", "--dataset_format", "tool_use", "--environment"]
-    argv += ["calculator", "--max-tool-calling-iterations", "4", "--limit", "12", "--batch-size", "5"]
-    report = main([*argv, "--output", str(output), "--no-progress"])
+    argv += ["calculator", "--max_tool_calling_iterations", "4", "--limit", "12", "--batch_size", "5"]
+    report = main([*argv, "--output", str(output), "--no_progress"])
     assert json.loads(output.read_text())["accuracy"] == report["accuracy"]
     assert report["config"]["reward"] == ["calculator_answer"] and report["skipped_multi_turn"] == 0
     samples = report["per_sample"]
@@ -228,7 +230,7 @@ def test_environment_rolls_out_multi_turn_rows_with_their_tools_executed(tmp_pat
 
 
 def test_sampled_multi_turn_evaluation_draws_k_rollouts_per_row(tmp_path):
-    from gear_trl.evaluate import evaluate_multi_turn
+    from gear_trl.evaluation.loops import evaluate_multi_turn
 
     model, tokenizer = load_model(CALC, dtype="float32")
     dataset, _ = load_eval_split("data/calc_tools", "test", dataset_format="tool_use", limit=6)

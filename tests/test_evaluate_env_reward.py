@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl.evaluate import main
-from gear_trl.plugins import UserInputError
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.cli import main
 from tests.utils import TINY
 
 ENVS = '''
@@ -48,7 +48,7 @@ def task(tmp_path, monkeypatch):
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": [{"role": "user", "content": "Look around."}]}\n' * 2)
     return ["--model", TINY, "--dataset", str(data), "--split", "train", "--dataset_format", "trl",
-            "--max-new-tokens", "8", "--no-progress", "--enable-thinking", "false",
+            "--max_new_tokens", "8", "--no_progress", "--enable_thinking", "false",
             "--output", str(tmp_path / "r.json")]  # fmt: skip
 
 

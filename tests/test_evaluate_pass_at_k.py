@@ -1,4 +1,4 @@
-"""The unbiased pass@k estimator on hand-worked cases, `--max-samples`, and the trained run's chat-template settings
+"""The unbiased pass@k estimator on hand-worked cases, `--max_samples`, and the trained run's chat-template settings
 read from the model folder (and overridden by flags)."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gear_trl.evaluate import _report, default_pass_ks, main, pass_at_k
-from gear_trl.plugins import UserInputError
-from gear_trl.run_settings import RUN_SETTINGS, read_run_settings, write_run_settings
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.pass_at_k import default_pass_ks, pass_at_k
+from gear_trl.evaluation.run_settings import RUN_SETTINGS, read_run_settings, write_run_settings
+from gear_trl.evaluation.scoring import _report
 
 TINY = "data/tiny-qwen3"
 
@@ -89,22 +91,22 @@ def _tiny_run(tmp_path, chat_template_kwargs):
 
 def _run(tmp_path, model, *extra):
     output = tmp_path / "report.json"
-    argv = ["--model", str(model), "--dataset", "data/math/generic", "--max-samples", "2", "--max-new-tokens", "2"]
-    main([*argv, "--output", str(output), "--no-progress", *extra])
+    argv = ["--model", str(model), "--dataset", "data/math/generic", "--max_samples", "2", "--max_new_tokens", "2"]
+    main([*argv, "--output", str(output), "--no_progress", *extra])
     return json.loads(output.read_text())
 
 
 def test_the_trained_runs_chat_settings_are_read_from_its_folder_and_flags_override_them(tmp_path):
     folder = _tiny_run(tmp_path, {"enable_thinking": False})
     report = _run(tmp_path, folder)
-    assert report["n"] == 2  # --max-samples
+    assert report["n"] == 2  # --max_samples
     assert report["config"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert report["config"]["run_settings"] == str(folder / RUN_SETTINGS)
     assert report["per_sample"][0]["prompt"]  # rendered; the template switch itself is tested in test_evaluate
-    assert _run(tmp_path, folder, "--enable-thinking", "true")["config"]["chat_template_kwargs"] == {
+    assert _run(tmp_path, folder, "--enable_thinking", "true")["config"]["chat_template_kwargs"] == {
         "enable_thinking": True
     }
-    override = _run(tmp_path, folder, "--chat-template-kwargs", '{"enable_thinking": true, "x": 1}')
+    override = _run(tmp_path, folder, "--chat_template_kwargs", '{"enable_thinking": true, "x": 1}')
     assert override["config"]["chat_template_kwargs"] == {"enable_thinking": True, "x": 1}
     # a checkpoint below the run's folder shares its settings; a folder without the file has none
     checkpoint = folder / "checkpoint-5"
@@ -125,11 +127,11 @@ def test_a_pass_k_above_num_samples_is_refused_before_the_model_loads(tmp_path, 
     def no_load(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("gear_trl.evaluate.load_model", no_load)
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", no_load)
     with pytest.raises(UserInputError, match="num_samples"):
-        _run(tmp_path, TINY, "--temperature", "1", "--num-samples", "2", "--pass-k", "4")
+        _run(tmp_path, TINY, "--temperature", "1", "--num_samples", "2", "--pass_k", "4")
     with pytest.raises(UserInputError, match="JSON object"):
-        _run(tmp_path, TINY, "--chat-template-kwargs", "[1]")
+        _run(tmp_path, TINY, "--chat_template_kwargs", "[1]")
 
 
 def test_training_records_its_chat_settings_in_the_output_folder(tmp_path, monkeypatch):

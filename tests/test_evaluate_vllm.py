@@ -9,9 +9,9 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.evaluate import main
-from gear_trl.generation import Sampling, VLLMGenerator
-from gear_trl.plugins import UserInputError
+from gear_trl.cli.errors import UserInputError
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.generation import Sampling, VLLMGenerator
 
 TINY = "data/tiny-qwen3"
 
@@ -82,10 +82,10 @@ def test_the_cli_scores_vllm_completions_and_refuses_what_vllm_cannot_run(fake_v
     def no_load(*args, **kwargs):
         raise AssertionError("the transformers model was loaded")
 
-    monkeypatch.setattr("gear_trl.evaluate.load_model", no_load)
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", no_load)
     output = tmp_path / "report.json"
-    argv = ["--model", TINY, "--dataset", str(sums), "--backend", "vllm", "--data-parallel", "1", "--no-progress"]
-    main([*argv, "--temperature", "0.7", "--num-samples", "3", "--output", str(output)])
+    argv = ["--model", TINY, "--dataset", str(sums), "--backend", "vllm", "--data_parallel", "1", "--no_progress"]
+    main([*argv, "--temperature", "0.7", "--num_samples", "3", "--output", str(output)])
     report = json.loads(output.read_text())
     assert report["n"] == 3 and report["accuracy"] == 1.0 and report["pass_at_k"] == 1.0
     assert len(report["per_sample"]) == 9 and report["config"]["backend"] == "vllm"
@@ -94,15 +94,15 @@ def test_the_cli_scores_vllm_completions_and_refuses_what_vllm_cannot_run(fake_v
 
 
 def test_auto_picks_transformers_without_a_gpu_and_vllm_must_be_installed_when_named(monkeypatch, tmp_path):
-    from gear_trl import evaluate as ev
+    from gear_trl.evaluation import cli as ev
 
     args = ev.make_parser().parse_args(["--model", TINY, "--dataset", "x", "--backend", "auto"])
     args.environment = None
     assert ev._backend(args) == "transformers"  # no GPU here, with or without vLLM
-    monkeypatch.setattr("gear_trl.generation.vllm_available", lambda: True)
-    monkeypatch.setattr("gear_trl.generation.visible_gpus", lambda: 2)
+    monkeypatch.setattr("gear_trl.evaluation.generation.vllm_available", lambda: True)
+    monkeypatch.setattr("gear_trl.evaluation.generation.visible_gpus", lambda: 2)
     assert ev._backend(args) == "vllm"
-    monkeypatch.setattr("gear_trl.generation.vllm_available", lambda: False)
+    monkeypatch.setattr("gear_trl.evaluation.generation.vllm_available", lambda: False)
     args.backend = "vllm"
     with pytest.raises(UserInputError, match="not installed"):
         ev._backend(args)

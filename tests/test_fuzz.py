@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from gear_trl.envs import API_CLASSES, ENVIRONMENTS, FUNCTION_OWNERS, BFCLEnvironment, Calculator, tool_names
 from gear_trl.envs.bfcl_official import BFCLOfficialEnvironment, function_owners, load_tasks, turn_rows
 from gear_trl.envs.rollout import encodable_text, harden_response_parser, tool_stats
+from gear_trl.envs.tool_calls import parse_text_tool_calls
 from gear_trl.rewards import REWARD_FUNCS
 from gear_trl.rewards.bfcl_ast import load_rows
 from gear_trl.rewards.guard import guard_reward_func
-from gear_trl.rewards.tool_call import parse_text_tool_calls
 
 EXAMPLES = int(os.environ.get("GEAR_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(

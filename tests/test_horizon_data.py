@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gear_trl.data.math import GENERIC
+from gear_trl.data.math_tasks import GENERIC
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.horizon import (
     decision_correct,

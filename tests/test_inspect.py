@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.inspect import main
+from gear_trl.inspect_credit import main
 from gear_trl.reporting import (
     decode_tokens,
     render_html,
@@ -202,7 +202,7 @@ def test_cli_on_the_tiny_recipe_writes_html_and_png(tmp_path, capsys):
         [
             "--config",
             "recipes/tiny/config_math.yaml",
-            "--num-rollouts",
+            "--num_rollouts",
             "2",
             "--out",
             str(out),
@@ -236,7 +236,7 @@ def test_a_single_jsonl_is_inspected_on_its_only_split(tmp_path, capsys):
     data.write_text("\n".join(json.dumps(row) for row in rows))
     out = tmp_path / "inspect"
     argv = ["--config", "recipes/tiny/config_math.yaml", "--dataset_name", str(data), "--dataset_format", "generic",
-            "--num-rollouts", "1", "--first-n", "--out", str(out), "--max_completion_length", "8"]  # fmt: skip
+            "--num_rollouts", "1", "--first_n", "--out", str(out), "--max_completion_length", "8"]  # fmt: skip
     html_path, _ = main(argv)
     assert html_path == str(out / "credit_train.html")
     assert f"Inspecting split 'train' of {str(data)!r}" in capsys.readouterr().out
@@ -246,7 +246,7 @@ def test_the_report_names_the_reference_each_teacher_saw(tmp_path):
     """Under `teacher_reference: sibling` each rollout's report says whether its teacher was shown a successful
     sibling (and which) or nothing; under the ground-truth teacher, the ground truth."""
     out = tmp_path / "inspect"
-    base = ["--config", "recipes/tiny/config_math.yaml", "--num-rollouts", "4", "--first-n",
+    base = ["--config", "recipes/tiny/config_math.yaml", "--num_rollouts", "4", "--first_n",
             "--max_completion_length", "8", "--reward_funcs", "format"]  # fmt: skip
     main([*base, "--out", str(out), "--teacher_reference", "sibling", "--teacher_sibling_min_reward", "0.0"])
     page = (out / "credit_test.html").read_text()

@@ -3,11 +3,14 @@ chain of imports comes back to where it started. Imports inside functions count:
 
 Layers, bottom to top (docs/design.md; each is a folder of the package, the entry points its top-level modules):
 
+    cli           the user-input error type and plug-in loading by import path, shared by the entry points and the
+                  task plug-ins (gear_trl/cli/: imports nothing of gear_trl)
     credit        the mathematics: pure tensor functions
     tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
     reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
     trainer       GEARConfig, GEARTrainer and its callbacks, the Hub check, the package's public names
-    entry points  `python -m gear_trl.train / evaluate / inspect`, and gear_trl.testing (support for tests and
+    entry points  `python -m gear_trl.train / evaluate / inspect_credit`, `gear-trl-table`, the evaluation package
+                  (gear_trl/evaluation/: its command line, loops, pass@k, backends), and gear_trl.testing (support for tests and
                   data scripts): nothing in the library imports them
 
 A module or package missing from `PLACES` fails the test: a new one must be given its layer here.
@@ -20,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-LAYERS = ("credit", "tasks", "reporting", "trainer", "entry points")
+LAYERS = ("cli", "credit", "tasks", "reporting", "trainer", "entry points")
 
 PLACES = {
     # Subpackages are placed whole (the tree shows the layers); a top-level module on its own.
@@ -28,19 +31,17 @@ PLACES = {
     "gear_trl.data": "tasks",  # dataset adapters, and teacher prompts (data/teacher.py)
     "gear_trl.rewards": "tasks",
     "gear_trl.envs": "tasks",  # environments, and their rollouts on TRL's tool loop (envs/rollout.py)
-    "gear_trl.plugins": "tasks",  # plug-ins by import path; the user-input error type
+    "gear_trl.cli": "cli",  # the user-input error type (errors.py), plug-ins by import path (plugins.py)
     "gear_trl.reporting": "reporting",
     "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, preflight, checkpoints, ...
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
-    "gear_trl.evaluate": "entry points",
-    "gear_trl.inspect": "entry points",
+    "gear_trl.evaluate": "entry points",  # `python -m gear_trl.evaluate`: gear_trl.evaluation.cli
+    "gear_trl.inspect_credit": "entry points",
+    "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports
     "gear_trl.testing": "entry points",
-    "gear_trl.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each benchmark
-    "gear_trl.generation": "entry points",  # evaluation's generation backends (transformers, vLLM)
-    "gear_trl.run_settings": "entry points",  # what `train` records for `evaluate` to render prompts the same way
-    "gear_trl.user_sim": "entry points",
-    "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports  # simulated users of an interactive evaluation (`evaluate --user-simulator`)
+    "gear_trl.evaluation": "entry points",  # command line, loops, pass@k, backends, simulated users, run settings
+    "gear_trl.evaluation.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each
 }
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gear_trl"
@@ -158,26 +159,26 @@ def write(root: Path, files: dict[str, str]) -> Path:
             {
                 "trainer/__init__.py": "",
                 "trainer/gear_trainer.py": "from .callbacks import CreditReportCallback\n",
-                "trainer/callbacks.py": "def report():\n    from ..inspect import write_report\n",
-                "inspect.py": "from . import train\n",
+                "trainer/callbacks.py": "def report():\n    from ..inspect_credit import write_report\n",
+                "inspect_credit.py": "from . import train\n",
                 "train.py": "def build():\n    from gear_trl.trainer.gear_trainer import GEARTrainer\n",
             },
             [
-                "upward import: gear_trl.trainer.callbacks (trainer) imports gear_trl.inspect (entry points)",
+                "upward import: gear_trl.trainer.callbacks (trainer) imports gear_trl.inspect_credit (entry points)",
                 "import cycle: "
                 + " -> ".join(
                     f"gear_trl.{m}"
-                    for m in ("inspect", "train", "trainer.gear_trainer", "trainer.callbacks", "inspect")
+                    for m in ("inspect_credit", "train", "trainer.gear_trainer", "trainer.callbacks", "inspect_credit")
                 ),
             ],
         ),
         (  # a task plug-in reaching up into the trainer, through an attribute path
             {
                 "rewards/__init__.py": "",
-                "rewards/math.py": "import gear_trl.trainer.GEARTrainer\n",
+                "rewards/math_rewards.py": "import gear_trl.trainer.GEARTrainer\n",
                 "trainer/__init__.py": "",
             },
-            ["upward import: gear_trl.rewards.math (tasks) imports gear_trl.trainer (trainer)"],
+            ["upward import: gear_trl.rewards.math_rewards (tasks) imports gear_trl.trainer (trainer)"],
         ),
         (  # a new top-level module nobody placed
             {"helpers.py": "from .credit import divergence\n", "credit/__init__.py": "", "credit/divergence.py": ""},
@@ -192,3 +193,55 @@ def write(root: Path, files: dict[str, str]) -> Path:
 def test_the_check_finds_upward_imports_cycles_and_unplaced_modules(tmp_path, files, expected):
     package = write(tmp_path, {"gear_trl/__init__.py": "", **{f"gear_trl/{k}": v for k, v in files.items()}})
     assert find_problems(package) == expected
+
+
+def room_of(module: str, modules: dict[str, Path]) -> str:
+    """The room a module lives in: its subpackage of gear_trl (`gear_trl.envs` for `gear_trl.envs.bfcl_official`), or
+    the module itself at the package root."""
+    parts = module.split(".")
+    room = ".".join(parts[:2])
+    return room if room in modules else module
+
+
+def room_cycles(package_dir: Path) -> list[list[str]]:
+    """Import cycles between rooms: one room's module importing another room's while a module of that room imports
+    back (`envs.bfcl_official` -> `rewards.tool_call` with `rewards` -> `envs`), which no module-level check sees."""
+    modules = module_files(package_dir)
+    rooms: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        source = room_of(name, modules)
+        targets = {room_of(target, modules) for target in imports_of(name, path, modules)}
+        rooms.setdefault(source, set()).update(t for t in targets if t not in (source, "gear_trl"))
+    return cycles(rooms)
+
+
+def test_no_import_cycle_between_rooms():
+    found = room_cycles(PACKAGE)
+    assert not found, "\n".join("import cycle between rooms: " + " -> ".join(cycle) for cycle in found)
+
+
+def test_the_room_check_finds_a_cycle_through_a_package_init(tmp_path):
+    package = write(
+        tmp_path,
+        {
+            "gear_trl/__init__.py": "",
+            "gear_trl/envs/__init__.py": "from .bfcl import run\n",
+            "gear_trl/envs/bfcl.py": "def run():\n    from ..rewards.tool_call import parse\n",
+            "gear_trl/rewards/__init__.py": "from ..envs.bfcl import run\n",
+            "gear_trl/rewards/tool_call.py": "def parse():\n    pass\n",
+        },
+    )
+    assert room_cycles(package) == [["gear_trl.envs", "gear_trl.rewards", "gear_trl.envs"]]
+
+
+def test_no_module_shadows_a_standard_library_name():
+    """`gear_trl/inspect.py` made `import inspect` inside the package's folder (a script run from it, a test's
+    rootdir on sys.path) load gear_trl's module instead of Python's."""
+    import sys
+
+    shadowing = sorted(
+        str(path.relative_to(PACKAGE.parent))
+        for path in [*PACKAGE.rglob("*.py"), *(p for p in PACKAGE.rglob("*") if p.is_dir())]
+        if (path.stem if path.suffix == ".py" else path.name) in sys.stdlib_module_names
+    )
+    assert shadowing == [], f"these modules shadow the standard library's: {shadowing}; rename them"

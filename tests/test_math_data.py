@@ -6,7 +6,7 @@ import pytest
 from datasets import Dataset, DatasetDict, load_dataset
 
 from gear_trl.data import DATASET_ADAPTERS, MATH_PROMPT_TEMPLATE, detect_adapter, get_adapter, prepare_dataset
-from gear_trl.data.math import gsm8k_ground_truth, last_boxed, math_ground_truth
+from gear_trl.data.math_tasks import gsm8k_ground_truth, last_boxed, math_ground_truth
 from gear_trl.rewards import accuracy_reward
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def test_gsm8k_adapter_row():
 
 
 def test_reference_solutions_where_the_format_has_one():
-    from gear_trl.data.math import gsm8k_solution
+    from gear_trl.data.math_tasks import gsm8k_solution
 
     # GSM8K: the answer without its last #### line; the final answer stays the ground truth
     answer = "The pens cost 9 * 5 = 45 dollars.\nThe change is 50 - 45 = 5 dollars.\n#### 5"

@@ -8,10 +8,10 @@ import json
 import pytest
 from datasets import Dataset
 
+from gear_trl.cli.errors import UserInputError
 from gear_trl.data import get_adapter, prepare_dataset
 from gear_trl.envs import Calculator, get_environment_factory, tool_names
 from gear_trl.envs.checks import check_environment
-from gear_trl.plugins import UserInputError
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.train import load_splits, parse_args
 from tests.bank_plugin.bank import BankEnv, balance_reward

@@ -205,7 +205,7 @@ def test_the_reproducing_page_runs_the_whole_table():
     assert len(table) == 8 and table <= named
     assert all((REPO / path).is_file() for path in named)
     assert "training hyperparameters are not public" in page and "Estimates, not measurements" in page
-    from gear_trl.benchmarks import PRESETS
+    from gear_trl.evaluation.benchmarks import PRESETS
 
     # Every preset is run, and every benchmark the loops name is a preset (`--benchmark` refuses any other name).
     looped = set(re.findall(r"for benchmark in ([\w ]+); do", page))

@@ -164,7 +164,7 @@ MATH_FORMATS = {"math", "aime", "gsm8k"}
 def scored_presets() -> dict[str, set[str]]:
     """{task: presets docs/reproducing.md's evaluation loops run}, the task (`math`, `tool_use`) by the preset's
     adapter."""
-    from gear_trl.benchmarks import PRESETS
+    from gear_trl.evaluation.benchmarks import PRESETS
 
     page = (REPO / "docs/reproducing.md").read_text()
     looped = {name for names in re.findall(r"for benchmark in ([\w ]+); do", page) for name in names.split()}
@@ -185,7 +185,7 @@ def held_out_covers(recipe: dict, preset) -> bool:
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
 def test_held_out_lists_name_every_benchmark_the_docs_score(path):
-    from gear_trl.benchmarks import PRESETS
+    from gear_trl.evaluation.benchmarks import PRESETS
 
     recipe = yaml.safe_load(path.read_text())
     task = path.stem.removeprefix("config_")
@@ -206,7 +206,7 @@ def test_held_out_lists_name_every_benchmark_the_docs_score(path):
 def test_recipe_comments_name_only_presets_that_exist(path):
     """`--benchmark bfcl|acebench` and `--benchmark NAME` named no preset; `--benchmark` refuses any name not in
     `PRESETS`. Each Qwen3 recipe's comments show a command its reader can run."""
-    from gear_trl.benchmarks import PRESETS
+    from gear_trl.evaluation.benchmarks import PRESETS
 
     named = re.findall(r"--benchmark\s+`?([\w|]+)", path.read_text())
     names = {name for group in named for name in group.split("|")}
@@ -217,10 +217,10 @@ def test_recipe_comments_name_only_presets_that_exist(path):
 def test_the_overlap_check_reads_benchmark_presets(monkeypatch):
     """`benchmark:NAME` entries load the rows evaluation scores (bfcl-eval's categories, ACEBench's), and a training
     set sharing a request with one of them is warned about."""
+    from gear_trl.cli.errors import UserInputError
     from gear_trl.data import acebench
-    from gear_trl.data.held_out import benchmark_splits
     from gear_trl.data.overlap import request_texts
-    from gear_trl.plugins import UserInputError
+    from gear_trl.evaluation.held_out import benchmark_splits
     from gear_trl.train import GEARScriptArguments, overlap_warnings
 
     # ACEBench's presets download from GitHub; its committed sample of converted rows stands in

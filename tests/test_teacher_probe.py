@@ -1,4 +1,4 @@
-"""`python -m gear_trl.evaluate --as-teacher`: the model scored with GEAR's teacher prompts beside its student score."""
+"""`python -m gear_trl.evaluate --as_teacher`: the model scored with GEAR's teacher prompts beside its student score."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.plugins import UserInputError
+from gear_trl.cli.errors import UserInputError
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from gear_trl.trainer.teacher_probe import as_teacher_rows, teacher_settings
 from tests.utils import TINY
@@ -50,13 +50,13 @@ def test_teacher_rows_show_the_reference_as_the_trainer_does():
 
 @pytest.mark.slow
 def test_as_teacher_reports_the_teacher_beside_the_student(tmp_path, capsys):
-    from gear_trl.evaluate import main
+    from gear_trl.evaluation.cli import main
 
     output = tmp_path / "report.json"
     report = main(
         [
             "--model", "data/tiny-qwen3-arith-sol35", "--dataset", "data/arith", "--dataset_format", "generic",
-            "--limit", "16", "--max-new-tokens", "48", "--as-teacher", "--output", str(output), "--no-progress",
+            "--limit", "16", "--max_new_tokens", "48", "--as_teacher", "--output", str(output), "--no_progress",
         ]
     )  # fmt: skip
     assert report["as_teacher"]["n"] == report["n"] == 16

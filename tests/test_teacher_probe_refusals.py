@@ -1,13 +1,14 @@
-"""`evaluate --as-teacher` scores every shipped dataset format with its task's reward, and refuses what it cannot
+"""`evaluate --as_teacher` scores every shipped dataset format with its task's reward, and refuses what it cannot
 probe before the student's evaluation starts (issue 52, item 4; issue 54, item 2's refusals)."""
 
 from __future__ import annotations
 
 import pytest
 
+from gear_trl.cli.errors import UserInputError
 from gear_trl.data import DATASET_ADAPTERS
-from gear_trl.evaluate import main, task_reward
-from gear_trl.plugins import UserInputError
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.loops import task_reward
 from tests.utils import TINY
 
 
@@ -29,7 +30,7 @@ def test_every_shipped_format_has_its_task_reward_or_none():
 
 def _refuses_before_loading(monkeypatch, argv, match):
     """`main(argv)` raises `UserInputError` matching `match` without loading the model."""
-    from gear_trl import evaluate
+    from gear_trl.evaluation import cli as evaluate
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")
@@ -42,8 +43,9 @@ def _refuses_before_loading(monkeypatch, argv, match):
 def test_a_sibling_probe_without_groups_is_refused_before_the_student_is_scored(tmp_path, monkeypatch):
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("credit: gear\nteacher_reference: sibling\n")
-    argv = ["--model", TINY, "--dataset", "data/arith", "--dataset_format", "generic", "--limit", "4", "--no-progress",
-            "--enable-thinking", "false", "--as-teacher", str(recipe), "--output", str(tmp_path / "r.json")]  # fmt: skip
+    argv = ["--model", TINY, "--dataset", "data/arith", "--dataset_format", "generic", "--limit", "4", "--no_progress",
+            "--enable_thinking", "false", "--as_teacher", str(recipe), "--output", str(tmp_path / "r.json")]  # fmt: skip
+    # the message is gear_trl/trainer/teacher_probe.py's, still in the dash spelling
     _refuses_before_loading(monkeypatch, argv, r"samples a group per prompt.*--num-samples G")
 
 
@@ -51,7 +53,7 @@ def test_rows_without_any_reference_are_refused_before_the_student_is_scored(tmp
     data = tmp_path / "rows.jsonl"
     data.write_text('{"prompt": [{"role": "user", "content": "Add 2 and 3."}], "ground_truth": "", "target": 5}\n' * 3)
     argv = ["--model", TINY, "--dataset", str(data), "--split", "train", "--dataset_format", "generic",
-            "--no-progress", "--enable-thinking", "false", "--as-teacher", "--output", str(tmp_path / "r.json")]  # fmt: skip
+            "--no_progress", "--enable_thinking", "false", "--as_teacher", "--output", str(tmp_path / "r.json")]  # fmt: skip
     _refuses_before_loading(monkeypatch, argv, r"no row has a reference in column 'ground_truth'.*sibling")
     argv[argv.index("generic")] = "trl"
     _refuses_before_loading(monkeypatch, argv, r"dataset_format 'trl' have no task reward .* --reward")
@@ -59,7 +61,7 @@ def test_rows_without_any_reference_are_refused_before_the_student_is_scored(tmp
 
 def test_tool_rows_are_probed_with_the_tool_call_reward(tmp_path):
     argv = ["--model", TINY, "--dataset", "data/xlam_sample", "--split", "train", "--dataset_format", "xlam",
-            "--limit", "2", "--max-new-tokens", "8", "--no-progress", "--enable-thinking", "false", "--as-teacher",
+            "--limit", "2", "--max_new_tokens", "8", "--no_progress", "--enable_thinking", "false", "--as_teacher",
             "--output", str(tmp_path / "r.json")]  # fmt: skip
     report = main(argv)
     assert report["config"]["reward"] == ["tool_call_accuracy"]
@@ -85,9 +87,9 @@ def test_the_sibling_probe_shows_a_success_to_the_teacher_of_the_groups_other_ro
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("credit: gear\nteacher_reference: sibling\n")
     argv = ["--model", TINY, "--dataset", str(data), "--split", "train", "--dataset_format", "trl",
-            "--reward", "sibling_probe_fixture:even_length", "--num-samples", "4", "--temperature", "1.0",
-            "--max-new-tokens", "6",
-            "--no-progress", "--enable-thinking", "false", "--as-teacher", str(recipe),
+            "--reward", "sibling_probe_fixture:even_length", "--num_samples", "4", "--temperature", "1.0",
+            "--max_new_tokens", "6",
+            "--no_progress", "--enable_thinking", "false", "--as_teacher", str(recipe),
             "--output", str(tmp_path / "r.json")]  # fmt: skip
     report = main(argv)
     probe = report["as_teacher"]

@@ -19,8 +19,8 @@ import torch
 import yaml
 from safetensors.torch import save_file
 
-from gear_trl import evaluate as evaluate_cli
 from gear_trl import train as train_cli
+from gear_trl.evaluation import cli as evaluate_cli
 from gear_trl.train import main, make_parser, parse_args
 from gear_trl.trainer.gear_trainer import GEARTrainer
 

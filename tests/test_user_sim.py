@@ -1,4 +1,4 @@
-"""The user-simulator hook of interactive evaluation (gear_trl/user_sim.py, `evaluate_interactive`, the BFCL loop's
+"""The user-simulator hook of interactive evaluation (gear_trl/evaluation/user_sim.py, `evaluate_interactive`, the BFCL loop's
 user turns): who writes the user's later turns, what the agent sees, how a broken simulator is counted, and what
 preflight refuses before a model loads."""
 
@@ -9,6 +9,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
+from gear_trl.cli.errors import UserInputError
 from gear_trl.envs.bfcl_official import (
     ADDED_FUNCTIONS_PROMPT,
     _named_arguments,
@@ -16,10 +17,10 @@ from gear_trl.envs.bfcl_official import (
     parse_call_string,
     turn_messages,
 )
-from gear_trl.evaluate import BFCLScriptedUser, evaluate_bfcl_multi_turn, evaluate_interactive, main
-from gear_trl.generation import Sampling
-from gear_trl.plugins import UserInputError
-from gear_trl.user_sim import (
+from gear_trl.evaluation.cli import main
+from gear_trl.evaluation.conversations import BFCLScriptedUser, evaluate_bfcl_multi_turn, evaluate_interactive
+from gear_trl.evaluation.generation import Sampling
+from gear_trl.evaluation.user_sim import (
     STOP,
     LLMUserSimulator,
     ScriptedUserSimulator,
@@ -221,7 +222,7 @@ def _oracle(tasks):
 def test_the_scripted_bfcl_user_reproduces_the_loop_without_a_simulator(tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from gear_trl.generation import TransformersGenerator
+    from gear_trl.evaluation.generation import TransformersGenerator
 
     tasks = load_tasks(
         "multi_turn_miss_func", limit=1
@@ -304,9 +305,9 @@ def test_the_llm_user_with_a_model_of_its_own_loads_it_and_answers_a_batch():
 def test_the_llm_user_runs_end_to_end_with_the_tiny_model_and_stops_at_the_cap(bank_data, tmp_path):
     output = tmp_path / "report.json"
     report = main(
-        ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--user-simulator", "llm", "--user-simulator-kwargs",
-         '{"max_new_tokens": 8, "temperature": 1.0}', "--max-user-turns", "3", "--max-new-tokens", "8",
-         "--no-progress", "--output", str(output)]
+        ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--user_simulator", "llm", "--user_simulator_kwargs",
+         '{"max_new_tokens": 8, "temperature": 1.0}', "--max_user_turns", "3", "--max_new_tokens", "8",
+         "--no_progress", "--output", str(output)]
     )  # fmt: skip
     assert report["n"] == 2 and report["user_turn_cap"] == 2 and report["user_simulator_failures"] == 0
     for sample in report["per_sample"]:
@@ -319,8 +320,8 @@ def test_the_llm_user_runs_end_to_end_with_the_tiny_model_and_stops_at_the_cap(b
 
 def test_a_custom_simulator_by_import_path_on_the_command_line(bank_data, tmp_path):
     report = main(
-        ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--user-simulator", CUSTOMER,
-         "--user-simulator-kwargs", '{"turns": 3}', "--max-new-tokens", "4", "--no-progress",
+        ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--user_simulator", CUSTOMER,
+         "--user_simulator_kwargs", '{"turns": 3}', "--max_new_tokens", "4", "--no_progress",
          "--output", str(tmp_path / "r.json")]
     )  # fmt: skip
     assert report["user_turns"] == 3.0 and {s["ended_by"] for s in report["per_sample"]} == {"user"}
@@ -336,29 +337,29 @@ def no_model(monkeypatch):
     def no_load(*args, **kwargs):
         raise AssertionError("a model was loaded although the input was wrong")
 
-    monkeypatch.setattr("gear_trl.evaluate.load_model", no_load)
+    monkeypatch.setattr("gear_trl.evaluation.cli.load_model", no_load)
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--user-simulator", "no_such_pkg.users:Sim"], "cannot import module 'no_such_pkg.users'"),
-        (["--user-simulator", "tests.bank_plugin.users:Nobody"], "has no attribute 'Nobody'"),
-        (["--user-simulator", "lmm"], "did you mean 'llm'"),
-        (["--user-simulator", CUSTOMER, "--user-simulator-kwargs", '{"turn": 3}'], "unexpected keyword argument"),
-        (["--user-simulator", "tests.bank_plugin.bank:to_example"], "failed"),
-        (["--user-simulator", "tests.bank_plugin.bank:BankEnv"], "without a next_turn"),
-        (["--user-simulator", "llm", "--user-simulator-kwargs", '{"goal_column": "goal"}'], "column 'goal'"),
-        (["--user-simulator", "llm", "--user-simulator-kwargs", '{"model": "data/no-such-model"}'], "no-such-model"),
-        (["--user-simulator", "llm", "--user-simulator-kwargs", "[1]"], "must be a JSON object"),
-        (["--user-simulator", "llm", "--max-user-turns", "0"], "at least 1"),
-        (["--max-user-turns", "3"], "--max-user-turns needs --user-simulator"),
-        (["--user-simulator", "scripted"], "reads the column 'user_turns', which the rows do not have"),
+        (["--user_simulator", "no_such_pkg.users:Sim"], "cannot import module 'no_such_pkg.users'"),
+        (["--user_simulator", "tests.bank_plugin.users:Nobody"], "has no attribute 'Nobody'"),
+        (["--user_simulator", "lmm"], "did you mean 'llm'"),
+        (["--user_simulator", CUSTOMER, "--user_simulator_kwargs", '{"turn": 3}'], "unexpected keyword argument"),
+        (["--user_simulator", "tests.bank_plugin.bank:to_example"], "failed"),
+        (["--user_simulator", "tests.bank_plugin.bank:BankEnv"], "without a next_turn"),
+        (["--user_simulator", "llm", "--user_simulator_kwargs", '{"goal_column": "goal"}'], "column 'goal'"),
+        (["--user_simulator", "llm", "--user_simulator_kwargs", '{"model": "data/no-such-model"}'], "no-such-model"),
+        (["--user_simulator", "llm", "--user_simulator_kwargs", "[1]"], "must be a JSON object"),
+        (["--user_simulator", "llm", "--max_user_turns", "0"], "at least 1"),
+        (["--max_user_turns", "3"], "--max_user_turns needs --user_simulator"),
+        (["--user_simulator", "scripted"], "reads the column 'user_turns', which the rows do not have"),
     ],
 )
 def test_preflight_refuses_a_bad_simulator_before_the_model_loads(no_model, bank_data, extra, message):
     with pytest.raises(UserInputError, match=None) as caught:
-        main(["--model", TINY, "--dataset", bank_data, *BANK_ARGS, *extra, "--no-progress"])
+        main(["--model", TINY, "--dataset", bank_data, *BANK_ARGS, *extra, "--no_progress"])
     assert message in str(caught.value)
 
 
@@ -367,16 +368,16 @@ def test_preflight_names_the_goal_column_a_row_lacks(no_model, tmp_path):
     rows[1]["user_goal"] = ""
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     with pytest.raises(UserInputError, match="row 1 has no value in the column 'user_goal'"):
-        main(["--model", TINY, "--dataset", str(tmp_path), *BANK_ARGS, "--user-simulator", "llm", "--no-progress"])
+        main(["--model", TINY, "--dataset", str(tmp_path), *BANK_ARGS, "--user_simulator", "llm", "--no_progress"])
 
 
 def test_a_simulator_needs_a_conversation_to_play_in(no_model, bank_data):
     with pytest.raises(UserInputError, match="give --environment"):
-        main(["--model", TINY, "--dataset", bank_data, "--user-simulator", "llm", "--no-progress"])
+        main(["--model", TINY, "--dataset", bank_data, "--user_simulator", "llm", "--no_progress"])
     with pytest.raises(UserInputError, match="BFCL's checker scores each task's own number of turns"):
-        main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--user-simulator", "llm", "--max-user-turns", "2"])
+        main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--user_simulator", "llm", "--max_user_turns", "2"])
     with pytest.raises(UserInputError, match="column 'user_goal'"):
-        main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--max-samples", "1", "--user-simulator", "llm"])
+        main(["--model", TINY, "--benchmark", "bfcl_multi_turn", "--max_samples", "1", "--user_simulator", "llm"])
 
 
 def test_with_vllm_the_llm_user_shares_the_agents_engine_with_its_own_sampling(monkeypatch, bank_data, tmp_path):
@@ -396,9 +397,9 @@ def test_with_vllm_the_llm_user_shares_the_agents_engine_with_its_own_sampling(m
     monkeypatch.setattr(vllm.LLM, "generate", recording)
     try:
         report = main(
-            ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--backend", "vllm", "--data-parallel", "1",
-             "--user-simulator", "llm", "--user-simulator-kwargs", '{"max_new_tokens": 9}', "--max-user-turns", "2",
-             "--max-new-tokens", "16", "--no-progress", "--output", str(tmp_path / "r.json")]
+            ["--model", TINY, "--dataset", bank_data, *BANK_ARGS, "--backend", "vllm", "--data_parallel", "1",
+             "--user_simulator", "llm", "--user_simulator_kwargs", '{"max_new_tokens": 9}', "--max_user_turns", "2",
+             "--max_new_tokens", "16", "--no_progress", "--output", str(tmp_path / "r.json")]
         )  # fmt: skip
     finally:
         sys.modules.pop("vllm", None)

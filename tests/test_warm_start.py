@@ -12,8 +12,8 @@ import torch
 from datasets import load_dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from gear_trl.data.math import GENERIC, boxed_spans
-from gear_trl.rewards.math import accuracy_reward
+from gear_trl.data.math_tasks import GENERIC, boxed_spans
+from gear_trl.rewards.math_rewards import accuracy_reward
 from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -131,7 +131,7 @@ CALC_DIR = DATA_DIR / "tiny-qwen3-calc"
 
 
 def test_calculator_warm_start_loads_offline_is_small_and_partly_right():
-    from gear_trl.evaluate import evaluate_multi_turn, load_eval_split
+    from gear_trl.evaluation.loops import evaluate_multi_turn, load_eval_split
     from gear_trl.rewards import get_reward_funcs
 
     size = sum(f.stat().st_size for f in CALC_DIR.iterdir() if f.is_file())

@@ -17,7 +17,7 @@ Outputs (a pure function of `--seed`; the test split is drawn first, so `--n-tra
   lines above, the assistant message of the SFT rows), which the generic adapter keeps for GEAR's teacher
   (`teacher_reference: solution`); test problems never occur in train (nor in the SFT data).
 - `data/arith/sft.jsonl`: conversational SFT rows `{"messages": [user, assistant]}`. The user message is exactly
-  what the RL trainer shows (`gear_trl.data.math.GENERIC` with its default prompt template); a fraction
+  what the RL trainer shows (`gear_trl.data.math_tasks.GENERIC` with its default prompt template); a fraction
   (`--teacher-frac`, default 0.3) of rows are *teacher-style*: the user message also carries
   `DEFAULT_MATH_TEACHER_TEMPLATE` with the ground truth, appended by the same function the trainer uses
   (`gear_trl.data.teacher.teacher_prompt`), so the model learns to make use of a reference answer. Another fraction
@@ -41,7 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
-from gear_trl.data.math import GENERIC
+from gear_trl.data.math_tasks import GENERIC
 from gear_trl.data.teacher import teacher_prompt
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 

@@ -8,7 +8,7 @@ improve it and a teacher that sees the ground truth disagrees with it where it g
 
 At the end the script samples completions for the test split the way the RL trainer does (chat template with
 `add_generation_prompt=True`, no chat-template kwargs, at most `--max-new-tokens` new tokens) and scores them with
-`gear_trl.rewards.math.accuracy_reward`:
+`gear_trl.rewards.math_rewards.accuracy_reward`:
 
 - greedy: greedy decoding on the plain prompt;
 - sampled: sampling at temperature 1.0 on the plain prompt (what GRPO sees);
@@ -65,9 +65,9 @@ from datasets import load_dataset
 from transformers import AutoTokenizer, GenerationConfig, TrainerCallback, set_seed
 from trl import SFTConfig, SFTTrainer
 
-from gear_trl.data.math import GENERIC
+from gear_trl.data.math_tasks import GENERIC
 from gear_trl.data.teacher import teacher_prompt
-from gear_trl.rewards.math import accuracy_reward, boxed_spans
+from gear_trl.rewards.math_rewards import accuracy_reward, boxed_spans
 from gear_trl.testing.tiny import EOS_TOKEN, PAD_TOKEN, build_tiny_qwen3
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from ..plugins import UserInputError, load_plugin
-from .math import (
+from ..cli.errors import UserInputError
+from ..cli.plugins import load_plugin
+from .math_tasks import (
     AIME,
     GENERIC,
     GSM8K,

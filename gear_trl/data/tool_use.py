@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .math import REFERENCE_SOLUTION_COLUMN, with_system_prompt
+from .math_tasks import REFERENCE_SOLUTION_COLUMN, with_system_prompt
 
 
 def json_text(value: Any) -> str | None:

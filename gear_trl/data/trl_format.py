@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..plugins import UserInputError
-from .math import with_system_prompt
+from ..cli.errors import UserInputError
+from .math_tasks import with_system_prompt
 from .tool_use import json_text
 
 

@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..plugins import UserInputError
+from ..cli.errors import UserInputError
 from .bfcl import OPTIONAL_MARKER, bfcl_tool_name
-from .math import with_system_prompt
+from .math_tasks import with_system_prompt
 
 # The leading word of an xLAM type (`List[int]` -> `list`, `str, optional` -> `str`) to its JSON-schema type. Types
 # not listed (`callable`, `function`, a class name) get none, which JSON schema reads as "anything".

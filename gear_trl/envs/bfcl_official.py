@@ -41,7 +41,7 @@ import os
 import uuid
 from typing import Any
 
-from ..plugins import UserInputError
+from ..cli.errors import UserInputError
 from .base import not_a_tool
 
 MULTI_TURN_CLASSES = (
@@ -508,7 +508,7 @@ def bfcl_official_turn_reward(completions, bfcl_task=None, environments=None, **
     (miss_func / miss_param) passes when the model calls nothing, as BFCL's irrelevance check asks."""
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import response_checker, state_checker
 
-    from ..rewards.tool_call import column_value, parse_tool_calls
+    from .tool_calls import column_value, parse_tool_calls
 
     rewards: list[float | None] = []
     for i, completion in enumerate(completions):

@@ -1,7 +1,7 @@
 """Reporting: GEAR's credit rendered for people, as an HTML page, a PNG and a table for experiment trackers.
 
 Used by the training callback (`gear_trl.trainer.callbacks.CreditReportCallback`) and by the command line
-(`python -m gear_trl.inspect`). It takes decoded token strings and per-token `trace_row` dicts (`trace_rows` makes
+(`python -m gear_trl.inspect_credit`). It takes decoded token strings and per-token `trace_row` dicts (`trace_rows` makes
 them from a `CreditTrace`), so it works without a model, and it imports nothing of gear_trl: the trainer's callback
 can use it without a cycle.
 
@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Sequence
 
 from .colors import color_scale, weight_color
-from .html import render_html, render_html_report
+from .html_page import render_html, render_html_report
 from .png import render_png, render_png_report
 from .rows import (
     ROLLOUT_CHOICES,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..cli.errors import UserInputError
+from ..cli.plugins import load_plugin
 from ..envs.bfcl_official import bfcl_official_turn_reward
-from ..plugins import UserInputError, load_plugin
 from .acebench import acebench_accuracy
 from .bfcl_ast import bfcl_ast
 from .calculator import calculator_answer_reward
 from .horizon import horizon_accuracy
-from .math import accuracy_reward, format_reward
+from .math_rewards import accuracy_reward, format_reward
 from .multi_turn import multi_turn_execution_reward, multi_turn_state_reward
 from .tool_call import tool_call_accuracy
 

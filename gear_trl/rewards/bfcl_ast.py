@@ -37,9 +37,9 @@ import sys
 import types
 from typing import Any
 
+from ..cli.errors import UserInputError
 from ..data.bfcl import bfcl_function_to_tool_schema, bfcl_tool_name, rename_possible_answer
-from ..plugins import UserInputError
-from .tool_call import column_value, parse_tool_calls
+from ..envs.tool_calls import column_value, parse_tool_calls
 
 AST_CATEGORIES = (
     "live_simple",
@@ -152,7 +152,7 @@ def decode(completion: Any) -> list[dict] | None:
     """The calls of a completion in the checker's format, `[{name: {param: value}}]`, or None where it does not
     decode (a `<tool_call>` block that is not a JSON object with a string name and object arguments). `[]` when it
     holds no call. A completion is text or a list of messages (an assistant's `tool_calls` as TRL parses them, else
-    its `content`'s blocks; see `gear_trl.rewards.tool_call.parse_tool_calls`); anything else holds no call."""
+    its `content`'s blocks; see `gear_trl.envs.tool_calls.parse_tool_calls`); anything else holds no call."""
     calls = parse_tool_calls(completion)
     if any(call["name"] is None for call in calls):
         return None

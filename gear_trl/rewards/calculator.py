@@ -14,7 +14,7 @@ reference results `[101, 92]`, the last of which is the answer. A completion sco
 
 0.0 otherwise. The calculator's results are read from TRL's live environment when training with
 `environment_factory` (TRL passes `environments`, one instance per completion, already driven by the model's calls),
-else by replaying the completion's calls (`gear_trl.rewards.tool_call.parse_tool_calls`) in a fresh `Calculator`.
+else by replaying the completion's calls (`gear_trl.envs.tool_calls.parse_tool_calls`) in a fresh `Calculator`.
 Rows without a ground truth get None (left out of the mean); garbage never raises, it scores 0.0.
 """
 
@@ -24,9 +24,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from gear_trl.data.math import last_boxed
+from gear_trl.data.math_tasks import last_boxed
 from gear_trl.envs.calculator import Calculator
-from gear_trl.rewards.tool_call import column_value, parse_tool_calls
+from gear_trl.envs.tool_calls import column_value, parse_tool_calls
 
 
 def run_chain(calls: Sequence[Any]) -> tuple[Calculator, list[str]]:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .math import completion_text
+from .math_rewards import completion_text
 
 VARIANTS = ("independent", "chained")
 

@@ -12,7 +12,7 @@ For each sample (one user turn of a BFCL multi-turn task, `data/bfcl/multi_turn_
   `GRPOTrainer._calculate_rewards` adds the list of instances to every reward function's kwargs
   (`reward_kwargs["environments"] = self.environments`);
 - otherwise the state after replaying the completion's calls from `initial_config` in a fresh environment (limited to
-  the row's `tools`, as the live environment is). Calls are parsed with `gear_trl.rewards.tool_call.parse_tool_calls`:
+  the row's `tools`, as the live environment is). Calls are parsed with `gear_trl.envs.tool_calls.parse_tool_calls`:
   Qwen3-style `<tool_call>{"name", "arguments"}</tool_call>` blocks in text, or the `tool_calls` of assistant
   messages in TRL's conversational completions.
 
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gear_trl.envs import APIEnvironment, BFCLEnvironment
-from gear_trl.rewards.tool_call import column_value, parse_tool_calls
+from gear_trl.envs.tool_calls import column_value, parse_tool_calls
 
 
 def _is_empty(value: Any) -> bool:

@@ -44,18 +44,12 @@ Differences from BFCL's checker, kept on purpose:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from gear_trl.data.bfcl import OPTIONAL_MARKER
-
-ToolCall = dict[str, Any]
-"""A parsed call: `{"name": str | None, "arguments": dict}`; `name` is None for a call that could not be parsed."""
-
-_TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
+from ..data.bfcl import OPTIONAL_MARKER
+from ..envs.tool_calls import ToolCall, load_json, parse_tool_calls
 
 # BFCL compares strings without spaces, a few separators and case, so that "April 1, 2024", "april 1 2024" and
 # "April-1-2024" are one answer, and treats ' and " alike.
@@ -72,111 +66,6 @@ _KIND_OF_TYPE = {
     "object": dict,
     "null": type(None),
 }
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Parsing completions
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def column_value(values: Any, index: int) -> Any:
-    """The `index`-th value of a reward kwarg column (TRL passes lists; a scalar applies to every sample)."""
-    if isinstance(values, (list, tuple)):
-        return values[index] if index < len(values) else None
-    return values
-
-
-def _invalid_call() -> ToolCall:
-    return {"name": None, "arguments": {}}
-
-
-def _load_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _call_from_fields(name: Any, arguments: Any) -> ToolCall:
-    # Arguments come as a dict (TRL's parsed tool calls) or as a JSON string (OpenAI's wire format); a call without
-    # arguments is a call of a function that takes none.
-    if arguments is None:
-        arguments = {}
-    elif isinstance(arguments, str):
-        arguments = _load_json(arguments) if arguments.strip() else {}
-    if not isinstance(name, str) or not isinstance(arguments, dict):
-        return _invalid_call()
-    return {"name": name, "arguments": arguments}
-
-
-def parse_text_tool_calls(text: str) -> list[ToolCall]:
-    """The calls in Qwen3-style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks of `text`.
-
-    Blocks inside `<think>...</think>` are reasoning, not calls; an unclosed `<think>` hides the rest of the text, and
-    text before a lone `</think>` (the opening tag was in the prompt) is reasoning too. A block whose body is not a
-    JSON object with a string `name` and object `arguments` (or an unclosed block) is an invalid call, which matches
-    no expected call.
-    """
-    if "</think>" in text and "<think>" not in text:
-        text = text.rsplit("</think>", 1)[1]
-    text = _THINK_BLOCK.sub("", text)
-    calls = []
-    for match in _TOOL_CALL_BLOCK.finditer(text):
-        body = _load_json(match.group(1).strip())
-        if not isinstance(body, dict) or not match.group(0).endswith("</tool_call>"):
-            calls.append(_invalid_call())
-        else:
-            calls.append(_call_from_fields(body.get("name"), body.get("arguments", body.get("parameters"))))
-    return calls
-
-
-def _message_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # multimodal-style content parts
-        return "".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
-
-
-def _message_tool_calls(message: dict[str, Any]) -> list[ToolCall]:
-    tool_calls = message.get("tool_calls")
-    if not tool_calls:
-        return parse_text_tool_calls(_message_text(message.get("content")))
-    if not isinstance(tool_calls, list):
-        return [_invalid_call()]
-    calls = []
-    for tool_call in tool_calls:
-        function = tool_call.get("function", tool_call) if isinstance(tool_call, dict) else None
-        if not isinstance(function, dict):
-            calls.append(_invalid_call())
-        else:
-            calls.append(_call_from_fields(function.get("name"), function.get("arguments")))
-    return calls
-
-
-def parse_tool_calls(completion: Any) -> list[ToolCall]:
-    """The tool calls of a completion, in order.
-
-    A completion is a string (raw text with `<tool_call>` blocks) or a list of messages (TRL's conversational
-    completions). In a message list only assistant messages count: their `tool_calls` (`[{"type": "function",
-    "function": {"name", "arguments": dict | JSON string}}]`, already parsed by TRL) when present, their `content`'s
-    `<tool_call>` blocks otherwise. Anything else is no calls.
-    """
-    if isinstance(completion, str):
-        return parse_text_tool_calls(completion)
-    if isinstance(completion, dict):
-        completion = [completion]
-    if not isinstance(completion, (list, tuple)):
-        return []
-    calls = []
-    for message in completion:
-        if isinstance(message, str):
-            calls.extend(parse_text_tool_calls(message))
-        elif isinstance(message, dict) and message.get("role", "assistant") == "assistant":
-            calls.extend(_message_tool_calls(message))
-    return calls
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -352,7 +241,7 @@ def _schema(node: Any) -> dict[str, Any]:
 
 
 def _as_json(value: Any) -> Any:
-    return _load_json(value) if isinstance(value, str) else value
+    return load_json(value) if isinstance(value, str) else value
 
 
 def tools_by_name(tools: Any) -> dict[str, dict[str, Any]]:
@@ -408,12 +297,9 @@ def tool_call_accuracy(
 
 
 __all__ = [
-    "ToolCall",
     "call_matches",
     "check_calls",
     "normalize_string",
-    "parse_text_tool_calls",
-    "parse_tool_calls",
     "tool_call_accuracy",
     "tools_by_name",
     "value_allowed",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..plugins import UserInputError
+from ..cli.errors import UserInputError
 
 
 def model_devices(model) -> list[str]:

@@ -28,13 +28,13 @@ from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
+from ..cli.errors import UserInputError
 from ..credit import CreditInputs, below_noise_floor, distill_advantages, reverse_kl_and_entropy
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
-from ..data.math import REFERENCE_SOLUTION_COLUMN
+from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
-from ..plugins import UserInputError
 from ..rewards.guard import guard_reward_func
 from .callbacks import CreditReportCallback
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datasets import Dataset
 
+from ..cli.errors import UserInputError
 from ..data.teacher import has_ground_truth
 from ..data.tool_use import json_text
-from ..plugins import UserInputError
 
 
 def ground_truth_as_json(dataset, column: str):

@@ -28,7 +28,7 @@ from accelerate.utils import gather_object, is_peft_model
 from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 from trl.trainer.utils import pad, use_adapter
 
-from ..data.math import last_boxed
+from ..data.math_tasks import last_boxed
 from ..data.teacher import (
     DEFAULT_TOOL_SOLUTION_TEMPLATE,
     DEFAULT_TOOL_TEACHER_TEMPLATE,
@@ -40,7 +40,7 @@ from ..data.teacher import (
     sibling_choice,
     tool_calls_text,
 )
-from ..rewards.tool_call import parse_tool_calls
+from ..envs.tool_calls import parse_tool_calls
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from .teacher_kinds import teacher_kind
 from .teacher_weights import (

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..data.math import REFERENCE_SOLUTION_COLUMN
+from ..cli.errors import UserInputError
+from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import has_ground_truth, teacher_prompt
-from ..plugins import UserInputError
 from .gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 from .teacher import render_reference, tool_template_for
 

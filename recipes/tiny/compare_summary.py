@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--arm", nargs=3, action="append", required=True, metavar=("NAME", "RUN_DIR", "END_JSON"),
                         help="an arm's name, its training output_dir and the evaluate report of its trained model")  # fmt: skip
     parser.add_argument("--plot", type=Path, default=None, help="where to write the curves' PNG")
-    parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect's --out folder (last arm)")
+    parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect_credit's --out folder (last arm)")
     parser.add_argument("--study", type=Path, action="append", default=[],
                         help="a bench/horizon.py report (JSON); repeatable: the reports' seeds are pooled")  # fmt: skip
     parser.add_argument("--study-cell", nargs=2, metavar=("VARIANT", "K"), default=("independent", "8"))

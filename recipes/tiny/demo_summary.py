@@ -71,7 +71,7 @@ def plot_rewards(history: list[tuple[int, float]], path: Path) -> Path:
 
 
 def credit_line(credit_dir: Path) -> str:
-    """Where gear_trl.inspect put its credit report (and its picture) in `credit_dir`."""
+    """Where gear_trl.inspect_credit put its credit report (and its picture) in `credit_dir`."""
     reports = sorted(credit_dir.glob("credit_*.html"))
     if not reports:
         raise FileNotFoundError(f"No credit report (credit_*.html) in {credit_dir}.")
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("start", help="evaluate report of the starting model (JSON)")
     parser.add_argument("end", help="evaluate report of the trained model (JSON)")
     parser.add_argument("--run", type=Path, default=None, help="the training run's output_dir (reward curve)")
-    parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect's --out folder")
+    parser.add_argument("--credit", type=Path, default=None, help="gear_trl.inspect_credit's --out folder")
     args = parser.parse_args(argv)
     start, end = (json.loads(Path(path).read_text()) for path in (args.start, args.end))
     lines = report_lines(start, end, args.run, args.credit)

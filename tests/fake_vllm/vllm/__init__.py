@@ -1,4 +1,4 @@
-"""A stand-in for vLLM with the two names gear_trl.generation uses (`LLM`, `SamplingParams`), so the vLLM backend's
+"""A stand-in for vLLM with the two names gear_trl.evaluation.generation uses (`LLM`, `SamplingParams`), so the vLLM backend's
 code path runs on CPU in the tests. `LLM.generate` answers every prompt with `ANSWER` (default: the sum of the
 first two integers of the prompt's user text, boxed, and the GPU the engine was given) and records what it was
 given."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from gear_trl.data.math import boxed_spans, last_boxed
+from gear_trl.data.math_tasks import boxed_spans, last_boxed
 
 MATH_VERIFY_TIMEOUT_S = 5
 """Per-call time limit for math_verify's parsing and comparison, enforced only in the main thread."""

@@ -18,7 +18,7 @@ def benchmark_splits(name: str, load: Callable | None = None) -> list[tuple[str,
     `UserInputError` naming the entry. `load(dataset, config, what=...)` reads a Hub or local dataset (the entry
     points pass `gear_trl.trainer.preflight.load_dataset_named`, which names what is missing; the task layer does not
     import the trainer's); default `datasets.load_dataset`."""
-    from ..plugins import UserInputError
+    from ..cli.errors import UserInputError
 
     try:
         return _benchmark_splits(name, load)
@@ -27,7 +27,7 @@ def benchmark_splits(name: str, load: Callable | None = None) -> list[tuple[str,
 
 
 def _benchmark_splits(name: str, load: Callable | None) -> list[tuple[str, list[dict[str, Any]]]]:
-    from ..benchmarks import get_preset
+    from .benchmarks import get_preset
 
     preset = get_preset(name)
     label = f"benchmark {preset.name!r}"
@@ -46,10 +46,10 @@ def _benchmark_splits(name: str, load: Callable | None) -> list[tuple[str, list[
 
         return [(label, [row for category in categories_of(preset.split) for row in load_rows(category)])]
     if preset.dataset_format == "acebench":
-        from .acebench import load_acebench
+        from ..data.acebench import load_acebench
 
         return [(label, list(load_acebench(preset.dataset, preset.split)))]
-    from ..plugins import UserInputError
+    from ..cli.errors import UserInputError
 
     if load is None:
         from datasets import load_dataset

@@ -1,4 +1,4 @@
-"""Who writes the user's turns of an interactive evaluation (`gear_trl.evaluate --user-simulator`).
+"""Who writes the user's turns of an interactive evaluation (`gear_trl.evaluate --user_simulator`).
 
 Benchmarks such as ToolSandbox and ACEBench's agent category hand the agent only a goal the user holds; the user's
 later messages depend on what the agent said, so a second model plays the user. A user simulator is any object with
@@ -15,10 +15,10 @@ It may also define
   batched generation instead of one per conversation); the loop prefers it;
 - `required_columns: tuple[str, ...]`: the row columns it reads, checked on every row before any model loads;
 - `setup(generator=..., tokenizer=..., model=..., device=...)`: called once before the first episode, with the
-  agent's generation backend (`gear_trl.generation`), to load or share a model.
+  agent's generation backend (`gear_trl.evaluation.generation`), to load or share a model.
 
-`--user-simulator` names one: `scripted` and `llm` (the two below) or an import path `pkg.module:factory`, called with
-`--user-simulator-kwargs` (a JSON object) as keyword arguments. What a simulator returns is checked: anything but the
+`--user_simulator` names one: `scripted` and `llm` (the two below) or an import path `pkg.module:factory`, called with
+`--user_simulator_kwargs` (a JSON object) as keyword arguments. What a simulator returns is checked: anything but the
 forms above, or an exception, ends that episode and is counted (`user_simulator_failures`), never the evaluation.
 """
 
@@ -29,8 +29,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .envs.rollout import encodable_text
-from .plugins import UserInputError, load_plugin
+from ..cli.errors import UserInputError
+from ..cli.plugins import load_plugin
+from ..envs.rollout import encodable_text
 
 STOP = "###STOP###"
 """The stop marker: a user message holding it ends the episode (the message itself is not sent). Our choice, written
@@ -39,7 +40,7 @@ with an `end_conversation` tool call, ACEBench's with the words "finish conversa
 maps to `None`."""
 
 DEFAULT_MAX_USER_TURNS = 8
-"""User turns per episode, the row's prompt included, before the loop ends it (`--max-user-turns`). Ours: enough for
+"""User turns per episode, the row's prompt included, before the loop ends it (`--max_user_turns`). Ours: enough for
 the short clarify-then-confirm dialogues of ToolSandbox and ACEBench's agent tasks, small enough that a simulator that
 never stops costs a bounded number of generations."""
 
@@ -114,7 +115,7 @@ class ScriptedUserSimulator:
 
 
 class LLMUserSimulator:
-    """A causal LM plays the user, generated with the evaluation's own backend (`gear_trl.generation`).
+    """A causal LM plays the user, generated with the evaluation's own backend (`gear_trl.evaluation.generation`).
 
     It sees the conversation from the user's side: a system message, `system_prompt` with the row's `goal_column`
     filled in, then the dialogue with the roles swapped (the agent's replies as `user` messages, the user's earlier
@@ -160,9 +161,9 @@ class LLMUserSimulator:
         if max_turns is not None and max_turns < 1:
             raise UserInputError(f"LLMUserSimulator: `max_turns` must be at least 1, got {max_turns}.")
         if model is not None:
-            from .trainer.preflight import check_model_source
+            from ..trainer.preflight import check_model_source
 
-            check_model_source(model, "--user-simulator-kwargs model")
+            check_model_source(model, "--user_simulator_kwargs model")
         self.model_path, self.goal_column, self.system_prompt = model, goal_column, system_prompt
         self.max_turns, self.opening = max_turns, opening
         self.sampling = Sampling(max_new_tokens, temperature, top_p, top_k, seed)
@@ -243,7 +244,7 @@ class LLMUserSimulator:
 
 
 USER_SIMULATORS = {"scripted": ScriptedUserSimulator, "llm": LLMUserSimulator}
-"""The built-in `--user-simulator` names."""
+"""The built-in `--user_simulator` names."""
 
 
 def load_user_simulator(spec: str, kwargs: dict | None = None):
@@ -251,22 +252,22 @@ def load_user_simulator(spec: str, kwargs: dict | None = None):
     naming the option for a path that does not import, arguments the factory refuses, or an object without
     `next_turn`/`next_turns`."""
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise UserInputError('--user-simulator-kwargs must be a JSON object, e.g. \'{"goal_column": "goal"}\'.')
-    factory = load_plugin(spec, "--user-simulator", USER_SIMULATORS)
+        raise UserInputError('--user_simulator_kwargs must be a JSON object, e.g. \'{"goal_column": "goal"}\'.')
+    factory = load_plugin(spec, "--user_simulator", USER_SIMULATORS)
     if not callable(factory):
-        raise UserInputError(f"--user-simulator {spec!r} is not callable: name a class or a factory function.")
+        raise UserInputError(f"--user_simulator {spec!r} is not callable: name a class or a factory function.")
     try:
         simulator = factory(**(kwargs or {}))
     except UserInputError:
         raise
     except Exception as err:
         raise UserInputError(
-            f"--user-simulator {spec!r}: building it with {kwargs or {}} failed ({type(err).__name__}: {err})."
+            f"--user_simulator {spec!r}: building it with {kwargs or {}} failed ({type(err).__name__}: {err})."
         ) from err
     if not callable(getattr(simulator, "next_turn", None)) and not callable(getattr(simulator, "next_turns", None)):
         raise UserInputError(
-            f"--user-simulator {spec!r} built a {type(simulator).__name__} without a next_turn(messages, row, turn) "
-            "method (gear_trl.user_sim.UserSimulator)."
+            f"--user_simulator {spec!r} built a {type(simulator).__name__} without a next_turn(messages, row, turn) "
+            "method (gear_trl.evaluation.user_sim.UserSimulator)."
         )
     return simulator
 
@@ -279,12 +280,12 @@ def check_rows(simulator, rows: Sequence[dict], spec: str = "the user simulator"
             return
         if column not in rows[0]:
             raise UserInputError(
-                f"--user-simulator {spec} reads the column {column!r}, which the rows do not have; columns present: "
-                f"{sorted(rows[0])}. Add it to the data, or name another column in --user-simulator-kwargs."
+                f"--user_simulator {spec} reads the column {column!r}, which the rows do not have; columns present: "
+                f"{sorted(rows[0])}. Add it to the data, or name another column in --user_simulator_kwargs."
             )
         empty = next((i for i, row in enumerate(rows) if row.get(column) is None or row.get(column) == ""), None)
         if empty is not None:
-            raise UserInputError(f"--user-simulator {spec}: row {empty} has no value in the column {column!r}.")
+            raise UserInputError(f"--user_simulator {spec}: row {empty} has no value in the column {column!r}.")
 
 
 def ask(simulator, requests: list[tuple[list[dict], dict, int]]) -> list[tuple[list[dict] | None, str | None]]:

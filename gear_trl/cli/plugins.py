@@ -1,9 +1,6 @@
 """Task plug-ins by import path: a recipe names a built-in environment, reward or dataset adapter by its short name,
-or one of the user's own by `package.module:Name` (TRL's `package.module.name` form is accepted too).
-
-`UserInputError` is the one error type for input a person can fix (a recipe key, a plug-in, a dataset column, an
-environment class): the command-line entry points print it as a single `error: ...` line, and Python callers get a
-`ValueError` naming what to change.
+or one of the user's own by `package.module:Name` (TRL's `package.module.name` form is accepted too). A name that
+cannot be loaded raises `gear_trl.cli.errors.UserInputError`.
 """
 
 from __future__ import annotations
@@ -12,10 +9,7 @@ import difflib
 import importlib
 from typing import Any
 
-
-class UserInputError(ValueError):
-    """Input that would make a run fail or train on nothing, found before any model loads; the message names the
-    field and the fix."""
+from .errors import UserInputError
 
 
 def is_import_path(spec: str) -> bool:

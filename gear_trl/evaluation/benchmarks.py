@@ -2,23 +2,23 @@ r"""The paper's benchmarks as `gear_trl.evaluate --benchmark NAME` presets: wher
 prompts, how completions are sampled and scored.
 
     python -m gear_trl.evaluate --model outputs/run --benchmark aime24      # avg@64 at temperature 0.6
-    python -m gear_trl.evaluate --model outputs/run --benchmark math500 --num-samples 1 --temperature 0   # greedy
+    python -m gear_trl.evaluate --model outputs/run --benchmark math500 --num_samples 1 --temperature 0   # greedy
 
 A preset only fills in the options the command line leaves out: any flag given (`--dataset` a local copy,
-`--num-samples`, `--max-new-tokens`, ...) wins. The table in docs/evaluation.md is generated from `PRESETS`.
+`--num_samples`, `--max_new_tokens`, ...) wins. The table in docs/evaluation.md is generated from `PRESETS`.
 
 Sampling follows the chat mode the model is scored in (`Preset.sampling(mode)`; `gear_trl.evaluate` takes the mode
-from the trained run's settings or `--enable-thinking`). In thinking mode it is the protocol that DeepSeek-R1 (arXiv
+from the trained run's settings or `--enable_thinking`). In thinking mode it is the protocol that DeepSeek-R1 (arXiv
 2501.12948, its evaluation setup) and the Qwen3 technical report (arXiv 2505.09388, thinking mode) report their math
 results with: temperature 0.6, top-p 0.95, up to 32768 new tokens, and pass@1 estimated as avg@k, the mean accuracy
 over k samples per problem, with k = 64 for the 30-problem AIME sets (Qwen3's 64 samples; lighteval 0.13 defines
 `aime24_avg` as avg@64 too) and k = 4 for MATH-500 (R1 takes k between 4 and 64 by test-set size); GSM8K (1319
-problems) and MATH (5000) use k = 1. Qwen3 also sets top-k 20 (`--top-k 20`); R1 does not, nor do the presets. In
+problems) and MATH (5000) use k = 1. Qwen3 also sets top-k 20 (`--top_k 20`); R1 does not, nor do the presets. In
 non-thinking mode (the mode the Qwen3 recipes train in) the math presets sample with Qwen3's non-thinking settings
 and fewer new tokens (`QWEN3_NON_THINKING`); the tool presets decode greedily in both modes. The GEAR paper does not
 publish its evaluation protocol, so these are our choice of the common one. The prompt is R1's and Qwen's
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
-`gear_trl.data.math.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
+`gear_trl.data.math_tasks.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
 (math-verify equivalence of the last `\boxed{}` with the reference answer), whose agreement with lighteval's math
 metric is tested on generated cases in tests/test_benchmarks.py.
 """
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .data.acebench import ACEBENCH_GITHUB
-from .plugins import UserInputError
+from ..cli.errors import UserInputError
+from ..data.acebench import ACEBENCH_GITHUB
 
 ACEBENCH_PRESETS = {
     "acebench_single_function": "normal_single_turn_single_function",
@@ -186,7 +186,7 @@ PRESETS: dict[str, Preset] = {
             dataset="bfcl-eval",
             split="all",
             dataset_format="bfcl_multi_turn",
-            columns="the installed bfcl-eval's tasks (`--split` all or one category; `--max-samples` per category)",
+            columns="the installed bfcl-eval's tasks (`--split` all or one category; `--max_samples` per category)",
             reward=("bfcl_multi_turn",),
             environment=None,
             temperature=0.0,
@@ -223,7 +223,7 @@ PRESETS: dict[str, Preset] = {
                 dataset_format="bfcl_single_turn",
                 columns="the installed bfcl-eval's entries: question -> prompt, function -> tools (with BFCL's "
                 "language hints), possible_answer -> checker"
-                + (" (`--split` live or one live category; `--max-samples` per category)" if split == "live" else ""),
+                + (" (`--split` live or one live category; `--max_samples` per category)" if split == "live" else ""),
                 reward=("bfcl_ast",),
                 temperature=0.0,
                 top_p=1.0,

@@ -19,12 +19,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .plugins import UserInputError
+from ..cli.errors import UserInputError
 
 Completion = tuple[list[int], str, bool]
 
 # Loading a model and rendering a row's prompt, shared by `gear_trl.evaluate` and the simulated user
-# (`gear_trl.user_sim`), which needs them without importing the evaluation entry point.
+# (`gear_trl.evaluation.user_sim`), which needs them without importing the evaluation entry point.
 
 ADAPTER_CONFIG = "adapter_config.json"
 

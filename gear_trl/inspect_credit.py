@@ -1,7 +1,7 @@
 """Seeing the credit: a few rollouts, every token coloured by GEAR's reverse KL, entropy and final weight.
 
-    python -m gear_trl.inspect --config recipes/tiny/config_math.yaml --num-rollouts 4 --out outputs/inspect
-    python -m gear_trl.inspect --config RECIPE.yaml --model outputs/run --split test --max_completion_length 512
+    python -m gear_trl.inspect_credit --config recipes/tiny/config_math.yaml --num_rollouts 4 --out outputs/inspect
+    python -m gear_trl.inspect_credit --config RECIPE.yaml --model outputs/run --split test --max_completion_length 512
 
 The trainer is built from the recipe exactly as `gear_trl.train` builds it (any recipe field can be overridden on the
 command line), rollouts are sampled on `--split` with the policy in train mode, and `GEARTrainer.compute_credit`
@@ -13,14 +13,14 @@ This module is the command line only; the rendering is `gear_trl.reporting`, whi
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
 from dataclasses import replace
 
-from .evaluate import is_adapter_dir, load_model
-from .plugins import UserInputError
+from .cli.errors import UserInputError
+from .cli.flags import FlagParser
+from .evaluation.generation import is_adapter_dir, load_model
 from .reporting import (
     choose_rollouts,
     decode_tokens,
@@ -112,8 +112,8 @@ def sample_credit(trainer, dataset, num_rollouts: int, choice: str = "first") ->
 
 def parse_cli(argv: list[str] | None = None):
     """(inspection options, (script_args, training_args, model_args)) from the command line."""
-    parser = argparse.ArgumentParser(
-        prog="python -m gear_trl.inspect",
+    parser = FlagParser(
+        prog="python -m gear_trl.inspect_credit",
         description="Render a few rollouts with every token coloured by GEAR's reverse KL, entropy and weight.",
         epilog="Every other option is a recipe field, as for gear_trl.train (--config RECIPE.yaml "
         "--max_completion_length 256 ...).",
@@ -131,9 +131,8 @@ def parse_cli(argv: list[str] | None = None):
         help="Dataset split to draw prompts from (default: the recipe's dataset_test_split where the dataset has it, "
         "else its dataset_train_split: a single .jsonl file has only `train`).",
     )
-    parser.add_argument("--num-rollouts", "--num_rollouts", type=int, default=4, help="Rollouts to render.")
+    parser.add_argument("--num_rollouts", type=int, default=4, help="Rollouts to render.")
     parser.add_argument(
-        "--first-n",
         "--first_n",
         action="store_true",
         help="Render the first N rollouts in order, rather than (the default) a passed and a failed rollout of the "
@@ -142,7 +141,7 @@ def parse_cli(argv: list[str] | None = None):
     parser.add_argument("--out", default=os.path.join("outputs", "inspect"), help="Output folder.")
     options, rest = parser.parse_known_args(argv)
     if options.num_rollouts < 1:
-        parser.error("--num-rollouts must be at least 1")
+        parser.error("--num_rollouts must be at least 1")
     # Inspection trains nothing, reports nothing and pushes nothing; whatever the Trainer writes goes to --out.
     recipe = parse_args([*rest, "--report_to", "none", "--push_to_hub", "false", "--output_dir", options.out])
     return options, recipe
@@ -197,7 +196,7 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .plugins import UserInputError
+    from .cli.errors import UserInputError
 
     try:
         main(argv)
