@@ -144,7 +144,31 @@ GENERATORS = {
 }
 
 
-COMMITTED = {"configuration.md": {"config_reference": config_reference}}
+def credit_modes() -> str:
+    """The credit-mode registry as a table (`gear_trl.credit.modes.modes_table`)."""
+    from gear_trl.credit.modes import modes_table
+
+    return modes_table()
+
+
+def teacher_kinds() -> str:
+    """The teacher-kind registry as a table."""
+    from gear_trl.trainer.teacher_kinds import _REGISTRY
+
+    lines = ["| `teacher` | weights it reads | its options | what it is |", "|---|---|---|---|"]
+    for kind in _REGISTRY.values():
+        options = ", ".join(f"`{name}`" for name in kind.options) or "-"
+        lines.append(f"| `{kind.name}` | {kind.weights} | {options} | {kind.summary} |")
+    return "\n".join(lines)
+
+
+COMMITTED = {
+    "configuration.md": {
+        "config_reference": config_reference,
+        "credit_modes": credit_modes,
+        "teacher_kinds": teacher_kinds,
+    }
+}
 """Generated blocks committed in their page (a page's path under docs/: {block name: generator})."""
 
 

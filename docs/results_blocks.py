@@ -23,7 +23,7 @@ import math
 import re
 import statistics
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ BLOCK = re.compile(r"<!-- gen:([a-z0-9_.-]+) -->(.*?)<!-- /gen -->", re.DOTALL)
 REFRESH = "python -m docs.results_blocks --write"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(key: str) -> dict:
     return json.loads((REPO / PATHS[key]).read_text(encoding="utf-8"))
 
@@ -347,7 +347,11 @@ def headroom_table() -> str:
             if HELD not in x:
                 continue
             loc = x.get("localization") or {}
-            onset = f"{loc['onset_rate']:.2f} ({loc['onset_rate_random']:.2f})" if loc.get("onset_rate") is not None else ""
+            onset = (
+                f"{loc['onset_rate']:.2f} ({loc['onset_rate_random']:.2f})"
+                if loc.get("onset_rate") is not None
+                else ""
+            )
             moved = f"{loc['moved_share']:.3f}" if loc.get("moved_share") is not None else ""
             lines.append(f"| {task} | `{name}` | {ci(x[HELD])} | {ci(x[REWARD])} | {onset} | {moved} |")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from gear_trl import GEARConfig
 from gear_trl.credit import modes
 from gear_trl.credit.divergence import SIGNED_LOG_RATIO
-from gear_trl.credit.modes import CreditInputs, CreditMode, CreditOutputs, credit_mode, register_credit_mode
+from gear_trl.credit.modes import CreditInputs, CreditMode, credit_mode, register_credit_mode
 from gear_trl.trainer.teacher_kinds import TeacherKind, register_teacher_kind, teacher_kind
 from tests.utils import TINY, make_trainer, tiny_args
 
@@ -75,18 +75,25 @@ def test_teacher_kinds_are_records_too():
         register_teacher_kind(TeacherKind("still", "following"))
 
 
+def test_a_users_mode_is_named_by_import_path():
+    args = GEARConfig(output_dir="/tmp/x", use_cpu=True, credit="tests.credit_plugin:LAST_TOKEN")
+    try:
+        assert args.credit_mode.name == "last-token" and args.uses_teacher and not args.credit_mode.onsets
+        assert credit_mode("last-token") is args.credit_mode  # registered under its own name at first use
+        with pytest.raises(ValueError, match="not a `gear_trl.credit.CreditMode` record"):
+            GEARConfig(output_dir="/tmp/x", use_cpu=True, credit="tests.credit_plugin:NOT_A_MODE")
+        with pytest.raises(ValueError, match="cannot import module 'tests.no_such_module'"):
+            GEARConfig(output_dir="/tmp/x", use_cpu=True, credit="tests.no_such_module:MODE")
+    finally:
+        modes._REGISTRY.pop("last-token", None)
+
+
 @pytest.mark.slow
 def test_a_new_credit_mode_is_one_record_and_one_function(tmp_path):
-    """A mode that puts all of a completion's credit on its last model token, registered and trained with: the
-    configuration accepts it, the trainer uses its weights, and the documentation table lists it."""
-
-    def last_token(inputs: CreditInputs) -> CreditOutputs:
-        mask = inputs.mask.bool()
-        last = mask.long().cumsum(dim=1) == mask.long().sum(dim=1, keepdim=True)
-        weights = (last & mask).float() * mask.float().sum(dim=1, keepdim=True)  # mean 1 over the model tokens
-        return CreditOutputs(signal=torch.zeros_like(weights), segment_ids=torch.full_like(mask, -1, dtype=torch.long),
-                             weights=weights)  # fmt: skip
-
+    """A mode that puts all of a completion's credit on its last model token (tests/credit_plugin.py: one function,
+    one record), registered and trained with: the configuration accepts it, the trainer uses its weights, and the
+    documentation table lists it."""
+    from tests.credit_plugin import last_token
     from tests.test_trainer import first_batch, generate
 
     register_credit_mode(CreditMode("last-token", last_token, summary="All credit on the last model token."))

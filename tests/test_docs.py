@@ -55,7 +55,12 @@ def test_the_committed_config_reference_is_the_generated_one(hooks):
 
 def test_a_stale_committed_block_is_found_and_rewritten(hooks, tmp_path, monkeypatch):
     stale = (
-        "intro\n<!-- begin committed: config_reference -->\n| old |\n<!-- end committed: config_reference -->\nend\n"
+        "intro\n"
+        + "".join(
+            f"<!-- begin committed: {name} -->\n| old |\n<!-- end committed: {name} -->\n"
+            for name in hooks.COMMITTED["configuration.md"]
+        )
+        + "end\n"
     )
     fresh = hooks.refreshed("configuration.md", stale)
     assert fresh != stale and hooks.config_reference() in fresh and fresh.endswith("end\n")

@@ -479,5 +479,7 @@ def test_the_replications_ran_on_fresh_seeds_with_the_studys_settings():
         assert report["config"]["variants"]["independent"] == study["config"]["variants"]["independent"], name
         seen |= set(seeds)
     assert weights["config"]["budget"]["seeds"] == list(range(32, 48))
-    none = [r["variants"]["independent"]["8"]["arms"]["none"]["sampled_accuracy"]["values"] for r in (reports[2], weights)]
+    none = [
+        r["variants"]["independent"]["8"]["arms"]["none"]["sampled_accuracy"]["values"] for r in (reports[2], weights)
+    ]
     assert none[0] == none[1]

@@ -144,11 +144,15 @@ def credit_modes() -> tuple[str, ...]:
 
 
 def credit_mode(name: str) -> CreditMode:
-    """The record of credit mode `name`; a ValueError naming the valid ones (and the new name of an old one)."""
+    """The record of credit mode `name`: a registered name, or the import path of a user's record
+    (`my_package.modes:LAST_TOKEN`, registered under its own name at first use, so a recipe can name a mode its own
+    package defines); a ValueError naming the valid ones (and the new name of an old one) otherwise."""
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
         pass
+    if isinstance(name, str) and ":" in name:
+        return _load_credit_mode(name)
     import difflib
 
     if name in RENAMED:
@@ -157,6 +161,20 @@ def credit_mode(name: str) -> CreditMode:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=1) if isinstance(name, str) else []
         hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ValueError(f"`credit` must be one of {list(_REGISTRY)}, got {name!r}{hint}.")
+
+
+def _load_credit_mode(path: str) -> CreditMode:
+    from ..cli.plugins import load_plugin
+
+    record = load_plugin(path, "credit")
+    if not isinstance(record, CreditMode):
+        raise ValueError(
+            f"`credit: {path}` names a {type(record).__name__}, not a `gear_trl.credit.CreditMode` record."
+        )
+    if _REGISTRY.get(record.name) is not record:
+        register_credit_mode(record)
+    MODE_SEGMENTERS[path] = record.segmenter or "none"
+    return record
 
 
 # ---------------------------------------------------------------------------------------------------------------------
