@@ -276,7 +276,7 @@ def test_make_warm_start_init_from_starts_from_the_saved_model(tmp_path):
     make_warm_start.main([
         "--task", "calc_long", "--init-from", str(REPO / "data" / "tiny-qwen3-calc"),
         "--sft-file", str(tmp_path / "data" / "sft.jsonl"), "--output-dir", str(out), "--max-steps", "1",
-        "--batch_size", "2", "--learning-rate", "0", "--warmup-steps", "0", "--no-eval",
+        "--batch-size", "2", "--learning-rate", "0", "--warmup-steps", "0", "--no-eval",
     ])  # fmt: skip
     before = load_file(REPO / "data" / "tiny-qwen3-calc" / "model.safetensors")
     after = load_file(out / "model.safetensors")

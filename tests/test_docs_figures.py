@@ -21,14 +21,10 @@ def documents() -> dict[str, str]:
     return {"README.md": README.read_text(encoding="utf-8"), **pages}
 
 
-def test_the_test_count_is_quoted_once_in_the_readme():
-    readme = TEST_COUNT.findall(README.read_text(encoding="utf-8"))
-    assert len(readme) == 1, f"the README should quote the suite's size once, found {readme}"
+def test_no_document_quotes_a_test_count():
+    """A hard-coded count of the suite goes stale with every test added: no document quotes one."""
     for name, text in documents().items():
-        if name == "README.md":
-            continue
-        for count in TEST_COUNT.findall(" ".join(text.split())):
-            assert count == readme[0], f"{name} quotes {count} tests, the README {readme[0]}: quote the README only"
+        assert not TEST_COUNT.findall(" ".join(text.split())), f"{name} quotes a test count"
 
 
 def test_recipe_fields_the_docs_quote_are_the_recipes_values():
