@@ -1,9 +1,18 @@
-"""Label oracles for the horizon study (bench code only, never in the library): weightings and a process signal that
-no teacher computes, built from the horizon task's labels (`gear_trl.rewards.horizon`), to measure the ceiling of
-token credit on that task.
+"""Label oracles (bench code only, never in the library) as credit modes registered through the library's extension
+point (`gear_trl.credit.modes.register_credit_mode`): credit that no teacher computes, built from a task's labels, to
+measure the ceiling of token credit. Registered in the worker process before its trainer is built; the run's
+`--credit` is then the registered name (`register`, which `bench.harness.runs.credit_of` calls for a job with an
+`oracle`).
 
-Beside bench/headroom.py's oracles (the teacher's KL replaced by a label signal, through GEAR's own segment and weight
-functions: `oracle-gear`, `oracle-strong`), these set a rollout's token weights, or its token advantages, directly:
+Two families:
+
+- Label signals (bench/headroom.py's `oracle-gear`, `oracle-token`, `oracle-strong`; `oracle_signal`): the teacher's
+  KL replaced by a signal built from labels, 1 from the first wrong token of a failed rollout on (`from_error`) or at
+  that token only (`error_token`), 0 elsewhere, passed through the arm's own built-in mode (GEAR's segments and
+  weights, or `token`'s): `credit_mode(mode).compute` on the oracle signal in place of the KL.
+- Horizon weightings (bench/horizon.py's `oracle-prefix`, `oracle-two-sided`, `oracle-process`, ...; `WEIGHT_KINDS`):
+  `credit_mode(mode).compute` on a zero KL (so GEAR's own weights are 1), then the oracle's token weights, or for the
+  process kinds its token advantages, replace GEAR's:
 
 - `prefix_weights` (`oracle-prefix`): in a failed rollout weight 0 before its first wrong token and 1 from it on,
   rescaled to mean 1; passed rollouts unchanged. The most any sign-preserving weighting inside a rollout can do.
@@ -31,8 +40,7 @@ And one added when `oracle-prefix` collapsed on `independent` by no longer stopp
   weighting is unchanged. It tests the reading that the mean-1 rescale, by putting a failed rollout's blame on a
   tail that always holds the close, unlearns stopping.
 
-Pure tensor functions first, then `horizon_error_site` (the label) and `install` (the trainer hook, in a worker
-process only).
+Pure tensor functions first, then the labels on tokens, then the registered modes.
 """
 
 from __future__ import annotations
@@ -250,75 +258,183 @@ def error_span(tokens: list[str], row: dict) -> tuple[int, int] | None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The trainer hook
+# Label signals (bench/headroom.py's oracles)
+# ---------------------------------------------------------------------------------------------------------------------
+
+SIGNAL_KINDS = ("from_error", "error_token")
+
+
+def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple[list[list[float]], int]:
+    """Per-token oracle signal from labels, in place of the teacher's KL.
+
+    Each row: `tokens` (the completion's token texts, [T]), `mask` (model tokens, [T] bool), `prompt`, `failed`
+    (a failed rollout: with the binary accuracy reward, a negative advantage). `error_site(tokens, row)` gives the
+    index of the first wrong token, or None (the rollout matches the reference, or its error cannot be located).
+
+    kind: `from_error`: 1 at model tokens from the first wrong token on, 0 before; `error_token`: 1 at the first wrong
+    token only. Rows that did not fail, and failed rows without a located error, are 0 everywhere (weights 1).
+
+    Returns:
+        ([B][length] floats, the number of failed rows whose error was located).
+    """
+    if kind not in SIGNAL_KINDS:
+        raise ValueError(f"kind must be 'from_error' or 'error_token'; got {kind!r}.")
+    signal, located = [], 0
+    for row in rows:
+        out = [0.0] * length
+        site = error_site(row["tokens"], row) if row["failed"] else None
+        if site is not None:
+            located += 1
+            stop = length if kind == "from_error" else site + 1
+            for t in range(site, stop):
+                out[t] = 1.0 if row["mask"][t] else 0.0
+        signal.append(out)
+    return signal, located
+
+
+def error_site_for(name: str):
+    """The label that locates a failed rollout's first wrong token, by task family: `arith`, `tools` (the calculator
+    tasks; bench/credit_sites.py) or `horizon` (`horizon_error_site`)."""
+    if name == "horizon":
+        return horizon_error_site
+    from bench.credit_sites import arith_error_site, calc_error_site
+
+    return {"arith": arith_error_site, "tools": calc_error_site}[name]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The registered credit modes
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def install(kind: str, eps: float = 0.5, rescale: bool = True, keep_close: bool = False) -> None:
-    """Make `gear_trl.train.build_trainer` build a trainer whose credit is this oracle (in this worker process only).
+def rows_of(inputs) -> list[dict]:
+    """A batch's rollouts as the labels read them, from a `CreditInputs`: per row its token texts (`tokens`), model
+    token mask (`mask`), decoded prompt (`prompt`) and whether it failed (`failed`: a negative GRPO advantage)."""
+    from gear_trl.reporting.rows import decode_tokens
 
-    The run's `credit` must be a GEAR mode (the trainer then computes its trace); the teacher's KL is replaced by 0,
-    so GEAR's own weights are 1, and this oracle's weights (or, for `process`, advantages) replace them. `keep_close`
-    (kind `prefix` only) passes each row's end-of-sequence token, its last model token where that is a special token,
-    to `prefix_weights`."""
+    tokenizer = getattr(inputs.tokenizer, "tokenizer", inputs.tokenizer)
+    mask = inputs.mask.bool()
+    prompts = tokenizer.batch_decode(inputs.prompt_ids, skip_special_tokens=True)
+    failed = (inputs.base < 0).tolist()
+    return [
+        {"tokens": decode_tokens(tokenizer, ids), "mask": m, "prompt": p, "failed": f}
+        for ids, m, p, f in zip(inputs.completion_ids.tolist(), mask.tolist(), prompts, failed, strict=True)
+    ]
+
+
+def label_signal_credit(kind: str, mode: str, site: str):
+    """The `compute` of a label-signal oracle: `credit_mode(mode).compute` with the oracle signal (`oracle_signal` of
+    `kind`, the error located by `error_site_for(site)`) in place of the KL; segments, weights as `mode` makes them."""
+    import dataclasses
+
+    from gear_trl.credit.modes import credit_mode
+
+    base = credit_mode(mode)
+    error_site = error_site_for(site)
+
+    def compute(inputs):
+        signal, _ = oracle_signal(rows_of(inputs), inputs.mask.shape[1], kind, error_site)
+        oracle = torch.tensor(signal, dtype=torch.float32, device=inputs.entropy.device)
+        return base.compute(dataclasses.replace(inputs, kl=oracle))
+
+    return compute
+
+
+def horizon_weight_credit(kind: str, mode: str, eps: float = 0.5, rescale: bool = True, keep_close: bool = False):
+    """The `compute` of a horizon weighting (`kind` in `WEIGHT_KINDS`): `credit_mode(mode).compute` on a zero KL (so
+    GEAR's own weights are 1), then this oracle's weights (or, for the process kinds, advantages) replace GEAR's.
+    `keep_close` (kind `prefix` only) passes each row's end-of-sequence token, its last model token where that is a
+    special token, to `prefix_weights`."""
     if kind not in WEIGHT_KINDS:
         raise ValueError(f"kind must be one of {WEIGHT_KINDS}; got {kind!r}.")
     if keep_close and kind != "prefix":
         raise ValueError(f"keep_close is an option of kind 'prefix' only; got kind {kind!r}.")
     import dataclasses
 
-    import gear_trl.trainer.gear_trainer as trainer_module
-    from gear_trl.reporting.rows import decode_tokens
+    from gear_trl.credit.modes import credit_mode
 
-    model_token_mask = trainer_module._model_token_mask
+    base_mode = credit_mode(mode)
 
-    class HorizonOracleTrainer(trainer_module.GEARTrainer):
-        def _credit(self, batch, divergence):
-            kl, entropy, log_ratio = divergence
-            trace = super()._credit(batch, (torch.zeros_like(kl), entropy, log_ratio))
-            mask = model_token_mask(batch).bool()
-            tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-            prompts = tokenizer.batch_decode(batch["prompt_ids"], skip_special_tokens=True)
-            base = batch["gear_base_advantages"]
-            rows = [
-                {"tokens": decode_tokens(tokenizer, ids), "mask": m, "prompt": p}
-                for ids, m, p in zip(batch["completion_ids"].tolist(), mask.tolist(), prompts, strict=True)
-            ]
-            if kind in ("process", "process_local"):
-                labels = [decisions_of_tokens(row["tokens"], row, local=kind == "process_local") for row in rows]
-                width = max((len(c) for _, c in labels), default=0)
-                correct = torch.full((len(rows), width), float("nan"))
-                for i, (_, c) in enumerate(labels):
-                    correct[i, : len(c)] = torch.tensor(c)
-                group_of = {p: g for g, p in enumerate(dict.fromkeys(prompts))}
-                groups = torch.tensor([group_of[p] for p in prompts])
-                owner = torch.tensor([o for o, _ in labels], dtype=torch.long)
-                advantages = process_token_advantages(
-                    owner, process_advantages(correct, groups), base.float().cpu(), mask.cpu()
-                ).to(trace.advantages)
-                weights = trace.weights
-            else:
-                after = torch.zeros_like(mask)
-                failed = (base < 0).cpu()
-                for i, row in enumerate(rows):
-                    if not failed[i]:
-                        continue
-                    if kind == "first_error":
-                        span = error_span(row["tokens"], row)
-                        if span is not None:
-                            after[i, span[0] : span[1]] = True
-                        continue
-                    site = horizon_error_site(row["tokens"], row)
-                    if site is not None:
-                        after[i, site:] = True
-                after &= mask
-                close = close_mask(rows).to(mask.device) if keep_close else None
-                if kind in ("prefix", "first_error"):  # first_error: `after` marks the error's span only
-                    weights = prefix_weights(after, mask, failed.to(mask.device), rescale=rescale, close=close)
-                else:
-                    weights = two_sided_weights(after, mask, failed.to(mask.device), eps)
-                weights = weights.to(trace.weights)
-                advantages = base[:, None] * weights
-            return dataclasses.replace(trace, weights=weights, advantages=advantages)
+    def compute(inputs):
+        out = base_mode.compute(dataclasses.replace(inputs, kl=torch.zeros_like(inputs.kl)))
+        mask = inputs.mask.bool()
+        base = inputs.base
+        rows = rows_of(inputs)
+        prompts = [row["prompt"] for row in rows]
+        if kind in ("process", "process_local"):
+            labels = [decisions_of_tokens(row["tokens"], row, local=kind == "process_local") for row in rows]
+            width = max((len(c) for _, c in labels), default=0)
+            correct = torch.full((len(rows), width), float("nan"))
+            for i, (_, c) in enumerate(labels):
+                correct[i, : len(c)] = torch.tensor(c)
+            group_of = {p: g for g, p in enumerate(dict.fromkeys(prompts))}
+            groups = torch.tensor([group_of[p] for p in prompts])
+            owner = torch.tensor([o for o, _ in labels], dtype=torch.long)
+            advantages = process_token_advantages(
+                owner, process_advantages(correct, groups), base.float().cpu(), mask.cpu()
+            ).to(out.weights)
+            return dataclasses.replace(out, advantages=advantages)
+        after = torch.zeros_like(mask)
+        failed = (base < 0).cpu()
+        for i, row in enumerate(rows):
+            if not failed[i]:
+                continue
+            if kind == "first_error":
+                span = error_span(row["tokens"], row)
+                if span is not None:
+                    after[i, span[0] : span[1]] = True
+                continue
+            site = horizon_error_site(row["tokens"], row)
+            if site is not None:
+                after[i, site:] = True
+        after &= mask
+        close = close_mask(rows).to(mask.device) if keep_close else None
+        if kind in ("prefix", "first_error"):  # first_error: `after` marks the error's span only
+            weights = prefix_weights(after, mask, failed.to(mask.device), rescale=rescale, close=close)
+        else:
+            weights = two_sided_weights(after, mask, failed.to(mask.device), eps)
+        weights = weights.to(out.weights)
+        return dataclasses.replace(out, weights=weights, advantages=base[:, None] * weights)
 
-    trainer_module.GEARTrainer = HorizonOracleTrainer
+    return compute
+
+
+def mode_name(oracle: str, mode: str, site: str | None = None, options: dict | None = None) -> str:
+    """The registered name of an oracle on `mode`: lower case words joined by hyphens, one per (oracle, mode, label,
+    options), e.g. `oracle-from-error-on-gear-arith` or `oracle-prefix-on-gear-rescale-false`."""
+    parts = ["oracle", oracle, "on", mode]
+    if oracle in SIGNAL_KINDS and site:
+        parts.append(site)
+    for key, value in sorted((options or {}).items()):
+        parts += [key, str(value)]
+    text = "-".join(parts).lower()
+    for char in "_+. ":
+        text = text.replace(char, "-")
+    return "-".join(filter(None, text.split("-")))
+
+
+def register(oracle: str, mode: str, site: str | None = None, options: dict | None = None) -> str:
+    """Register the credit mode of label oracle `oracle` (`SIGNAL_KINDS`: a label signal through `mode`, the error
+    located by the label `site`; `WEIGHT_KINDS`: a horizon weighting on `mode`'s zero-KL trace, with `options`) and
+    return its name, for `--credit`. The record is `mode`'s (teacher pass, segmenter, onsets, options) with this
+    oracle's `compute`; registering the same oracle again replaces it (each worker process registers its own)."""
+    import dataclasses
+
+    from gear_trl.credit.modes import credit_mode, register_credit_mode
+
+    if oracle in SIGNAL_KINDS:
+        if options:
+            raise ValueError(f"the label signal {oracle!r} takes no options; got {options}.")
+        if site is None:
+            raise ValueError(f"the label signal {oracle!r} needs the task's error site (`error_site`).")
+        compute = label_signal_credit(oracle, mode, site)
+        summary = f"Label oracle (bench): `{mode}` on the `{oracle}` signal of the `{site}` labels in place of the KL."
+    elif oracle in WEIGHT_KINDS:
+        compute = horizon_weight_credit(oracle, mode, **(options or {}))
+        summary = f"Label oracle (bench): horizon `{oracle}` weighting on `{mode}`'s zero-KL trace."
+    else:
+        raise ValueError(f"oracle must be one of {SIGNAL_KINDS + WEIGHT_KINDS}; got {oracle!r}.")
+    name = mode_name(oracle, mode, site, options)
+    record = dataclasses.replace(credit_mode(mode), name=name, compute=compute, summary=summary)
+    register_credit_mode(record, replace=True)
+    return name
