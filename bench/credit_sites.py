@@ -33,13 +33,10 @@ import os
 import random
 import re
 import statistics
-import sys
 from collections import Counter
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 RECIPES = {"tools": "recipes/tiny/config_calc_tools.yaml", "arith": "recipes/tiny/config_arith.yaml"}
 RECIPE = RECIPES["tools"]

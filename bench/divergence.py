@@ -36,7 +36,6 @@ from pathlib import Path
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 from gear_trl.credit import reverse_kl_and_entropy
 

@@ -25,13 +25,10 @@ import functools
 import json
 import math
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 from gear_trl.table import t_quantile
 

@@ -17,13 +17,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import psutil
 from transformers import TrainerCallback
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gear_trl.train import build_trainer, load_splits, parse_args
 

@@ -8,7 +8,7 @@
 - :mod:`bench.harness.index`: the results index, ``bench/results/README.md``.
 - :mod:`bench.harness.sdpo`: TRL's SDPOTrainer driven by a gear_trl recipe.
 
-Nothing here edits ``sys.path``: run studies as ``python -m bench.<study>`` from the repository root.
+Nothing under bench/ edits the import path: run studies as ``python -m bench.<study>`` from the repository root.
 """
 
 from pathlib import Path

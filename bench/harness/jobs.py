@@ -103,7 +103,7 @@ def run_jobs(
                 job = futures[future]
                 try:
                     results[job["work_dir"], job["key"]] = future.result()
-                except Exception as error:  # noqa: BLE001  (one failed arm must not lose the others)
+                except Exception as error:
                     if strict:
                         raise
                     log(f"{Path(job['work_dir']).name}/{job['key']} failed: {error!r}")

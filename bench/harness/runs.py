@@ -62,13 +62,17 @@ def job_spec(job: dict) -> dict:
 
 
 def credit_of(job: dict) -> str:
-    """The `--credit` a job's trainer runs with: its `mode`, or, for a job with an `oracle`, the credit mode that
-    oracle is registered as in this process (`bench.harness.oracles`)."""
+    """The `--credit` a job's trainer runs with: its `mode` (by its current name, where the job names a mode by an
+    earlier release's spelling), or, for a job with an `oracle`, the credit mode that oracle is registered as in this
+    process (`bench.harness.oracles`)."""
+    from gear_trl.credit.modes import RENAMED
+
+    mode = RENAMED.get(job["mode"], job["mode"])  # a committed study's arm under a mode's earlier spelling
     if not job.get("oracle"):
-        return job["mode"]
+        return mode
     from . import oracles
 
-    return oracles.register(job["oracle"], job["mode"], job.get("error_site"), job.get("oracle_options"))
+    return oracles.register(job["oracle"], mode, job.get("error_site"), job.get("oracle_options"))
 
 
 def _log_series(log_history: list[dict], key: str) -> list[float | None]:
