@@ -172,7 +172,7 @@ def test_the_compare_summary_pools_the_committed_reports_it_names():
     holding = [
         path.relative_to(REPO).as_posix()
         for path in sorted(
-            [REPO / "bench/results/horizon.json", *REPO.glob("bench/results/horizon_replication*/horizon.json")]
+            [REPO / "bench/results/horizon/horizon.json", *REPO.glob("bench/results/horizon/replication_*/horizon.json")]
         )
         if arm in json.loads(path.read_text())["variants"].get("independent", {}).get("8", {}).get("arms", {})
     ]

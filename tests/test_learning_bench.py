@@ -88,7 +88,7 @@ def test_summary_statistics_are_over_seeds():
 
 def test_committed_results_are_the_docs_table():
     path = RESULTS / "learning.json"
-    assert path.exists(), "run `python bench/learning.py` and commit bench/results/learning.{json,png,md}"
+    assert path.exists(), "run `python bench/learning.py` and commit bench/results/learning/math.{json,png,md}"
     bench = load_bench()
     report = json.loads(path.read_text())
     assert len(report["config"]["seeds"]) >= 3
@@ -100,7 +100,7 @@ def test_committed_results_are_the_docs_table():
 
 def test_committed_tools_results_are_the_docs_table():
     path = RESULTS / "learning_tools.json"
-    assert path.exists(), "run `python bench/learning.py --task tools` and commit bench/results/learning_tools.*"
+    assert path.exists(), "run `python bench/learning.py --task tools` and commit bench/results/learning/tools.*"
     bench = load_bench()
     report = json.loads(path.read_text())
     assert report["task"] == "tools" and len(report["config"]["seeds"]) >= 3

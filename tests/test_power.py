@@ -24,7 +24,7 @@ def power():
 
 @pytest.fixture(scope="module")
 def rows():
-    return json.loads((REPO / "bench/results/power.json").read_text())
+    return json.loads((REPO / "bench/results/power/power.json").read_text())
 
 
 def test_seeds_needed_matches_the_exact_paired_t_test(power):
