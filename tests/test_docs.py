@@ -65,7 +65,10 @@ def test_results_pages_are_filled_from_the_committed_json(hooks):
     # the H100 run, bench/results/overhead/cuda.json
     assert "| `step_time` | qwen3-4b | 1.35 | 1.3 | **no** |" in performance
     sweep = hooks.render(pages()["results/teacher-sweep.md"], "results/teacher-sweep.md")
-    assert "](figures/teacher_sweep.png)" in sweep and "bench/results/teacher_sweep/teacher_sweep.png" not in sweep
+    assert (
+        "](figures/teacher_sweep/teacher_sweep.png)" in sweep
+        and "bench/results/teacher_sweep/teacher_sweep.png" not in sweep
+    )
     assert not re.search(r"^#{1} ", sweep.split("\n", 1)[1], re.MULTILINE)  # one page title: the section's is demoted
 
 
