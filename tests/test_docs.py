@@ -59,7 +59,7 @@ def test_every_marker_names_a_generator_and_every_page_renders(hooks):
 def test_results_pages_are_filled_from_the_committed_json(hooks):
     learning = hooks.render(pages()["results/learning.md"], "results/learning.md")
     assert "| `gear` |" in learning and "| `gigpo` |" in learning  # the math and the tool-use tables
-    assert "![reward curves and accuracies per credit mode](figures/learning.png)" in learning
+    assert "![reward curves and accuracies per credit mode](figures/learning/math.png)" in learning
     performance = hooks.render(pages()["results/performance.md"], "results/performance.md")
     assert "| `step_time` | tiny |" in performance
     # the H100 run, bench/results/overhead/cuda.json

@@ -184,7 +184,7 @@ def test_overrun_share_by_hand(horizon):
 
 
 def test_every_arm_has_a_known_credit_and_oracle(horizon):
-    import horizon_oracles
+    from bench.harness import oracles as horizon_oracles
 
     # the full budget runs every arm but the diagnostic oracles added after the first runs
     assert set(horizon.BUDGETS["full"]["arms"]) == set(horizon.ARMS) - set(
