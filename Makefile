@@ -58,7 +58,7 @@ install-eval: $(filter $(VENV)/bin/python,$(PYTHON))
 DEMO_SEED ?= 0
 DEMO_ARM ?= gear-distill-0.25
 DEMO_GEAR ?= --credit gear --teacher_reference solution --distillation_weight 0.25
-DEMO_STUDY ?= bench/results/horizon.json bench/results/horizon_replication_3/horizon.json
+DEMO_STUDY ?= bench/results/horizon/horizon.json bench/results/horizon/replication_distill_0.25_seeds_32_to_47/horizon.json
 DEMO_TASK = --config recipes/tiny/config_horizon.yaml --model_name_or_path data/tiny-qwen3-horizon-independent \
 	--dataset_name data/horizon/independent/k8 --max_completion_length 112
 DEMO_RUN = $(DEMO_TASK) --max_steps 60 --seed $(DEMO_SEED) --logging_steps 1 --save_strategy steps \

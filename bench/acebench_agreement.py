@@ -1,6 +1,6 @@
 """Agreement of `acebench_accuracy` (gear_trl/rewards/acebench.py) with ACEBench's own evaluation, on generated answers.
 
-    python bench/acebench_agreement.py --acebench /path/to/ACEBench [--rows N] [--json out.json]
+    python -m bench.acebench_agreement --acebench /path/to/ACEBench [--rows N] [--json out.json]
 
 For every English row of ACEBench's non-interactive categories (`data_all/data_en/`, `normal_*` and `special_*`),
 answers are generated from the row's ground truth: the right one (as ACEBench's prompt asks for it, and written
@@ -31,16 +31,15 @@ import types
 from collections import Counter, defaultdict
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from gear_trl.data.acebench import NON_INTERACTIVE_CATEGORIES, read_category
 from gear_trl.rewards.acebench import SPECIAL_PHRASES, completion_text, verdict
 
 MODEL_NAME = "agreement-bench"  # without "FC": ACEBench decodes the answer's text, as for a prompted model
 
 
-def import_acebench(checkout: str) -> types.ModuleType:
-    """ACEBench's `eval_main`, imported from `checkout`, its result files and spreadsheets switched off."""
+def import_acebench(checkout: str) -> types.ModuleType | None:
+    """ACEBench's `eval_main`, imported from `checkout`, its result files and spreadsheets switched off; None where
+    `checkout` is not importable in this process (`main` then runs itself again with it on `PYTHONPATH`)."""
     if not os.path.isfile(os.path.join(checkout, "eval_main.py")):
         sys.exit(f"error: {checkout!r} is not an ACEBench checkout (no eval_main.py); clone ACEBench/ACEBench.")
     try:
@@ -49,8 +48,12 @@ def import_acebench(checkout: str) -> types.ModuleType:
         stand_in, styles = types.ModuleType("openpyxl"), types.ModuleType("openpyxl.styles")
         stand_in.Workbook, styles.Alignment, stand_in.styles = object, object, styles
         sys.modules.update({"openpyxl": stand_in, "openpyxl.styles": styles})
-    sys.path.insert(0, os.path.abspath(checkout))
-    import eval_main
+    try:
+        import eval_main
+    except ImportError:
+        return None
+    if os.path.dirname(os.path.abspath(eval_main.__file__)) != os.path.abspath(checkout):
+        sys.exit(f"error: eval_main is imported from {eval_main.__file__}, not from the checkout {checkout!r}.")
 
     eval_main.save_score_as_json = lambda *args, **kwargs: None
     eval_main.convert_result_to_excel = lambda *args, **kwargs: None
@@ -258,6 +261,25 @@ def special_answers(ground_truth: Any, category: str, functions: Any) -> list[tu
     return out
 
 
+def _in_subprocess(args, argv: list[str]) -> dict:
+    """`main` run again as `python -m bench.acebench_agreement` with the checkout first on `PYTHONPATH` (and this
+    repository after it), its figures read back from a `--json` file."""
+    import tempfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.json or os.path.join(tmp, "figures.json")
+        rest = [a for a in argv if a != "--json" and a != args.json]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [os.path.abspath(args.acebench), root, os.environ.get("PYTHONPATH")])
+        )
+        subprocess.run([sys.executable, "-m", "bench.acebench_agreement", *rest, "--json", out], cwd=root, env=env,
+                       check=True)  # fmt: skip
+        with open(out, encoding="utf-8") as handle:
+            return json.load(handle)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--acebench", required=True, help="An ACEBench checkout (github.com/ACEBench/ACEBench).")
@@ -266,6 +288,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     eval_main = import_acebench(args.acebench)
+    if eval_main is None:  # ACEBench's modules import each other by bare name: run again with the checkout importable
+        return _in_subprocess(args, argv if argv is not None else sys.argv[1:])
 
     def commit(path: str) -> str:
         found = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

@@ -17,21 +17,19 @@ bf16 path on CPU is the slow one, `bench/cpu_bf16.py`); one torch thread.
     python bench/bf16_credit.py --device cuda --out /tmp/b.json   # the CUDA branches (float32 logits from the
                                                                   # bf16 head in one matmul); seconds on a GPU
 
-Prints the largest errors and writes bench/results/bf16_credit.json.
+Prints the largest errors and writes bench/results/bf16_credit/cpu.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
@@ -153,7 +151,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--logit-std", type=float, default=3.0)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results" / "bf16_credit.json")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results" / "bf16_credit" / "cpu.json")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda: the divergence's CUDA branches run for real")
     args = parser.parse_args()
     device = torch.device(args.device)

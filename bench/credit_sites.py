@@ -1,6 +1,6 @@
 """Does GEAR's credit land where the calculator rollouts go wrong?
 
-Samples rollouts of the tool-use testbed's warm start exactly as training does (`gear_trl.inspect.sample_credit`:
+Samples rollouts of the tool-use testbed's warm start exactly as training does (`gear_trl.inspect_credit.sample_credit`:
 GRPO groups, live teacher with the reference calls), and for every failed rollout finds the *error site*: the first
 model token whose text departs from the reference (a miscopied digit in a call's arguments, a wrong tool name, a
 wrong final answer). It then asks whether GEAR marks that token:
@@ -19,7 +19,7 @@ Beside these label-based figures it records the label-free diagnostics the train
 rollouts, so the two can be compared across teachers. `--task arith` does the same for the arithmetic testbed's warm
 start (the error site: the first character where the rollout departs from the reference solution "a + b = c" line by
 line); `--shuffle-truth` gives every problem the ground truth of another problem, a teacher that knows nothing about
-this rollout's errors (the control). Writes `bench/results/credit_sites_<task>[_shuffled].json`.
+this rollout's errors (the control). Writes `bench/results/credit_sites/<task>[_shuffled].json`.
 
     python bench/credit_sites.py                     # 64 problems x 8 samples: about 2 minutes on 2 CPU cores
     python bench/credit_sites.py --task arith --shuffle-truth
@@ -33,13 +33,10 @@ import os
 import random
 import re
 import statistics
-import sys
 from collections import Counter
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 RECIPES = {"tools": "recipes/tiny/config_calc_tools.yaml", "arith": "recipes/tiny/config_arith.yaml"}
 RECIPE = RECIPES["tools"]
@@ -207,16 +204,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--shuffle-truth", action="store_true", help="Teacher sees another problem's ground truth (the control)."
     )
-    parser.add_argument("--out", default=None, help="Default: bench/results/credit_sites_<task>[_shuffled].json.")
+    parser.add_argument("--out", default=None, help="Default: bench/results/credit_sites/<task>[_shuffled].json.")
     args = parser.parse_args(argv)
     recipe = RECIPES[args.task]
     name = f"credit_sites_{args.task}" + ("_shuffled" if args.shuffle_truth else "")
-    args.out = args.out or str(REPO_ROOT / "bench" / "results" / f"{name}.json")
+    args.out = args.out or str(
+        REPO_ROOT / "bench" / "results" / "credit_sites" / f"{name.removeprefix('credit_sites_')}.json"
+    )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.chdir(REPO_ROOT)
 
-    from gear_trl.inspect import sample_credit
+    from gear_trl.inspect_credit import sample_credit
     from gear_trl.train import build_trainer, load_splits, parse_args
 
     argv = ["--config", recipe, "--credit", "gear", "--output_dir", "outputs/credit_sites", "--report_to", "none",

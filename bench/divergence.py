@@ -2,7 +2,7 @@
 
 The pass applies the LM head to N positions' student and teacher hidden states a chunk of positions at a time and
 returns the reverse KL and the student's entropy per position (divergence "full"). At the `vocab` shape of
-bench/overhead.py it is most of what GEAR adds to a GRPO step (bench/results/NOTES.md). Two implementations:
+bench/overhead.py it is most of what GEAR adds to a GRPO step (bench/results/overhead/NOTES.md). Two implementations:
 
     old   the pass as of 6ae3b6f (unchanged up to 293ea1e), copied below: per chunk, two fresh float32 log-softmax
           tensors (`logsumexp`, then in-place subtraction), pS = exp(log pS), row dots as `bmm`
@@ -19,7 +19,7 @@ reference on the first `--check-rows` positions, the max absolute error of KL an
     python bench/divergence.py --quick    # N=512, 2 rounds (~1 min)
     python bench/divergence.py --vocab 2264 --hidden 64 --positions 1024 --rounds 7 --tag tiny  # tiny model's head
 
-Writes bench/results/divergence_cpu[_quick|_TAG].json (`--out` to put it elsewhere) and prints a table.
+Writes bench/results/divergence/cpu[_quick|_TAG].json (`--out` to put it elsewhere) and prints a table.
 """
 
 from __future__ import annotations
@@ -36,11 +36,10 @@ from pathlib import Path
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 from gear_trl.credit import reverse_kl_and_entropy
 
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
+RESULTS_DIR = REPO_ROOT / "bench" / "results" / "divergence"
 CHUNKS = (16, 32, 64, 128, 256)
 
 
@@ -148,11 +147,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--impls", default="old,new", help=f"comma-separated, from {list(IMPLEMENTATIONS)}")
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 3; 2 with --quick)")
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: see bench/results/NOTES.md)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1: see bench/results/overhead/NOTES.md)"
+    )
     parser.add_argument("--check-rows", type=int, default=16, help="positions compared with float64 (0: none)")
     parser.add_argument("--quick", action="store_true", help="N=512, 2 rounds")
     parser.add_argument("--tag", default=None, help="suffix of the output file (default: 'quick' with --quick)")
-    parser.add_argument("--out", default=None, help="JSON path (default bench/results/divergence_cpu[_TAG].json)")
+    parser.add_argument("--out", default=None, help="JSON path (default bench/results/divergence/cpu[_TAG].json)")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -228,7 +229,7 @@ def main(argv=None) -> dict:
     }
     print(render(report, chunks, impls))
     tag = args.tag if args.tag is not None else ("quick" if args.quick else "")
-    out = Path(args.out) if args.out else RESULTS_DIR / f"divergence_cpu{'_' + tag if tag else ''}.json"
+    out = Path(args.out) if args.out else RESULTS_DIR / f"cpu{'_' + tag if tag else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out}")

@@ -1,6 +1,6 @@
 """N consecutive two-rank runs of `gear_trl.train` on the tiny math recipe, counting the runs that fail.
 
-    OMP_NUM_THREADS=1 nice -n 15 python bench/exit_loop.py --runs 100 --log bench/results/exit_loop.jsonl
+    OMP_NUM_THREADS=1 nice -n 15 python bench/exit_loop.py --runs 100 --log bench/results/exit_loop/ddp.jsonl
 
 Each run is as short as a real run can be (1 optimizer step, 8-token completions, no checkpoint; the final model is
 saved), launched like a user launches it: `--launcher zero3` (default) is `accelerate launch` with DeepSpeed ZeRO-3

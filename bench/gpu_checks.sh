@@ -10,7 +10,7 @@
 #    and its weights must move (gear/weight_std > 0);
 # 3. bench/bf16_credit.py --device cuda: GEAR's credit in bf16 against float64 at Qwen3's vocabulary, where the
 #    divergence takes its CUDA branches (float32 logits from the bf16 head in one matmul, one bmm for the row dot);
-#    compare with the CPU figures in bench/results/bf16_credit.json;
+#    compare with the CPU figures in bench/results/bf16_credit/cpu.json;
 # 4. bench/suffix_bias.py on Qwen3-4B's geometry (random weights) in bf16: does the memory-efficient SDPA kernel pad
 #    (copy) the shared-prefix pass's suffix bias in every layer (docs/development.md)?
 # 5. bench/overhead.py --device cuda --quick: GEAR's step against GRPO's and SDPO's at Qwen3-4B's geometry.

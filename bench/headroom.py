@@ -6,7 +6,7 @@ every arm from the same warm start, recipe, steps, batch and seeds, and reports,
 
 - the final-window training reward and held-out sampled accuracy (2 samples at T = 1), each as the paired difference
   from `none` with its 95% t-interval over seeds (and the arm's own mean and interval);
-- localization, on rollouts of held-out problems sampled as training samples them (`gear_trl.inspect.sample_credit`)
+- localization, on rollouts of held-out problems sampled as training samples them (`gear_trl.inspect_credit.sample_credit`)
   and scored against labels (bench/credit_sites.py's first wrong token): onset at the error token, the error token's
   blame ratio, the share of advantage mass moved (bench/teacher_sweep.py's `localization`), with their chance levels;
 - the label-free diagnostics the trainer logs, during training: `gear/kl_failed_over_passed`, `gear/kl_floor`,
@@ -22,22 +22,23 @@ solution buys.
 
 The oracle arms (bench code only, never in the library) replace the teacher's KL by a signal built from labels: 1 from
 the first wrong token of a failed rollout on, 0 before it and 0 in every other rollout, passed through the same
-segment and weight functions (`OracleTrainer`). `oracle-gear` uses GEAR's defaults, `oracle-token` marks only the first
+segment and weight functions (a credit mode registered by `bench.harness.oracles` in the worker process). `oracle-gear` uses GEAR's defaults, `oracle-token` marks only the first
 wrong token (`credit: token`, no segments), `oracle-strong` is the strongest weighting we can justify (see
 `ORACLE_STRONG`). What the oracle arms gain over `none` bounds what GEAR's weighting can do with a perfect teacher.
 
-Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) and bench/teacher_sweep.py's job
-runner, cache and statistics (`run_jobs`, `paired_interval`, `localization`); each task's runs are cached under
-`--work-dir` keyed on the warm start's weights, so an interrupted study picks up where it stopped.
+Runs use the harness (`bench.harness`: training and scoring, the job runner and cache, the statistics) and
+bench/teacher_sweep.py's `localization`; each task's runs are cached under `--work-dir` keyed on the warm start's
+weights, so an interrupted study picks up where it stopped.
 
-    python bench/headroom.py --quick     # arith: 5 arms x 2 seeds, 3 steps; calc_long: none, oracle-gear x 1 seed, 2 steps
-    python bench/headroom.py --tasks arith       # 8 arms x 8 seeds: about 1.5 CPU-hours (see BUDGETS)
-    python bench/headroom.py --tasks calc_long   # 7 arms x 8 seeds, 20 steps: about 6 CPU-hours (see BUDGETS)
+    python -m bench.headroom --quick     # arith: 5 arms x 2 seeds, 3 steps; calc_long: none, oracle-gear x 1 seed, 2 steps
+    python -m bench.headroom --tasks arith       # 8 arms x 8 seeds: about 1.5 CPU-hours (see BUDGETS)
+    python -m bench.headroom --tasks calc_long   # 7 arms x 8 seeds, 20 steps: about 6 CPU-hours (see BUDGETS)
+    python -m bench.headroom --report-only       # rewrite the committed .md and .png from the committed JSON
 
 `calc_long` (chains of 4-6 tool calls, data/README.md "Long chains") is the paper's regime: long rollouts that fail
 on one call; it lists its own arms (GiGPO's among them: its anchor states come from the calculator) and budgets.
 
-Writes `bench/results/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
+Writes `bench/results/headroom/headroom[_quick].{json,md,png}`: `tasks` -> `arms` -> metric -> `mean`, `ci_low`, `ci_high`,
 `n_seeds`, plus each arm's `localization` and `diagnostics`.
 """
 
@@ -47,20 +48,13 @@ import argparse
 import json
 import math
 import os
-import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = REPO_ROOT / "bench"
-RESULTS_DIR = BENCH_DIR / "results"
-for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-import this file
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+from bench import learning, teacher_sweep
+from bench.harness import REPO_ROOT, jobs, oracles, reports, results_dir, runs, stats
 
-import learning
-import teacher_sweep
+RESULTS_DIR = results_dir("headroom")
 
 TASKS = {
     "arith": {
@@ -186,82 +180,8 @@ def task_budget(task: str, quick: bool) -> dict:
     return budget
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# The oracle (pure, then the trainer hook)
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple[list[list[float]], int]:
-    """Per-token oracle signal from labels, in place of the teacher's KL.
-
-    Each row: `tokens` (the completion's token texts, [T]), `mask` (model tokens, [T] bool), `prompt`, `failed`
-    (a failed rollout: with the binary accuracy reward, a negative advantage). `error_site(tokens, row)` gives the
-    index of the first wrong token, or None (the rollout matches the reference, or its error cannot be located).
-
-    kind: `from_error`: 1 at model tokens from the first wrong token on, 0 before; `error_token`: 1 at the first wrong
-    token only. Rows that did not fail, and failed rows without a located error, are 0 everywhere (weights 1).
-
-    Returns:
-        ([B][length] floats, the number of failed rows whose error was located).
-    """
-    if kind not in ("from_error", "error_token"):
-        raise ValueError(f"kind must be 'from_error' or 'error_token'; got {kind!r}.")
-    signal, located = [], 0
-    for row in rows:
-        out = [0.0] * length
-        site = error_site(row["tokens"], row) if row["failed"] else None
-        if site is not None:
-            located += 1
-            stop = length if kind == "from_error" else site + 1
-            for t in range(site, stop):
-                out[t] = 1.0 if row["mask"][t] else 0.0
-        signal.append(out)
-    return signal, located
-
-
-def error_site_for(name: str):
-    from credit_sites import arith_error_site, calc_error_site
-    from horizon_oracles import horizon_error_site
-
-    return {"arith": arith_error_site, "tools": calc_error_site, "horizon": horizon_error_site}[name]
-
-
-def install_oracle(kind: str, site: str, options: dict | None = None) -> None:
-    """Make `gear_trl.train.build_trainer` build an `OracleTrainer` (in this worker process only). The horizon study's
-    weightings (`kind` in bench/horizon_oracles.py's `WEIGHT_KINDS`, with their `options`) are installed by that
-    module."""
-    import horizon_oracles
-
-    if kind in horizon_oracles.WEIGHT_KINDS:
-        horizon_oracles.install(kind, **(options or {}))
-        return
-    import torch
-
-    import gear_trl.trainer.gear_trainer as trainer_module
-    from gear_trl.reporting.rows import decode_tokens
-
-    error_site = error_site_for(site)
-    model_token_mask = trainer_module._model_token_mask
-
-    class OracleTrainer(trainer_module.GEARTrainer):
-        """GEARTrainer whose KL is the label oracle; segments, weights and metrics as GEAR computes them."""
-
-        def _credit(self, batch, divergence):
-            _, entropy, log_ratio = divergence
-            mask = model_token_mask(batch).bool()
-            tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-            prompts = tokenizer.batch_decode(batch["prompt_ids"], skip_special_tokens=True)
-            completion_ids = batch["completion_ids"].tolist()
-            failed = (batch["gear_base_advantages"] < 0).tolist()
-            rows = [
-                {"tokens": decode_tokens(tokenizer, ids), "mask": m, "prompt": p, "failed": f}
-                for ids, m, p, f in zip(completion_ids, mask.tolist(), prompts, failed, strict=True)
-            ]
-            signal, _ = oracle_signal(rows, mask.shape[1], kind, error_site)
-            oracle = torch.tensor(signal, dtype=torch.float32, device=entropy.device)
-            return super()._credit(batch, (oracle, entropy, log_ratio))
-
-    trainer_module.GEARTrainer = OracleTrainer
+# The label oracle is bench.harness.oracles' (a credit mode registered in the worker process, `oracles.register`).
+oracle_signal, error_site_for = oracles.oracle_signal, oracles.error_site_for
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -272,29 +192,13 @@ def install_oracle(kind: str, site: str, options: dict | None = None) -> None:
 def probe(job: dict) -> dict:
     """Localization and label-free diagnostics of one arm's credit on `problems` x num_generations rollouts of held-out
     problems, sampled as training samples them with the warm start."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    import torch
+    runs.worker_setup()
+    from bench.credit_sites import label_free
+    from gear_trl.inspect_credit import sample_credit
 
-    torch.set_num_threads(1)
-    os.chdir(REPO_ROOT)
-    from credit_sites import label_free
-    from transformers.utils import logging as hf_logging
-
-    from gear_trl.inspect import sample_credit
-    from gear_trl.train import build_trainer, load_splits, parse_args
-
-    hf_logging.set_verbosity_error()
     out_dir = Path(job["work_dir"]) / job["key"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    argv = ["--config", job["recipe"], "--credit", job["mode"], "--output_dir", str(out_dir / "trainer"),
-            "--report_to", "none", "--seed", "0", "--per_device_train_batch_size", "32",
-            *job["overrides"]]  # fmt: skip
-    script_args, training_args, model_args = parse_args(argv)
-    script_args.dataset_train_split = job["eval"]["split"]
-    script_args.max_train_samples = None
-    dataset, _ = load_splits(script_args, training_args)
-    trainer = build_trainer(script_args, training_args, model_args, dataset)
+    trainer, dataset = runs.build_probe_trainer(job, out_dir)  # an oracle arm's credit is its registered mode
     rollouts = sample_credit(trainer, dataset, job["problems"] * trainer.num_generations)
     error_site = error_site_for(job["error_site"])
     result = {
@@ -315,27 +219,14 @@ def probe_spec(job: dict) -> dict:
 
 def dispatch(job: dict) -> dict:
     """Runs one job in its own worker process (`run_jobs` spawns one per job) and adds that process's CPU seconds to
-    its cached result (`cpu_s`: imports, training and scoring; the study's cost, measured)."""
-    import resource
-
-    if job.get("oracle"):
-        install_oracle(job["oracle"], job["error_site"], job.get("oracle_options"))
-    result = probe(job) if job["kind"] == "probe" else teacher_sweep.dispatch(job)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    result["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
-    path = Path(job["work_dir"]) / job["key"] / "result.json"
-    if path.exists():
-        path.write_text(json.dumps(result, indent=1))
-    return result
+    its cached result (`cpu_s`: imports, training and scoring; the study's cost, measured). A job with an `oracle`
+    trains (or probes) under that oracle's credit mode, registered in this process (`bench.harness.runs.credit_of`)."""
+    result = probe(job) if job["kind"] == "probe" else jobs.dispatch(job)
+    return jobs.with_cpu_seconds(result, job)
 
 
 def cached(job: dict) -> dict | None:
-    path = Path(job["work_dir"]) / job["key"] / "result.json"
-    if not path.exists():
-        return None
-    result = json.loads(path.read_text())
-    spec = probe_spec(job) if job["kind"] == "probe" else learning.job_spec(job)
-    return result if result.get("spec") == spec else None
+    return jobs.read_cached(job, probe_spec(job) if job["kind"] == "probe" else learning.job_spec(job))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -343,9 +234,7 @@ def cached(job: dict) -> dict | None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def nan_mean(values) -> float | None:
-    kept = [v for v in values if v is not None and not math.isnan(v)]
-    return statistics.fmean(kept) if kept else None
+nan_mean = stats.nan_mean
 
 
 def arm_summary(runs: list[dict], arm: str, window: int, baseline: str = "none") -> dict:
@@ -485,6 +374,12 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
     parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Rewrite the committed .md and .png (--quick: the quick run's) from the JSON and stop.",
+    )
+    parser.add_argument("--no-png", action="store_true", help="With --report-only: the .md only.")
+    parser.add_argument(
         "--cached-only",
         action="store_true",
         help="Train nothing: report the runs already cached (as headroom[_quick]_partial.* while any is missing).",
@@ -497,11 +392,14 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     args = make_parser().parse_args(argv)
     name = "headroom" + ("_quick" if args.quick else "")
+    if args.report_only:
+        return reports.rewrite_from_json(Path(args.out_dir) / f"{name}.json", plot, markdown, png=not args.no_png,
+                                         log=log)  # fmt: skip
     task_names = args.tasks or list(TASKS)
     work_root = Path(args.work_dir or REPO_ROOT / "outputs" / name)
     wall = time.perf_counter()
 
-    jobs, plan, budgets = [], {}, {}
+    planned, plan, budgets = [], {}, {}
     for task_name in task_names:
         task = TASKS[task_name]
         budget = task_budget(task_name, args.quick)
@@ -523,7 +421,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "recipe_sha": learning.recipe_values_sha(recipe),
             "error_site": task["error_site"],
             # keyed on the weights: a remade warm start is never mixed with old runs
-            "work_dir": str(work_root / f"{task_name}-{teacher_sweep.sha_of(task['model'])}"),
+            "work_dir": str(work_root / f"{task_name}-{jobs.sha_of(task['model'])}"),
             "task": task_name,
         }
         start = {"kind": "start", "key": "start", "model": task["model"], **common}
@@ -545,16 +443,16 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                     "overrides": arm_overrides(task, arm, overrides), **common,
                 })  # fmt: skip
         plan[task_name] = task_jobs
-        jobs += [start, *task_jobs["probes"].values(), *task_jobs["train"]]
+        planned += [start, *task_jobs["probes"].values(), *task_jobs["train"]]
 
-    results = teacher_sweep.run_jobs(
-        jobs, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=dispatch, cached=cached
+    results = jobs.run_jobs(
+        planned, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=dispatch, cached=cached
     )
 
     def got(job):
         return results.get((job["work_dir"], job["key"]))
 
-    missing = sum(got(job) is None for job in jobs)
+    missing = sum(got(job) is None for job in planned)
     if missing:  # --cached-only on an unfinished study: never written under the finished study's name
         name += "_partial"
 
@@ -572,7 +470,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "title": "Headroom: each arm against GRPO, paired by seed ("
         + "; ".join(f"{t}: {b['max_steps']} steps, seeds {b['seeds']}" for t, b in budgets.items())
         + (", quick" if args.quick else "")
-        + (f"; partial: {len(jobs) - missing} of {len(jobs)} jobs done)" if missing else ")"),
+        + (f"; partial: {len(planned) - missing} of {len(planned)} jobs done)" if missing else ")"),
         "config": {
             "arms": {arm: ARMS[arm] for task_jobs in plan.values() for arm in task_jobs["arms"]},
             "tasks": {
@@ -580,13 +478,13 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                 for t, b in budgets.items()
             },
         },
-        **teacher_sweep.provenance(wall),
-        "jobs": {"planned": len(jobs), "missing": missing},
+        **reports.provenance(wall),
+        "jobs": {"planned": len(planned), "missing": missing},
         "tasks": build_report(tasks, window=1),
         "runs": {t: body["runs"] for t, body in tasks.items()},
     }
     out_dir = Path(args.out_dir)
-    teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
+    reports.write_results(report, out_dir, name, plot, markdown, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")
     return report
 

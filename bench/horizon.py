@@ -28,19 +28,20 @@ and `oracle-first-error` that drop the blame they take off tokens instead of mov
 rescale); and `gear-distill` (`gear-solution` with `distillation_weight: 0.5`, ours: the teacher's sampled-token
 log-ratio blended into the advantage, a sign per token).
 
-Runs reuse bench/headroom.py's job runner, cache, probes and statistics (its `dispatch`, `cached`, `arm_summary`;
-bench/teacher_sweep.py's `run_jobs` and `paired_interval`), cached under `--work-dir` per variant and K, keyed on the
+Runs reuse bench/headroom.py's probes and statistics (its `dispatch`, `cached`, `arm_summary`) on the harness's job
+runner (`bench.harness.jobs.run_jobs`) and statistics (`bench.harness.stats`), cached under `--work-dir` per variant and K, keyed on the
 warm start's weights, so an interrupted study resumes where it stopped; `--cached-only` reports what is cached: per
 variant and K the arms with a cached run (the others listed in that cell's `not_run`), `_partial` only where one of
-those lacks a seed. `--extend bench/results/horizon.json` goes on from the committed report where the work dir is
+those lacks a seed. `--extend bench/results/horizon/horizon.json` goes on from the committed report where the work dir is
 lost (a new machine): the report's training runs are restored into the cache where their spec still holds, and its
 cells not planned now are kept as they are, so an arm or a cell is added without training the rest again
 (`restore_runs`, `extend_report`).
 
-    python bench/horizon.py --quick      # chained, K 2 and 4: none and oracle-prefix x 2 seeds, 2 steps
-    python bench/horizon.py              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
+    python -m bench.horizon --quick      # chained, K 2 and 4: none and oracle-prefix x 2 seeds, 2 steps
+    python -m bench.horizon              # 13 arms x 8 seeds x 3 K x 2 variants: see BUDGETS for the cost
+    python -m bench.horizon --report-only bench/results/horizon/horizon.json   # rewrite its .md and .png, no training
 
-Writes `bench/results/horizon[_quick].{json,md,png}`: `variants` -> K -> `arms` -> metric -> `mean`, `ci_low`,
+Writes `bench/results/horizon/horizon[_quick].{json,md,png}`: `variants` -> K -> `arms` -> metric -> `mean`, `ci_low`,
 `ci_high`, `n_seeds`, each arm's `share_of_ceiling` (and `share_of_raw_ceiling` and `share_of_process_ceiling`, the
 same against `oracle-prefix-raw` and `oracle-process`), and per variant and K `none_accuracy` (start and end).
 """
@@ -51,22 +52,13 @@ import argparse
 import json
 import math
 import os
-import random
-import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = REPO_ROOT / "bench"
-RESULTS_DIR = BENCH_DIR / "results"
-for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-import this file
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+from bench import headroom, learning, teacher_sweep
+from bench.harness import REPO_ROOT, jobs, reports, results_dir, stats
 
-import headroom
-import learning
-import teacher_sweep
+RESULTS_DIR = results_dir("horizon")
 
 RECIPE = "recipes/tiny/config_horizon.yaml"
 VARIANTS = {
@@ -119,8 +111,8 @@ ARMS = {
     },
 }
 """Arm -> credit mode, oracle (None: the teacher's KL; `from_error` / `error_token`: bench/headroom.py's label signal
-through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/horizon_oracles.py, which replace the weights or
-the advantages), oracle options and recipe overrides. `gear-drop-prefix` is `gear-solution` with the option
+through GEAR's weighting; `prefix`, `two_sided`, `process`: bench/harness/oracles.py's weightings, which replace the
+weights or the advantages; each a credit mode registered in the worker process), oracle options and recipe overrides. `gear-drop-prefix` is `gear-solution` with the option
 `failed_prefix_weight: 0` (ours), the real-teacher counterpart of `oracle-prefix-raw`: its first onset stands in for
 the first wrong token. The new oracles run under `credit: gear` only so that the trainer computes a credit trace to
 replace (their teacher pass is wasted, as headroom's oracles' is)."""
@@ -233,24 +225,7 @@ def share_of_ceiling(
     """
     if ceiling_low is None or math.isnan(ceiling_low) or ceiling_low <= 0:
         return None
-    seeds = sorted(set(arm) & set(ceiling))
-    seeds = [s for s in seeds if not (math.isnan(arm[s]) or math.isnan(ceiling[s]))]
-    if len(seeds) < 2:
-        return None
-    a = [arm[s] for s in seeds]
-    c = [ceiling[s] for s in seeds]
-    mean = statistics.fmean(a) / statistics.fmean(c)
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(draws):
-        picks = [rng.randrange(len(seeds)) for _ in seeds]
-        num = statistics.fmean(a[i] for i in picks)
-        den = statistics.fmean(c[i] for i in picks)
-        ratios.append(num / den if den > 0 else math.copysign(math.inf, num or 1.0))
-    ratios.sort()
-    low = ratios[int(0.025 * (draws - 1))]
-    high = ratios[math.ceil(0.975 * (draws - 1))]
-    return {"mean": mean, "ci_low": low, "ci_high": high, "n_seeds": len(seeds)}
+    return stats.bootstrap_ratio(arm, ceiling, draws=draws, seed=seed)
 
 
 def paired_by_seed(runs: list[dict], arm: str, metric: str, window: int, baseline: str = "none") -> dict[int, float]:
@@ -295,7 +270,7 @@ def overrun_share(samples: list[dict], k: int) -> float | None:
     """The share of evaluation samples (`per_sample` rows) that write more than `k` equation lines: a model that no
     longer stops after its K lines (the reward needs exactly K). None without samples."""
     from gear_trl.rewards.horizon import equation_lines
-    from gear_trl.rewards.math import completion_text
+    from gear_trl.rewards.math_rewards import completion_text
 
     if not samples:
         return None
@@ -573,8 +548,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", help="Default: outputs/horizon[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument("--report-only", metavar="JSON", help="Rewrite the .md and .png beside a committed report of "
+                        "this study (bench/results/horizon/...) from its JSON (no training) and stop.")  # fmt: skip
+    parser.add_argument("--no-png", action="store_true", help="With --report-only: the .md only.")
     parser.add_argument("--extend", metavar="JSON",
-                        help="An earlier report of this study (bench/results/horizon.json): its training runs that "
+                        help="An earlier report of this study (bench/results/horizon/horizon.json): its training runs that "
                         "this invocation plans are restored into the cache, not trained again, and its cells that "
                         "this invocation does not plan are kept as they are, so a study grows one cell or arm at a "
                         "time.")  # fmt: skip
@@ -589,6 +567,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
 
     parser = make_parser()
     args = parser.parse_args(argv)
+    if args.report_only:
+        return reports.rewrite_from_json(Path(args.report_only), plot, markdown, png=not args.no_png, log=log)
     name = "horizon" + ("_quick" if args.quick else "")
     budget = dict(BUDGETS["quick" if args.quick else "full"])
     variants = args.variants or budget["variants"]
@@ -637,7 +617,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     recipe_sha = learning.recipe_values_sha(recipe)
     wall = time.perf_counter()
 
-    jobs, plan = [], {}
+    planned, plan = [], {}
     for variant in variants:
         for k in ks:
             evaluation = {"dataset": f"data/horizon/{variant}/k{k}", "split": "test", "dataset_format": "generic",
@@ -651,7 +631,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                 "recipe_sha": recipe_sha,
                 "error_site": "horizon",
                 # keyed on the weights: a remade warm start is never mixed with old runs
-                "work_dir": str(work_root / f"{variant}-k{k}-{teacher_sweep.sha_of(models[variant])}"),
+                "work_dir": str(work_root / f"{variant}-k{k}-{jobs.sha_of(models[variant])}"),
                 "task": f"{variant}-k{k}",
             }
             start = {"kind": "start", "key": "start", "model": models[variant], **common}
@@ -675,12 +655,12 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                         "overrides": cell_overrides(variant, k, models[variant], arm, overrides), **common,
                     })  # fmt: skip
             plan[(variant, k)] = cell
-            jobs += [start, *cell["probes"].values(), *cell["train"]]
+            planned += [start, *cell["probes"].values(), *cell["train"]]
 
     if earlier is not None and not args.fresh:
-        restore_runs(earlier, args.extend, jobs, log)
-    results = teacher_sweep.run_jobs(
-        jobs, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=headroom.dispatch,
+        restore_runs(earlier, args.extend, planned, log)
+    results = jobs.run_jobs(
+        planned, args.workers, args.fresh, log, cached_only=args.cached_only, dispatch=headroom.dispatch,
         cached=headroom.cached,
     )  # fmt: skip
 
@@ -701,8 +681,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             cell["arms"] = [arm for arm in cell["arms"] if arm in ran]
             cell["probes"] = {arm: job for arm, job in cell["probes"].items() if arm in ran}
             cell["train"] = [job for job in cell["train"] if job["label"] in ran]
-        jobs = [job for cell in plan.values() for job in (cell["start"], *cell["probes"].values(), *cell["train"])]
-    missing = sum(got(job) is None for job in jobs)
+        planned = [job for cell in plan.values() for job in (cell["start"], *cell["probes"].values(), *cell["train"])]
+    missing = sum(got(job) is None for job in planned)
     if missing:
         name += "_partial"
     window = learning.final_window(max_steps)
@@ -722,7 +702,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     report = {
         "title": f"Horizon: each arm against GRPO, paired by seed ({steps_title(title_steps)}, seeds {seeds}"
         + (", quick" if args.quick else "")
-        + (f"; partial: {len(jobs) - missing} of {len(jobs)} jobs done)" if missing else ")"),
+        + (f"; partial: {len(planned) - missing} of {len(planned)} jobs done)" if missing else ")"),
         "config": {
             "arms": {arm: ARMS[arm] for arm in arms},
             "variants": {
@@ -742,8 +722,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "ceiling": CEILING,
             "main_k": MAIN_K,
         },
-        **teacher_sweep.provenance(wall),
-        "jobs": {"planned": len(jobs), "missing": missing},
+        **reports.provenance(wall),
+        "jobs": {"planned": len(planned), "missing": missing},
         "cells_not_run": cells_not_run,
         "variants": build_report(cells, window),
         "runs": {f"{v}-k{k}": cell["runs"] for v, by_k in cells.items() for k, cell in by_k.items()},
@@ -782,7 +762,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     if earlier is not None:
         extend_report(report, earlier, args.extend)
     out_dir = Path(args.out_dir)
-    teacher_sweep.write_results(report, out_dir, name, plot, markdown, log)
+    reports.write_results(report, out_dir, name, plot, markdown, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md in {report['wall_s_this_invocation'] / 60:.1f} min")
     return report
 

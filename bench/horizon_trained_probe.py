@@ -6,9 +6,9 @@ so this probes the models a study's runs saved: for each named arm, the model it
 solution teacher (the live policy shown the K lines) and `failed_prefix_weight: 0`, on the same 48 held-out problems
 x 8 samples as the study's probes. The warm start is probed the same way, as the reference row.
 
-    python bench/horizon_trained_probe.py --variant chained --k 4 --arms none gear-drop-prefix
+    python -m bench.horizon_trained_probe --variant chained --k 4 --arms none gear-drop-prefix
 
-Reads the study's cache (`--work-dir`, as bench/horizon.py's) and writes `bench/results/horizon_trained_probes.json`:
+Reads the study's cache (`--work-dir`, as bench/horizon.py's) and writes `bench/results/horizon/trained_probes.json`:
 model -> bench/teacher_sweep.py's `localization` (onset at the error, `first_onset_by_error`, blame ratio, ...).
 """
 
@@ -17,19 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-for path in (REPO_ROOT, BENCH_DIR):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-import headroom
-import horizon
-import learning
-import teacher_sweep
+from bench import headroom, horizon, learning
+from bench.harness import REPO_ROOT, jobs, results_dir
 
 
 def probe_job(variant: str, k: int, model: str, key: str, work_dir: Path, problems: int) -> dict:
@@ -61,10 +52,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--problems", type=int, default=48)
     parser.add_argument("--work-dir", default=str(REPO_ROOT / "outputs" / "horizon_study"))
-    parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "results" / "horizon_trained_probes.json"))
+    parser.add_argument("--out", default=str(results_dir("horizon") / "trained_probes.json"))
     args = parser.parse_args(argv)
     warm = horizon.VARIANTS[args.variant]["model"]
-    cell_dir = Path(args.work_dir) / f"{args.variant}-k{args.k}-{teacher_sweep.sha_of(warm)}"
+    cell_dir = Path(args.work_dir) / f"{args.variant}-k{args.k}-{jobs.sha_of(warm)}"
     models = {"warm start": warm}
     for arm in args.arms:
         model = cell_dir / learning.run_key(arm, args.seed) / "model"

@@ -18,34 +18,29 @@ accuracy, and sampled accuracy at the training temperature), as a user would. Th
 same way once. Runs are independent processes, `--workers` at a time, one torch thread each; a finished run is
 cached under `--work-dir` so an interrupted benchmark picks up where it stopped.
 
-    python bench/learning.py --quick          # every mode, 1 seed, few steps: < 5 minutes on 2 CPU cores
-    python bench/learning.py                  # every mode x 3 seeds: about 45 minutes on 2 CPU cores
-    python bench/learning.py --task tools     # the tool-use testbed: none, gear, gigpo, gear+gigpo
+    python -m bench.learning --quick          # every mode, 1 seed, few steps: < 5 minutes on 2 CPU cores
+    python -m bench.learning                  # every mode x 3 seeds: about 45 minutes on 2 CPU cores
+    python -m bench.learning --task tools     # the tool-use testbed: none, gear, gigpo, gear+gigpo
+    python -m bench.learning --report-only bench/results/learning/math.json   # rewrite its .md and .png
 
-Writes `bench/results/learning[_<task>][_quick].{json,png,md}`.
+Training and scoring are `bench.harness.runs`' (`train_one`, `eval_start`), the job runner and cache
+`bench.harness.jobs`'. Writes `bench/results/learning/<task>[_quick][_<tag>].{json,png,md}`.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
-import multiprocessing as mp
 import os
-import platform
 import statistics
-import subprocess
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
-SAMPLES = 2  # sampled completions per held-out prompt
-if str(REPO_ROOT) not in sys.path:  # run as a script from a checkout; worker processes re-import this file
-    sys.path.insert(0, str(REPO_ROOT))
+from bench.harness import REPO_ROOT, jobs, reports, results_dir, runs, stats
+
+RESULTS_DIR = results_dir("learning")
+SAMPLES = runs.SAMPLES  # sampled completions per held-out prompt
 
 # Per task: the recipe every run starts from, the modes compared, the held-out split, and the budgets.
 TASKS = {
@@ -76,206 +71,17 @@ TASKS = {
 }
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# One run (in its own process)
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def final_window(max_steps: int) -> int:
-    """How many of a run's last steps its final-window figures average: the last quarter, at least one."""
-    return max(1, max_steps // 4)
-
-
-def recipe_values_sha(recipe: dict) -> str:
-    """The cache key of a recipe's values (not its text: a reworded comment must not throw away cached runs)."""
-    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def run_key(label: str, seed: int) -> str:
-    slug = "".join(c if c.isalnum() or c in "_-." else "_" for c in label.replace("+", "_plus_"))
-    return f"{slug}__seed{seed}"
-
-
-def parse_arm(text: str) -> tuple[str, str, list[str]]:
-    """`MODE` or `MODE:KEY=VALUE,KEY=VALUE` -> (label, credit mode, recipe overrides as CLI arguments)."""
-    mode, _, settings = text.partition(":")
-    overrides = []
-    for item in filter(None, settings.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(
-                f"A variant's settings are KEY=VALUE pairs separated by commas; got {item!r} in {text!r}."
-            )
-        overrides += [f"--{key.strip()}", value.strip()]
-    return (f"{mode} {settings}" if settings else mode), mode, overrides
-
-
-def job_spec(job: dict) -> dict:
-    """What a cached result must have been made with to be reused."""
-    keys = (
-        ("model", "eval_limit", "train_eval")
-        if job["kind"] == "start"
-        else ("recipe", "recipe_sha", "mode", "seed", "max_steps", "overrides", "eval_limit", "train_eval")
-    )
-    return {key: job[key] for key in keys}
-
-
-def _log_series(log_history: list[dict], key: str) -> list[float | None]:
-    return [entry.get(key) for entry in log_history if "reward" in entry]
-
-
-def evaluate_model(model_dir: str, spec: dict, *, temperature: float, num_samples: int, limit, output: str) -> dict:
-    """Score a saved model on the task's held-out split with `python -m gear_trl.evaluate`, in this process."""
-    from gear_trl.evaluate import main as evaluate_main
-
-    argv = [
-        "--model", model_dir,
-        "--dataset", spec["dataset"],
-        "--split", spec["split"],
-        "--dataset-format", spec["dataset_format"],
-        "--max-new-tokens", str(spec["max_new_tokens"]),
-        "--batch-size", "50",
-        "--temperature", str(temperature),
-        "--num-samples", str(num_samples),
-        "--device", "cpu",
-        "--seed", "0",
-        "--output", output,
-        "--no-progress",
-    ]  # fmt: skip
-    if limit:
-        argv += ["--limit", str(limit)]
-    if spec.get("reward"):  # a task scored by a reward other than the dataset format's own
-        argv += ["--reward", spec["reward"]]
-    if spec.get("environment"):  # multi-turn tool rollouts, tools executed
-        argv += ["--environment", spec["environment"]]
-        argv += ["--max-tool-calling-iterations", str(spec["max_tool_calling_iterations"])]
-    report = evaluate_main(argv)
-    return {key: report.get(key) for key in ("n", "num_samples", "accuracy", "mean_reward", "pass_at_k")}
-
-
-def held_out(model_dir: str, job: dict, out_dir: Path) -> dict:
-    """Greedy accuracy and the accuracy of `SAMPLES` samples per prompt at the training temperature on the held-out
-    split; with `train_eval`, greedy accuracy on the problems trained on as well."""
-    spec, limit = job["eval"], job["eval_limit"]
-    greedy = evaluate_model(
-        model_dir, spec, temperature=0.0, num_samples=1, limit=limit, output=str(out_dir / "greedy.json")
-    )
-    sampled = evaluate_model(
-        model_dir,
-        spec,
-        temperature=job["temperature"],
-        num_samples=SAMPLES,
-        limit=limit,
-        output=str(out_dir / "sampled.json"),
-    )
-    scores = {
-        "n": greedy["n"],
-        "greedy_accuracy": greedy["accuracy"],
-        "sampled_accuracy": sampled["accuracy"],
-        "pass_at_k": sampled["pass_at_k"],
-    }
-    if job.get("train_eval"):
-        train_spec = {**spec, "split": job["train_eval"]["split"]}
-        trained = evaluate_model(
-            model_dir,
-            train_spec,
-            temperature=0.0,
-            num_samples=1,
-            limit=job["train_eval"]["limit"],
-            output=str(out_dir / "train_greedy.json"),
-        )
-        scores.update(train_n=trained["n"], train_greedy_accuracy=trained["accuracy"])
-    return scores
-
-
-def train_one(job: dict) -> dict:
-    """Train one (mode, seed) from the recipe, save the policy, score it on the held-out split."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import torch
-
-    torch.set_num_threads(1)
-    os.chdir(REPO_ROOT)
-    from transformers.utils import logging as hf_logging
-
-    from gear_trl.train import build_trainer, load_splits, parse_args
-
-    hf_logging.set_verbosity_error()
-    run_dir = Path(job["work_dir"]) / job["key"]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    argv = [
-        "--config", job["recipe"],
-        "--credit", job["mode"],
-        "--seed", str(job["seed"]),
-        "--max_steps", str(job["max_steps"]),
-        "--output_dir", str(run_dir / "train"),
-        "--save_strategy", "no",
-        "--report_to", "none",
-        "--logging_steps", "1",
-        "--push_to_hub", "false",
-        "--disable_tqdm", "true",
-        *job["overrides"],
-    ]  # fmt: skip
-    script_args, training_args, model_args = parse_args(argv)
-    train_dataset, _ = load_splits(script_args, training_args)
-    start = time.perf_counter()
-    trainer = build_trainer(script_args, training_args, model_args, train_dataset)
-    trainer.train()
-    train_s = time.perf_counter() - start
-    model_dir = str(run_dir / "model")
-    trainer.save_model(model_dir)
-    history = trainer.state.log_history
-    result = {
-        "label": job.get("label", job["mode"]),
-        "mode": job["mode"],
-        "seed": job["seed"],
-        "spec": job_spec(job),
-        "steps": trainer.state.global_step,
-        "train_s": round(train_s, 1),
-        "reward": _log_series(history, "reward"),
-        "reward_std": _log_series(history, "reward_std"),
-        "frac_reward_zero_std": _log_series(history, "frac_reward_zero_std"),
-        "weight_std": _log_series(history, "gear/weight_std"),
-        "onset_rate": _log_series(history, "gear/onset_rate"),
-        "segment_len_mean": _log_series(history, "gear/segment_len_mean"),
-        "kl_mean": _log_series(history, "gear/kl_mean"),
-        # the label-free diagnostics (bench/teacher_sweep.py compares them with label-based localization)
-        "kl_failed_over_passed": _log_series(history, "gear/kl_failed_over_passed"),
-        "onsets_in_failed_frac": _log_series(history, "gear/onsets_in_failed_frac"),
-        "kl_floor": _log_series(history, "gear/kl_floor"),
-        "onsets_teacher_supported_frac": _log_series(history, "gear/onsets_teacher_supported_frac"),
-        "gigpo_step_adv_std": _log_series(history, "gigpo/step_adv_std"),
-        "distill_share": _log_series(history, "gear/distill_share"),  # with distillation_weight; else None
-        "completion_length": _log_series(history, "completions/mean_length"),
-    }
-    del trainer
-    start = time.perf_counter()
-    result["eval"] = held_out(model_dir, job, run_dir)
-    result["eval_s"] = round(time.perf_counter() - start, 1)
-    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
-    return result
-
-
-def eval_start(job: dict) -> dict:
-    """Score the starting checkpoint (step 0) on the held-out split."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-
-    torch.set_num_threads(1)
-    os.chdir(REPO_ROOT)
-    out_dir = Path(job["work_dir"]) / "start"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result = {
-        "model": job["model"],
-        "spec": job_spec(job),
-        "eval": held_out(job["model"], job, out_dir),
-    }
-    (out_dir / "result.json").write_text(json.dumps(result, indent=1))
-    return result
-
-
-def _dispatch(job: dict) -> dict:
-    return eval_start(job) if job["kind"] == "start" else train_one(job)
+# One run, its cache key and its scores are the harness's (bench.harness.runs); the names stay here for the studies
+# and tests that read them from this module.
+final_window, recipe_values_sha, run_key, parse_arm = (
+    runs.final_window,
+    runs.recipe_values_sha,
+    runs.run_key,
+    runs.parse_arm,
+)
+job_spec, evaluate_model, held_out, train_one, eval_start = (
+    runs.job_spec, runs.evaluate_model, runs.held_out, runs.train_one, runs.eval_start
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -283,16 +89,7 @@ def _dispatch(job: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
-def window_mean(values: list, start: int, stop: int | None = None) -> float:
-    part = [v for v in values[start:stop] if v is not None]
-    return statistics.fmean(part) if part else math.nan
+mean_std, window_mean = stats.mean_std, stats.window_mean
 
 
 def summarize(runs: list[dict], modes: list[str], window: int) -> dict:
@@ -460,11 +257,16 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--smooth", type=int, default=10, help="Moving-mean width of the plotted reward curves.")
     parser.add_argument("--window", type=int, help="Steps averaged for the first/last reward (default: a quarter).")
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs in --work-dir.")
+    parser.add_argument("--report-only", metavar="JSON", help="Rewrite the .md and .png beside a committed report "
+                        "from its JSON (no training) and stop.")  # fmt: skip
+    parser.add_argument("--no-png", action="store_true", help="With --report-only: the .md only.")
     return parser
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:
     args = make_parser().parse_args(argv)
+    if args.report_only:
+        return reports.rewrite_from_json(Path(args.report_only), plot, markdown_table, png=not args.no_png, log=log)
     task = TASKS[args.task]
     budget = task["quick" if args.quick else "full"]
     modes = args.modes if args.modes is not None else task["modes"]
@@ -480,7 +282,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         overrides += [f"--{key}", value]
     arms = [parse_arm(mode) for mode in modes] + [parse_arm(text) for text in args.variants]
     base = "learning" + ("" if args.task == "math" else f"_{args.task}") + ("_quick" if args.quick else "")
-    name = base + (f"_{args.tag}" if args.tag else "")
+    name = args.task + ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
     work_dir = Path(args.work_dir or REPO_ROOT / "outputs" / "learning" / base)
     work_dir.mkdir(parents=True, exist_ok=True)
 
@@ -505,47 +307,23 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "temperature": temperature,
         "recipe_sha": hashlib.sha256(recipe_text.encode()).hexdigest()[:12],
     }
-    jobs = [{"kind": "start", "key": "start", "model": recipe_values["model_name_or_path"], **common}]  # scored once
+    job_list = [{"kind": "start", "key": "start", "model": recipe_values["model_name_or_path"], **common}]  # once
     for seed in seeds:  # seed-major: with --workers 2 a partial run still has every mode for the first seeds
         for label, mode, arm_overrides in arms:
-            jobs.append({
+            job_list.append({
                 "kind": "train", "key": run_key(label, seed), "label": label, "mode": mode, "seed": seed,
                 "recipe": recipe, "max_steps": max_steps, "overrides": overrides + arm_overrides, **common,
             })  # fmt: skip
 
-    results, todo = {}, []
-    for job in jobs:
-        cached = work_dir / job["key"] / "result.json"
-        result = json.loads(cached.read_text()) if cached.exists() and not args.fresh else None
-        if result is not None and result.get("spec") == job_spec(job):
-            results[job["key"]] = result
-        else:
-            todo.append(job)
-    log(f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {args.workers} at a time, work dir {work_dir}")
+    log(f"work dir {work_dir}")
     start = time.perf_counter()
-    if todo:
-        # A worker that dies (out of memory, killed) breaks the pool: the error surfaces here, and every run
-        # finished before it is already cached in the work dir.
-        context = mp.get_context("spawn")
-        with ProcessPoolExecutor(args.workers, mp_context=context, max_tasks_per_child=1) as pool:
-            futures = {pool.submit(_dispatch, job): job["key"] for job in todo}
-            for done, future in enumerate(as_completed(futures), 1):
-                key = futures[future]
-                results[key] = future.result()
-                elapsed = time.perf_counter() - start
-                eta = elapsed / done * (len(todo) - done)
-                scores = results[key].get("eval") or {}
-                log(
-                    f"[{done}/{len(todo)}] {key}: held-out greedy {scores.get('greedy_accuracy')}, sampled "
-                    f"{scores.get('sampled_accuracy')} ({elapsed / 60:.1f} min, ~{eta / 60:.1f} min left)"
-                )
+    # strict: a worker that dies (out of memory, killed) stops the study; every run finished before it is cached
+    results = jobs.run_jobs(job_list, args.workers, args.fresh, log, strict=True)
+    results = {key: result for (_, key), result in results.items()}
     wall_s = time.perf_counter() - start
 
-    runs = [results[job["key"]] for job in jobs if job["kind"] == "train"]
+    trained = [results[job["key"]] for job in job_list if job["kind"] == "train"]
     window = args.window or final_window(max_steps)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
-    )
     report = {
         "title": f"gear_trl learning testbed ({args.task}{', quick' if args.quick else ''}): "
         f"{recipe}, {max_steps} steps, seeds {seeds}",
@@ -562,20 +340,14 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             "smooth": args.smooth,
             "workers": args.workers,
         },
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "git": commit.stdout.strip() or None,
+        **reports.provenance(start),
         "wall_s_this_invocation": round(wall_s, 1),
         "start": results.get("start"),
-        "summary": summarize(runs, [label for label, _, _ in arms], window),
-        "runs": runs,
+        "summary": summarize(trained, [label for label, _, _ in arms], window),
+        "runs": trained,
     }
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
-    plot(report, out_dir / f"{name}.png")
-    table = markdown_table(report)
-    (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
-    log(table)
+    reports.write_results(report, out_dir, name, plot, markdown_table, log)
     log(f"wrote {out_dir / (name + '.json')}, .png and .md ({wall_s / 60:.1f} min)")
     return report
 

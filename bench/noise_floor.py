@@ -18,20 +18,18 @@ each candidate floor.
 
     python bench/noise_floor.py           # ~1 min on 1 core
 
-Prints a table (KL per model token, nats: mean, 99th percentile, max) and writes bench/results/noise_floor.json.
+Prints a table (KL per model token, nats: mean, 99th percentile, max) and writes bench/results/noise_floor/noise_floor.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -118,7 +116,9 @@ def summary(kl: torch.Tensor) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results" / "noise_floor.json")
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "bench" / "results" / "noise_floor" / "noise_floor.json"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(MODEL)

@@ -4,7 +4,7 @@ One process builds every trainer once on the same model and the same rows, then 
 the configurations (warm-up first, then R repetitions), so machine noise falls on all of them alike:
 
     grpo                      TRL's GRPOTrainer
-    gear/<credit>             GEARTrainer for credit none, token, turn, fixed, gear_no_entropy, gear
+    gear/<credit>             GEARTrainer for credit none, token, turn, fixed, gear-no-entropy, gear
     sdpo/full_logits          trl.experimental.sdpo.SDPOTrainer, full-vocabulary distillation ([B, T, V] logits)
     sdpo/topk_logits          the same on the student's top-k logits
     gigpo                     gear_trl.credit.gigpo_advantages on 64 rollouts x 10 steps of string anchors
@@ -29,12 +29,14 @@ the bytes allocated through glibc's malloc (`mallinfo2`; the RSS where that is m
 tensor is freed even if glibc keeps the pages, so a phase reusing memory freed by an earlier one still shows its own
 peak. On CUDA: `torch.cuda.max_memory_allocated`, with `reset_peak_memory_stats` at each phase boundary.
 
-    python bench/overhead.py --quick                 # < 5 minutes on 2 CPU cores
-    python bench/overhead.py --device cpu            # tiny + vocab shapes, ~15 minutes on 2 CPU cores
-    python bench/overhead.py --device cuda           # Qwen3-4B-shaped model, random weights, bf16 (one H100)
-    python bench/overhead.py --shape vocab --profile # where a GEAR step's time goes (cProfile + torch.profiler)
+    python -m bench.overhead --quick                 # < 5 minutes on 2 CPU cores
+    python -m bench.overhead --device cpu            # tiny + vocab shapes, ~15 minutes on 2 CPU cores
+    python -m bench.overhead --device cuda           # Qwen3-4B-shaped model, random weights, bf16 (one H100)
+    python -m bench.overhead --shape vocab --profile # where a GEAR step's time goes (cProfile + torch.profiler)
+    python -m bench.overhead --report-only bench/results/overhead/cpu.json   # rewrite its .md from the JSON
 
-Writes `bench/results/overhead_<device>[_quick].json` and `.md`.
+Writes `bench/results/overhead/<device>[_quick].json` and `.md`. With `--gear-src DIR` the study runs again in a
+subprocess whose `PYTHONPATH` puts DIR's gear_trl first (`python -P`, so the checkout's own is not on the path).
 
 This file is the command line; the rest sits beside it: `overhead_shapes.py` (the configurations, the shapes, a
 shape's model and rows), `overhead_measure.py` (memory monitors, the step recorder, the method wrappers),
@@ -54,12 +56,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-# The overhead_* modules beside this file; also when the file is loaded by its path (tests/test_bench.py).
-if str(Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from overhead_measure import CUDAMonitor, HostMonitor
-from overhead_report import (
+from bench.overhead_measure import CUDAMonitor, HostMonitor
+from bench.overhead_report import (
     MAX_DIVERGENCE_VS_SDPO,
     MAX_END_TO_END_RATIO,
     MAX_EXTRA_MEMORY_FRACTION,
@@ -73,8 +71,8 @@ from overhead_report import (
     print_report,
     readme_table,
 )
-from overhead_run import benchmark_shape, profile_shape
-from overhead_shapes import (
+from bench.overhead_run import benchmark_shape, profile_shape
+from bench.overhead_shapes import (
     NO_SHARING,  # noqa: F401 (tests read the configuration names from this module)
     PSEUDO_CONFIGS,
     REPO_ROOT,
@@ -83,14 +81,11 @@ from overhead_shapes import (
     make_shapes,
 )
 
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
+RESULTS_DIR = REPO_ROOT / "bench" / "results" / "overhead"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -159,14 +154,30 @@ def parse_args(argv=None):
     return args
 
 
-def _use_gear_src(path: str) -> None:
+GEAR_SRC_ENV = "GEAR_BENCH_GEAR_SRC"
+"""Set in the subprocess `--gear-src` starts: the source tree its gear_trl must come from."""
+
+
+def _use_gear_src(path: str, argv: list[str]) -> None:
+    """Measure the gear_trl of another source tree: run this command again as `python -P -m bench.overhead` with
+    `PYTHONPATH` = that tree, then this repository (for `bench`), and exit with its status. In that subprocess (the
+    environment names the tree), check that gear_trl is the tree's."""
     source = Path(path).resolve()
     if not (source / "gear_trl" / "__init__.py").exists():
         raise SystemExit(f"--gear-src {path}: no gear_trl package there")
-    loaded = sys.modules.get("gear_trl")
-    if loaded is not None and Path(loaded.__file__).resolve().parent.parent != source:
-        raise SystemExit(f"--gear-src {path}: gear_trl is already imported from {loaded.__file__}")
-    sys.path.insert(0, str(source))
+    if os.environ.get(GEAR_SRC_ENV) == str(source):
+        import gear_trl
+
+        if Path(gear_trl.__file__).resolve().parent.parent != source:
+            raise SystemExit(f"--gear-src {path}: gear_trl is imported from {gear_trl.__file__}")
+        return
+    env = {
+        **os.environ,
+        GEAR_SRC_ENV: str(source),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run([sys.executable, "-P", "-m", "bench.overhead", *argv], env=env, check=False)
+    raise SystemExit(done.returncode)
 
 
 def _gear_source(args) -> dict:
@@ -217,6 +228,7 @@ def _meta(args, argv, monitor) -> dict:
     return {
         "device": args.device,
         "machine": machine,
+        "command": "python -m bench.overhead",  # reports before bench/ was a package: python bench/overhead.py
         "argv": argv,
         "commit": commit,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -252,7 +264,7 @@ def main(argv=None, log=print) -> dict:
     args = parse_args(argv)
     shapes = make_shapes(args)
     if args.gear_src:
-        _use_gear_src(args.gear_src)
+        _use_gear_src(args.gear_src, argv)
     if args.divergence_chunk_size is None:  # the default of the gear_trl being measured
         from gear_trl.trainer.gear_config import GEARConfig
 
@@ -294,7 +306,7 @@ def _run(args, argv, shapes, log) -> dict:
         text = "\n".join(profile_shape(shape, args, log) for shape in shapes)
         path = out_dir / f"profile_{'_'.join(s.name for s in shapes)}_{args.device}{suffix}.md"
         source = _source_line({"gear_trl": _gear_source(args), "commit": _git_commit()})
-        header = f"# Profile: `python bench/overhead.py {' '.join(argv)}`\n\ngear_trl: {source}.\n\n"
+        header = f"# Profile: `python -m bench.overhead {' '.join(argv)}`\n\ngear_trl: {source}.\n\n"
         path.write_text(header + text)
         log(f"wrote {path}")
         return {"profile": str(path)}
@@ -314,8 +326,8 @@ def _run(args, argv, shapes, log) -> dict:
         "shapes": results,
         "targets": evaluate_targets(results, args.device),
     }
-    json_path = out_dir / f"overhead_{args.device}{suffix}.json"
-    md_path = out_dir / f"overhead_{args.device}{suffix}.md"
+    json_path = out_dir / f"{args.device}{suffix}.json"
+    md_path = out_dir / f"{args.device}{suffix}.md"
     json_path.write_text(json.dumps(report, indent=1) + "\n")
     md_path.write_text(markdown_report(report))
     print_report(report, log)

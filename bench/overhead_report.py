@@ -3,7 +3,7 @@ targets, the markdown report and the README's table (`--readme-table`)."""
 
 from __future__ import annotations
 
-from overhead_shapes import NO_SHARING, PSEUDO_CONFIGS, TRAINER_CONFIGS
+from bench.overhead_shapes import NO_SHARING, PSEUDO_CONFIGS, TRAINER_CONFIGS
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Targets
@@ -230,7 +230,8 @@ def shape_table(shape: dict) -> list[str]:
 def markdown_report(report: dict) -> str:
     meta = report["meta"]
     setup = (
-        f"`python bench/overhead.py {' '.join(meta['argv'])}` on {meta['machine']}; torch {meta['torch']}, "
+        f"`{meta.get('command', 'python bench/overhead.py')} {' '.join(meta['argv'])}` on {meta['machine']}; "
+        f"torch {meta['torch']}, "
         f"transformers {meta['transformers']}, trl {meta['trl']}; num_iterations={meta['num_iterations']}, "
         f"divergence_chunk_size={meta['divergence_chunk_size']}, SDPO top-k={meta['sdpo_topk']}. "
         "Same rows and the same fixed completions (no EOS) through every trainer, configurations interleaved "

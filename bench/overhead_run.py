@@ -14,8 +14,8 @@ import tempfile
 import time
 from dataclasses import asdict
 
-from overhead_measure import CUDAMonitor, HostMonitor, StepRecorder, _instrument, _instrument_gear_module
-from overhead_shapes import (
+from bench.overhead_measure import CUDAMonitor, HostMonitor, StepRecorder, _instrument, _instrument_gear_module
+from bench.overhead_shapes import (
     NO_SHARING,
     REPO_ROOT,
     TINY_MODEL,

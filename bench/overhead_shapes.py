@@ -12,7 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL = REPO_ROOT / "data" / "tiny-qwen3"
 MATH_DATA = REPO_ROOT / "data" / "math" / "gsm8k_style" / "train.jsonl"
 
-GEAR_MODES = ("none", "token", "turn", "fixed", "gear_no_entropy", "gear")
+GEAR_MODES = ("none", "token", "turn", "fixed", "gear-no-entropy", "gear")
 NO_SHARING = "gear/gear:no_prefix_sharing"  # credit gear, `teacher_prefix_sharing: false` (the full teacher pass)
 TRAINER_CONFIGS = (
     "grpo",

@@ -25,13 +25,10 @@ import functools
 import json
 import math
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 from gear_trl.table import t_quantile
 
@@ -57,38 +54,44 @@ HORIZON_K8 = ("variants", "independent", "8", "arms")
 COMPARISONS = (
     Comparison(
         "GEAR (paper), horizon K=8, seeds 0-7",
-        (("bench/results/horizon.json", (*HORIZON_K8, "gear-answer")),),
+        (("bench/results/horizon/horizon.json", (*HORIZON_K8, "gear-answer")),),
     ),
     Comparison(
         "GEAR (paper), arithmetic, seeds 0-7",
-        (("bench/results/headroom.json", ("tasks", "arith", "arms", "gear-answer")),),
+        (("bench/results/headroom/headroom.json", ("tasks", "arith", "arms", "gear-answer")),),
     ),
     Comparison(
         "GEAR (paper), calculator tool use, seeds 0-7",
-        (("bench/results/headroom.json", ("tasks", "calc_long", "arms", "gear")),),
+        (("bench/results/headroom/headroom.json", ("tasks", "calc_long", "arms", "gear")),),
     ),
     Comparison(
         "gear-signed, horizon K=8, seeds 0-31",
         (
-            ("bench/results/horizon.json", (*HORIZON_K8, "gear-signed")),
-            ("bench/results/horizon_replication/horizon.json", (*HORIZON_K8, "gear-signed")),
-            ("bench/results/horizon_replication_2/horizon.json", (*HORIZON_K8, "gear-signed")),
+            ("bench/results/horizon/horizon.json", (*HORIZON_K8, "gear-signed")),
+            ("bench/results/horizon/replication_seeds_8_to_15/horizon.json", (*HORIZON_K8, "gear-signed")),
+            ("bench/results/horizon/replication_seeds_16_to_31/horizon.json", (*HORIZON_K8, "gear-signed")),
         ),
     ),
     Comparison(
         "distillation blend 0.5, horizon K=8, seeds 0-47",
         (
-            ("bench/results/horizon.json", (*HORIZON_K8, "gear-distill")),
-            ("bench/results/horizon_replication/horizon.json", (*HORIZON_K8, "gear-distill")),
-            ("bench/results/horizon_replication_2/horizon.json", (*HORIZON_K8, "gear-distill")),
-            ("bench/results/horizon_replication_3_weights/horizon.json", (*HORIZON_K8, "gear-distill")),
+            ("bench/results/horizon/horizon.json", (*HORIZON_K8, "gear-distill")),
+            ("bench/results/horizon/replication_seeds_8_to_15/horizon.json", (*HORIZON_K8, "gear-distill")),
+            ("bench/results/horizon/replication_seeds_16_to_31/horizon.json", (*HORIZON_K8, "gear-distill")),
+            (
+                "bench/results/horizon/replication_distill_0.5_seeds_32_to_47/horizon.json",
+                (*HORIZON_K8, "gear-distill"),
+            ),
         ),
     ),
     Comparison(
         "distillation blend 0.25, horizon K=8, seeds 0-7 and 32-47",
         (
-            ("bench/results/horizon.json", (*HORIZON_K8, "gear-distill-0.25")),
-            ("bench/results/horizon_replication_3/horizon.json", (*HORIZON_K8, "gear-distill-0.25")),
+            ("bench/results/horizon/horizon.json", (*HORIZON_K8, "gear-distill-0.25")),
+            (
+                "bench/results/horizon/replication_distill_0.25_seeds_32_to_47/horizon.json",
+                (*HORIZON_K8, "gear-distill-0.25"),
+            ),
         ),
     ),
 )

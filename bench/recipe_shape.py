@@ -41,8 +41,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 TOKENIZER = REPO_ROOT / "data" / "tiny-qwen3"
 QWEN3_4B = {  # Qwen/Qwen3-4B's config.json

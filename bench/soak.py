@@ -1,7 +1,7 @@
 """Soak: a long run of the tiny tool recipe with gradient checkpointing on, sampling resident memory, step time and
 the input-embedding hook count at every optimizer step.
 
-    OMP_NUM_THREADS=1 nice -n 15 python bench/soak.py --steps 300 --out bench/results/soak.jsonl
+    OMP_NUM_THREADS=1 nice -n 15 python bench/soak.py --steps 300 --out bench/results/soak/soak.jsonl
 
 The run is `recipes/tiny/config_calc_tools.yaml` (GEAR + GiGPO, the calculator environment) built with the entry
 point's own functions (`gear_trl.train.parse_args`, `load_splits`, `build_trainer`), with `gradient_checkpointing:
@@ -17,13 +17,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import psutil
 from transformers import TrainerCallback
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gear_trl.train import build_trainer, load_splits, parse_args
 
@@ -76,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=8, help="per_device_train_batch_size (the recipe has 32)")
     parser.add_argument("--generations", type=int, default=4, help="num_generations (the recipe has 8)")
     parser.add_argument("--max-completion-length", type=int, default=128, help="the recipe has 256")
-    parser.add_argument("--out", default="bench/results/soak.jsonl")
+    parser.add_argument("--out", default="bench/results/soak/soak.jsonl")
     parser.add_argument("--output-dir", default="/tmp/gear_soak")
     args = parser.parse_args(argv)
 

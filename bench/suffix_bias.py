@@ -23,14 +23,12 @@ Prints one line per bias layout: attention calls, pad / copy operator calls, mil
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 from transformers import AutoModelForCausalLM
 from transformers.cache_utils import DynamicCache
@@ -99,9 +97,9 @@ def load_model(name: str, device: str, dtype: torch.dtype):
     if name != RANDOM_4B:
         model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, attn_implementation="sdpa")
         return model.to(device).eval()
-    sys.path.insert(0, str(REPO_ROOT / "bench"))
-    from overhead_shapes import QWEN3_4B
     from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from bench.overhead_shapes import QWEN3_4B
 
     config = Qwen3Config(attention_dropout=0.0, **QWEN3_4B)
     torch.manual_seed(0)

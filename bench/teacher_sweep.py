@@ -9,7 +9,7 @@ each leaves the plain student partly right. For each one the script measures:
   student's (`gear_trl.evaluate`, as bench/learning.py scores a start);
 - localization, from the label the synthetic task has (the first token where a failed rollout departs from the
   reference solution, `bench/credit_sites.arith_error_site`), on rollouts sampled as training samples them
-  (`gear_trl.inspect.sample_credit`, live teacher): how often a segment opens at the error token, the error token's
+  (`gear_trl.inspect_credit.sample_credit`, live teacher): how often a segment opens at the error token, the error token's
   *blame ratio* (its GEAR weight over the mean weight of the rest of the rollout, in failed rollouts with a negative
   advantage: above 1 means more of the blame lands on the mistake), and the share of advantage mass GEAR moves
   (half the |advantage|-weighted sum of |w_t - 1| over the sum of |advantage| x tokens);
@@ -21,45 +21,33 @@ each leaves the plain student partly right. For each one the script measures:
   t-interval; at the best-localizing teacher a small `weight_alpha`/`weight_eps` sweep, and one seed each of
   `teacher: base` (LoRA), `divergence: topk`, `divergence: sampled`, `weight_lambda: 0.5` as a side table.
 
-Runs reuse bench/learning.py's training and scoring (`train_one`, `eval_start`) and are cached per teacher under
-`--work-dir` (keyed on the warm start's weights), so an interrupted sweep picks up where it stopped.
+Runs use the harness's training and scoring (`bench.harness.runs`) and job runner (`bench.harness.jobs`), cached
+per teacher under `--work-dir` (keyed on the warm start's weights), so an interrupted sweep picks up where it stopped.
 
-    python bench/teacher_sweep.py --quick        # 3 teachers x {none, gear} x 2 seeds, 3 small steps: < 5 minutes
-    python bench/teacher_sweep.py                # the full sweep (README, "When does GEAR help?")
-    python bench/teacher_sweep.py --readme       # print that README section from the committed JSON
+    python -m bench.teacher_sweep --quick        # 3 teachers x {none, gear} x 2 seeds, 3 small steps: < 5 minutes
+    python -m bench.teacher_sweep                # the full sweep (README, "When does GEAR help?")
+    python -m bench.teacher_sweep --readme       # print that README section from the committed JSON
+    python -m bench.teacher_sweep --report-only  # rewrite the committed .md and .png from the committed JSON
 
-Writes `bench/results/teacher_sweep[_quick].{json,png,md}`.
+Writes `bench/results/teacher_sweep/teacher_sweep[_quick].{json,png,md}`.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib.util
 import json
 import math
-import multiprocessing as mp
 import os
-import platform
 import random
 import statistics
-import subprocess
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = REPO_ROOT / "bench"
-RESULTS_DIR = BENCH_DIR / "results"
+from bench import learning
+from bench.harness import REPO_ROOT, jobs, reports, results_dir, runs, stats
+
+RESULTS_DIR = results_dir("teacher_sweep")
 RECIPE = "recipes/tiny/config_arith.yaml"
-for path in (REPO_ROOT, BENCH_DIR):  # run as a script; worker processes re-import this file
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-import learning
-
-from gear_trl import table
 
 TEACHERS = [
     {
@@ -115,8 +103,8 @@ BUDGETS = {
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-# The interval helpers live in gear_trl.table, which the paper's table builder (`gear-trl-table`) shares.
-t_quantile, paired_interval = table.t_quantile, table.paired_interval
+# The interval helpers are bench.harness.stats' (gear_trl.table's, which `gear-trl-table` shares).
+t_quantile, paired_interval = stats.t_quantile, stats.paired_interval
 
 
 def run_metric(run: dict, metric: str, window: int) -> float | None:
@@ -205,35 +193,20 @@ def localization(rollouts: list[tuple[list[str], dict]], error_site, seed: int =
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def load_script(name: str):
-    """A data script as a module (data/<name>.py, or data/scripts/<name>.py where the scripts moved)."""
-    for path in (REPO_ROOT / "data" / f"{name}.py", REPO_ROOT / "data" / "scripts" / f"{name}.py"):
-        if path.exists():
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    raise FileNotFoundError(f"data/{name}.py not found")
+load_script = jobs.load_script
 
 
 def probe(job: dict) -> dict:
     """The teacher's accuracy (reference in the prompt, sampled at T = 1) on the held-out split, and GEAR's credit on
     `problems` x num_generations rollouts of held-out problems sampled as training samples them (saved raw, so the
     localization figures are computed at report time)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    runs.worker_setup()
     import torch
-
-    torch.set_num_threads(1)
-    os.chdir(REPO_ROOT)
     from datasets import load_dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    from gear_trl.inspect import sample_credit
-    from gear_trl.train import build_trainer, load_splits, parse_args
+    from gear_trl.inspect_credit import sample_credit
 
-    hf_logging.set_verbosity_error()
     out_dir = Path(job["work_dir"]) / "probe"
     out_dir.mkdir(parents=True, exist_ok=True)
     warm = load_script("make_warm_start")
@@ -244,14 +217,8 @@ def probe(job: dict) -> dict:
     student = warm.evaluate(model, tokenizer, rows, do_sample=True, teacher=False, seed=0)
     del model
 
-    argv = ["--config", job["recipe"], "--credit", "gear", "--model_name_or_path", job["model"],
-            "--output_dir", str(out_dir / "trainer"), "--report_to", "none", "--seed", "0",
-            "--per_device_train_batch_size", "32"]  # fmt: skip
-    script_args, training_args, model_args = parse_args(argv)
-    script_args.dataset_train_split = job["eval"]["split"]
-    script_args.max_train_samples = None
-    dataset, _ = load_splits(script_args, training_args)
-    trainer = build_trainer(script_args, training_args, model_args, dataset)
+    probe_job = {**job, "overrides": ["--model_name_or_path", job["model"]]}
+    trainer, dataset = runs.build_probe_trainer(probe_job, out_dir, credit="gear")
     rollouts = sample_credit(trainer, dataset, job["problems"] * trainer.num_generations)
     result = {
         "model": job["model"],
@@ -276,47 +243,14 @@ def dispatch(job: dict) -> dict:
 
 
 def cached(job: dict) -> dict | None:
-    path = Path(job["work_dir"]) / job["key"] / "result.json"
-    if not path.exists():
-        return None
-    result = json.loads(path.read_text())
-    spec = probe_spec(job) if job["kind"] == "probe" else learning.job_spec(job)
-    return result if result.get("spec") == spec else None
+    return jobs.read_cached(job, probe_spec(job) if job["kind"] == "probe" else learning.job_spec(job))
 
 
 def run_jobs(
-    jobs: list[dict], workers: int, fresh: bool, log, cached_only: bool = False, dispatch=dispatch, cached=cached
+    job_list: list[dict], workers: int, fresh: bool, log, cached_only: bool = False, dispatch=dispatch, cached=cached
 ) -> dict:
-    """Results by (work dir, key); finished runs are read from the cache. With `cached_only`, nothing is run and the
-    jobs not cached are left out. `dispatch` runs a job in a worker process and `cached` reads its result back (other
-    benchmarks, e.g. bench/headroom.py, pass their own job kinds)."""
-    results, todo = {}, []
-    for job in jobs:
-        result = None if fresh else cached(job)
-        if result is not None:
-            results[job["work_dir"], job["key"]] = result
-        else:
-            todo.append(job)
-    log(f"{len(jobs)} jobs ({len(jobs) - len(todo)} cached), {workers} at a time")
-    start = time.perf_counter()
-    if todo and cached_only:
-        log(f"--cached-only: {len(todo)} jobs not run: " + ", ".join(
-            f"{Path(job['work_dir']).name}/{job['key']}" for job in todo))  # fmt: skip
-    elif todo:
-        context = mp.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1) as pool:
-            futures = {pool.submit(dispatch, job): job for job in todo}
-            for done, future in enumerate(as_completed(futures), 1):
-                job = futures[future]
-                try:
-                    results[job["work_dir"], job["key"]] = future.result()
-                except Exception as error:  # noqa: BLE001  (one failed arm must not lose the others)
-                    log(f"{Path(job['work_dir']).name}/{job['key']} failed: {error!r}")
-                    continue
-                elapsed = time.perf_counter() - start
-                log(f"[{done}/{len(todo)}] {Path(job['work_dir']).name}/{job['key']} "
-                    f"({elapsed / 60:.1f} min, ~{elapsed / done * (len(todo) - done) / 60:.1f} min left)")  # fmt: skip
-    return results
+    """`bench.harness.jobs.run_jobs` with this study's job kinds (`probe`, `start`, `train`) as the default."""
+    return jobs.run_jobs(job_list, workers, fresh, log, cached_only=cached_only, dispatch=dispatch, cached=cached)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -328,7 +262,7 @@ def diagnostic(probe_result: dict, runs: list[dict]) -> dict:
     """The label-free diagnostics on the probe's rollouts and, where logged, their mean over the GEAR runs."""
     out = {}
     try:
-        from credit_sites import label_free
+        from bench.credit_sites import label_free
 
         out.update(label_free([row for _, row in probe_result["rollouts"]]))
     except ImportError:  # a checkout without the label-free diagnostics
@@ -343,7 +277,7 @@ def diagnostic(probe_result: dict, runs: list[dict]) -> dict:
 
 
 def label_error_site():
-    from credit_sites import arith_error_site
+    from bench.credit_sites import arith_error_site
 
     return arith_error_site
 
@@ -565,9 +499,9 @@ def readme_section(report: dict) -> str:
         "problems. Intervals are 95% t-intervals on the per-seed differences."),
         "",
         "```bash",
-        "python bench/teacher_sweep.py --quick    # 3 teachers x {none, gear} x 2 seeds, 3 small steps: < 5 minutes",
-        "python bench/teacher_sweep.py            # the full sweep, cached and resumable",
-        "python bench/teacher_sweep.py --readme   # this section, from bench/results/teacher_sweep.json",
+        "python -m bench.teacher_sweep --quick    # 3 teachers x {none, gear} x 2 seeds, 3 small steps: < 5 minutes",
+        "python -m bench.teacher_sweep            # the full sweep, cached and resumable",
+        "python -m bench.teacher_sweep --readme   # this section, from bench/results/teacher_sweep/teacher_sweep.json",
         "```",
         "",
         ("Localization is measured where the task gives labels: in failed rollouts sampled as training samples them, "
@@ -582,7 +516,7 @@ def readme_section(report: dict) -> str:
         "",
         tables(report),
         "",
-        "![GEAR - GRPO against localization](bench/results/teacher_sweep.png)",
+        "![GEAR - GRPO against localization](bench/results/teacher_sweep/teacher_sweep.png)",
         "",
         *findings,
         "",
@@ -627,8 +561,7 @@ def readme_block(text: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def sha_of(model_dir: str) -> str:
-    return hashlib.sha256((REPO_ROOT / model_dir / "model.safetensors").read_bytes()).hexdigest()[:10]
+sha_of = jobs.sha_of
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -644,6 +577,12 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work-dir", help="Default: outputs/teacher_sweep[_quick].")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     parser.add_argument("--fresh", action="store_true", help="Ignore cached runs.")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Rewrite the committed .md and .png (--quick: the quick run's) from the JSON and stop.",
+    )
+    parser.add_argument("--no-png", action="store_true", help="With --report-only: the .md only.")
     parser.add_argument("--runs-git", help="The commit the cached runs were trained at, where it is not HEAD.")
     parser.add_argument(
         "--cached-only",
@@ -660,6 +599,10 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         report = json.loads((Path(args.out_dir) / "teacher_sweep.json").read_text())
         print(readme_section(report))
         return report
+    if args.report_only:
+        return reports.rewrite_from_json(
+            Path(args.out_dir) / f"{name}.json", plot, tables, png=not args.no_png, log=log
+        )
     budget = BUDGETS["quick" if args.quick else "full"]
     seeds = args.seeds or budget["seeds"]
     max_steps = args.max_steps or budget["max_steps"]
@@ -684,17 +627,17 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         return str(work_root / f"{teacher['name']}-{sha_of(teacher['model'])}")
 
     def train_jobs(teacher: dict, arms: list[str], arm_seeds: list[int]) -> list[dict]:
-        jobs = []
+        planned = []
         for seed in arm_seeds:
             for text in arms:
                 label, mode, arm_overrides = learning.parse_arm(text)
-                jobs.append({
+                planned.append({
                     "kind": "train", "key": learning.run_key(label, seed), "label": label, "mode": mode,
                     "seed": seed, "recipe": RECIPE, "max_steps": max_steps, "teacher": teacher["name"],
                     "overrides": ["--model_name_or_path", teacher["model"], *overrides, *arm_overrides],
                     "work_dir": work_dir(teacher), **common,
                 })  # fmt: skip
-        return jobs
+        return planned
 
     # Phase 1: each warm start scored (student, teacher) and its credit sampled; the best-localizing one hosts the
     # sweep. Phase 2: the runs, seed-major so that a cut-off sweep has every teacher's first seeds.
@@ -714,15 +657,15 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     best = args.best_teacher or max(blame, key=blame.get)
     best_teacher = next(t for t in teachers if t["name"] == best)
 
-    jobs = [job for seed in seeds for t in teachers for job in train_jobs(t, CORE_ARMS, [seed])]
+    planned = [job for seed in seeds for t in teachers for job in train_jobs(t, CORE_ARMS, [seed])]
     if not args.quick and not args.no_extras:
-        jobs += train_jobs(best_teacher, SIDE_ARMS, seeds[:1])  # one seed each: cheap, so first
-        jobs += [job for seed in seeds for job in train_jobs(best_teacher, SWEEP_ARMS, [seed])]
+        planned += train_jobs(best_teacher, SIDE_ARMS, seeds[:1])  # one seed each: cheap, so first
+        planned += [job for seed in seeds for job in train_jobs(best_teacher, SWEEP_ARMS, [seed])]
     start = time.perf_counter()
-    results.update(run_jobs(jobs, args.workers, args.fresh, log, cached_only=args.cached_only))
+    results.update(run_jobs(planned, args.workers, args.fresh, log, cached_only=args.cached_only))
     runs = [
         {**results[job["work_dir"], job["key"]], "teacher": job["teacher"]}
-        for job in jobs
+        for job in planned
         if (job["work_dir"], job["key"]) in results
     ]
 
@@ -756,28 +699,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     return report
 
 
-def provenance(wall_start: float) -> dict:
-    """What every study report records of where it ran: the machine, the commit (None outside git) and this
-    invocation's wall seconds since `wall_start` (a `time.perf_counter()` reading)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=False)  # fmt: skip
-    return {
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
-        "git": commit.stdout.strip() or None,
-        "wall_s_this_invocation": round(time.perf_counter() - wall_start, 1),
-    }
-
-
-def write_results(report: dict, out_dir: Path, name: str, plot_fn, table_fn, log=print) -> str:
-    """`name`.json, .png (drawn by `plot_fn(report, path)`) and .md (`table_fn(report)` under the report's title) in
-    `out_dir`; logs the table and returns it."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
-    plot_fn(report, out_dir / f"{name}.png")
-    table = table_fn(report)
-    (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
-    log(table)
-    return table
+provenance, write_results = reports.provenance, reports.write_results
 
 
 if __name__ == "__main__":

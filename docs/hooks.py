@@ -1,9 +1,9 @@
 """MkDocs hooks: the pages that must not drift from the code or the committed results are filled in at build time.
 
 A page holds a marker line, `<!-- generated: NAME -->`, and `GENERATORS[NAME]()` returns the Markdown that replaces
-it: the results tables from the committed JSON in `bench/results/` through the bench scripts' own table functions.
-The figures in `bench/results/` are added to the site under `results/figures/`, so a page shows the committed PNG,
-never a copy.
+it: the results tables from the committed JSON in `bench/results/<study>/` through the studies' own table functions
+(imported as the `bench` package). The figures in `bench/results/` are added to the site under
+`results/figures/<study>/`, so a page shows the committed PNG, never a copy.
 
 The configuration reference (`COMMITTED`) is generated too, from `GEARConfig`'s field help, but committed in its page
 between `<!-- begin committed: NAME -->` and `<!-- end committed: NAME -->`, so that docs/configuration.md reads whole
@@ -15,24 +15,22 @@ on GitHub; tests/test_docs.py regenerates it and fails when it differs. Refresh 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import posixpath
 import re
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-FIGURES = "results/figures"  # where bench/results/*.png appear in the site
+FIGURES = "results/figures"  # where bench/results/<study>/*.png appear in the site, as <study>/*.png
 MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
 REFRESH = "python docs/hooks.py --write"
 
 
 def _bench(name: str):
-    """A module of bench/ (they import each other by bare name, as when run as scripts)."""
-    if str(REPO / "bench") not in sys.path:
-        sys.path.insert(0, str(REPO / "bench"))
-    return __import__(name)
+    """A module of the `bench` package (the repository root is on the path of a docs build run from it)."""
+    return importlib.import_module(f"bench.{name}")
 
 
 def _results(name: str) -> dict:
@@ -77,8 +75,8 @@ def _demote(section: str) -> str:
 
 
 def teacher_sweep() -> str:
-    """bench/teacher_sweep.py's section, from bench/results/teacher_sweep.json (its title is the page's)."""
-    section = _bench("teacher_sweep").readme_section(_results("teacher_sweep.json"))
+    """bench/teacher_sweep.py's section, from bench/results/teacher_sweep/teacher_sweep.json (its title is the page's)."""
+    section = _bench("teacher_sweep").readme_section(_results("teacher_sweep/teacher_sweep.json"))
     return _demote(section.split("\n", 1)[1].lstrip("\n"))
 
 
@@ -88,18 +86,18 @@ def _learning_table(name: str) -> str:
 
 def performance() -> str:
     """bench/overhead.py --readme-table on the committed CPU run."""
-    return _bench("overhead_report").readme_table(_results("overhead_cpu.json"))
+    return _bench("overhead_report").readme_table(_results("overhead/cpu.json"))
 
 
 def performance_cuda() -> str:
     """bench/overhead.py --readme-table on the committed CUDA run (one H100, Qwen3-4B's shape)."""
-    return _bench("overhead_report").readme_table(_results("overhead_cuda.json"))
+    return _bench("overhead_report").readme_table(_results("overhead/cuda.json"))
 
 
 def headroom() -> str:
     """The headroom study's committed table (bench/headroom.py writes it from its JSON): the full run's if there is
     one, else an unfinished full run's (`--cached-only`), else the quick check's."""
-    for name in ("headroom.md", "headroom_partial.md", "headroom_quick.md"):
+    for name in ("headroom/headroom.md", "headroom/headroom_partial.md", "headroom/headroom_quick.md"):
         if (RESULTS / name).exists():
             text = (RESULTS / name).read_text(encoding="utf-8")
             return f"From `bench/results/{name}`:\n\n" + _demote(text)
@@ -109,7 +107,7 @@ def headroom() -> str:
 def horizon() -> str:
     """The horizon study's committed tables (bench/horizon.py writes them from its JSON): the full run's if there is
     one, else an unfinished full run's (`--cached-only`), else the quick check's. The page shows the plot at its top."""
-    for name in ("horizon.md", "horizon_partial.md", "horizon_quick.md"):
+    for name in ("horizon/horizon.md", "horizon/horizon_partial.md", "horizon/horizon_quick.md"):
         if (RESULTS / name).exists():
             text = (RESULTS / name).read_text(encoding="utf-8")
             return f"From `bench/results/{name}`:\n\n" + _demote(text)
@@ -133,10 +131,10 @@ GENERATORS = {
     "quickstart": quickstart,
     "changelog": changelog,
     "teacher_sweep": teacher_sweep,
-    "learning_math": lambda: _learning_table("learning.json"),
-    "learning_math_knobs": lambda: _learning_table("learning_knobs.json"),
-    "learning_tools": lambda: _learning_table("learning_tools.json"),
-    "learning_tools_knobs": lambda: _learning_table("learning_tools_knobs.json"),
+    "learning_math": lambda: _learning_table("learning/math.json"),
+    "learning_math_knobs": lambda: _learning_table("learning/math_knobs.json"),
+    "learning_tools": lambda: _learning_table("learning/tools.json"),
+    "learning_tools_knobs": lambda: _learning_table("learning/tools_knobs.json"),
     "performance": performance,
     "performance_cuda": performance_cuda,
     "headroom": headroom,
@@ -212,8 +210,8 @@ def render(markdown: str, page_uri: str = "index.md") -> str:
 def on_files(files, config):
     from mkdocs.structure.files import File
 
-    for path in sorted(RESULTS.glob("*.png")):
-        files.append(File.generated(config, f"{FIGURES}/{path.name}", abs_src_path=str(path)))
+    for path in sorted(RESULTS.glob("*/*.png")):
+        files.append(File.generated(config, f"{FIGURES}/{path.parent.name}/{path.name}", abs_src_path=str(path)))
     return files
 
 

@@ -30,18 +30,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Every JSON file a block reads, in one place: when bench/results/ is reorganized, remap them here.
 PATHS = {
-    "horizon": "bench/results/horizon.json",
-    "horizon.rep1": "bench/results/horizon_replication/horizon.json",  # seeds 8-15: none, gear-signed, gear-distill
-    "horizon.rep2": "bench/results/horizon_replication_2/horizon.json",  # seeds 16-31: the same arms
-    "horizon.rep3": "bench/results/horizon_replication_3/horizon.json",  # seeds 32-47: none, gear-distill-0.25
-    "horizon.rep3_weights": "bench/results/horizon_replication_3_weights/horizon.json",  # seeds 32-47: gear-distill
-    "horizon.k16_start": "bench/results/horizon_k16_start.json",
-    "learning": "bench/results/learning.json",
-    "learning.tools": "bench/results/learning_tools.json",
-    "teacher_sweep": "bench/results/teacher_sweep.json",
-    "headroom": "bench/results/headroom.json",
-    "overhead.cpu": "bench/results/overhead_cpu.json",
-    "overhead.cuda": "bench/results/overhead_cuda.json",
+    "horizon": "bench/results/horizon/horizon.json",
+    "horizon.rep1": "bench/results/horizon/replication_seeds_8_to_15/horizon.json",  # seeds 8-15: none, gear-signed, gear-distill
+    "horizon.rep2": "bench/results/horizon/replication_seeds_16_to_31/horizon.json",  # seeds 16-31: the same arms
+    "horizon.rep3": "bench/results/horizon/replication_distill_0.25_seeds_32_to_47/horizon.json",  # seeds 32-47: none, gear-distill-0.25
+    "horizon.rep3_weights": "bench/results/horizon/replication_distill_0.5_seeds_32_to_47/horizon.json",  # seeds 32-47: gear-distill
+    "horizon.k16_start": "bench/results/horizon/k16_start.json",
+    "learning": "bench/results/learning/math.json",
+    "learning.tools": "bench/results/learning/tools.json",
+    "teacher_sweep": "bench/results/teacher_sweep/teacher_sweep.json",
+    "headroom": "bench/results/headroom/headroom.json",
+    "overhead.cpu": "bench/results/overhead/cpu.json",
+    "overhead.cuda": "bench/results/overhead/cuda.json",
 }
 
 # The files whose blocks `--write` rewrites and the test checks.

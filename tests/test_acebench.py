@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -381,11 +380,8 @@ needs_checkout = pytest.mark.skipif(
 @needs_checkout
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")  # ACEBench's ast.parse of squeezed answers (`1if`)
 def test_acebenchs_own_evaluation_agrees_on_generated_answers():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import acebench_agreement
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    from bench import acebench_agreement
+
     figures = acebench_agreement.main(["--acebench", CHECKOUT, "--rows", "5"])
     total = figures["total"]
     assert total["rows"] == 5 * len(NON_INTERACTIVE_CATEGORIES) and total["cases"] > 2000

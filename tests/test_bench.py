@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
-
-from tests.utils import load_file
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "overhead.py"
 
@@ -15,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def load_bench():
-    return load_file(BENCH, "gear_bench_overhead")
+    return importlib.import_module("bench.overhead")
 
 
 def test_overhead_benchmark_reports_every_configuration(tmp_path):
@@ -23,8 +22,8 @@ def test_overhead_benchmark_reports_every_configuration(tmp_path):
     argv = ["--shape", "tiny", "--reps", "1", "--warmup", "0", "--completion-length", "16", "--out-dir", str(tmp_path)]
     bench.main(argv, log=lambda *args: None)
 
-    report = json.loads((tmp_path / "overhead_cpu.json").read_text())
-    assert (tmp_path / "overhead_cpu.md").read_text().startswith("# GEAR overhead")
+    report = json.loads((tmp_path / "cpu.json").read_text())
+    assert (tmp_path / "cpu.md").read_text().startswith("# GEAR overhead")
     results = report["shapes"]["tiny"]["results"]
     for name in bench.TRAINER_CONFIGS:
         assert "error" not in results[name], (name, results[name])
@@ -51,7 +50,7 @@ def test_long_prompt_shape_reports_prefix_sharing_and_end_to_end_ratios(tmp_path
     bench = load_bench()
     argv = ["--shape", "long_prompt", "--reps", "1", "--warmup", "0", "--completion-length", "8"]
     bench.main([*argv, "--prompt-tokens", "256", "--out-dir", str(tmp_path)], log=lambda *args: None)
-    report = json.loads((tmp_path / "overhead_cpu.json").read_text())
+    report = json.loads((tmp_path / "cpu.json").read_text())
     shape = report["shapes"]["long_prompt"]
     assert 240 <= shape["prompt_tokens"][0] <= 256
     assert set(shape["results"]) == {"grpo", "gear/gear", bench.NO_SHARING, "hf_generate"}
@@ -75,7 +74,7 @@ def test_cuda_shape_is_qwen3_4b_in_bf16():
 
 
 def test_divergence_memory_target_counts_what_the_teacher_pass_allocates_not_grpos_activations():
-    load_bench()  # puts bench/ on sys.path for its modules
+    load_bench()
     from overhead_report import evaluate_targets
 
     def shape(local_teacher_mb):
@@ -124,7 +123,7 @@ def test_suffix_bias_builds_qwen3_4b_with_random_weights_offline():
     (built on the meta device here)."""
     import torch
 
-    suffix_bias = load_file(BENCH.parent / "suffix_bias.py", "gear_bench_suffix_bias")
+    suffix_bias = importlib.import_module("bench.suffix_bias")
     model = suffix_bias.load_model(suffix_bias.RANDOM_4B, "meta", torch.bfloat16)
     assert model.config.num_hidden_layers == 36 and model.config.vocab_size == 151_936
     assert next(model.parameters()).dtype == torch.bfloat16
@@ -136,8 +135,8 @@ def test_the_committed_cuda_report_gives_the_figures_the_docs_quote():
     load_bench()
     from overhead_report import readme_table
 
-    results = Path(__file__).resolve().parent.parent / "bench" / "results"
-    report = json.loads((results / "overhead_cuda.json").read_text())
+    results = Path(__file__).resolve().parent.parent / "bench" / "results" / "overhead"
+    report = json.loads((results / "cuda.json").read_text())
     assert report["meta"]["machine"].startswith("NVIDIA H100") and report["meta"]["divergence_chunk_size"] == 64
     full = report["shapes"]["qwen3-4b"]
     assert full["shape"]["length"] == 4096
@@ -147,7 +146,7 @@ def test_the_committed_cuda_report_gives_the_figures_the_docs_quote():
     assert full["results"]["sdpo/full_logits"]["error"].startswith("out of memory")
     ratios = {}
     for chunk in (64, 512, 2048):
-        run = json.loads((results / f"overhead_cuda_chunk{chunk}.json").read_text())
+        run = json.loads((results / f"cuda_chunk{chunk}.json").read_text())
         assert run["meta"]["divergence_chunk_size"] == chunk
         ratios[chunk] = round(run["shapes"]["qwen3-4b"]["results"]["gear/gear"]["step_ratio_to_grpo"], 2)
     assert ratios == {64: 1.34, 512: 1.27, 2048: 1.27}

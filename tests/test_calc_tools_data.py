@@ -253,7 +253,12 @@ def test_the_learning_benchmark_scores_the_tools_task_with_multi_turn_rollouts(m
     bench = load_file(REPO / "bench" / "learning.py", "gear_bench_learning_tools")
     tools = bench.TASKS["tools"]
     assert tools["recipe"] == str(RECIPE.relative_to(REPO))
-    assert tools["modes"] == ["none", "gear", "gigpo", "gear-gigpo"]
+    assert tools["modes"] == [
+        "none",
+        "gear",
+        "gigpo",
+        "gear+gigpo",
+    ]  # the committed runs' arm labels (run under `gear-gigpo`, `bench.harness.runs.credit_of`)
     recipe = yaml.safe_load(RECIPE.read_text())
     assert tools["eval"]["dataset"] == recipe["dataset_name"] and tools["eval"]["split"] == "test"
     assert tools["eval"]["environment"] == recipe["environment"]
@@ -271,8 +276,8 @@ def test_the_learning_benchmark_scores_the_tools_task_with_multi_turn_rollouts(m
     bench.evaluate_model("m", tools["eval"], temperature=1.0, num_samples=2, limit=3, output="o.json")
     (argv,) = seen
     assert argv[argv.index("--environment") + 1] == "calculator"
-    assert argv[argv.index("--max-tool-calling-iterations") + 1] == "4"
-    assert argv[argv.index("--dataset-format") + 1] == "tool_use" and argv[argv.index("--limit") + 1] == "3"
+    assert argv[argv.index("--max_tool_calling_iterations") + 1] == "4"
+    assert argv[argv.index("--dataset_format") + 1] == "tool_use" and argv[argv.index("--limit") + 1] == "3"
 
 
 def test_sft_row_renders_tool_calls_and_masks_only_assistant_turns(sft, tokenizer):

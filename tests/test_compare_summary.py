@@ -4,6 +4,7 @@ Makefile's variables expanded."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ from tests.utils import load_file
 
 REPO = Path(__file__).resolve().parent.parent
 compare_summary = load_file(REPO / "recipes" / "tiny" / "compare_summary.py", "gear_compare_summary")
-horizon = load_file(REPO / "bench" / "horizon.py", "gear_horizon_for_compare")
+horizon = importlib.import_module("bench.horizon")
 
 
 def history(rewards):
@@ -172,7 +173,10 @@ def test_the_compare_summary_pools_the_committed_reports_it_names():
     holding = [
         path.relative_to(REPO).as_posix()
         for path in sorted(
-            [REPO / "bench/results/horizon.json", *REPO.glob("bench/results/horizon_replication*/horizon.json")]
+            [
+                REPO / "bench/results/horizon/horizon.json",
+                *REPO.glob("bench/results/horizon/replication_*/horizon.json"),
+            ]
         )
         if arm in json.loads(path.read_text())["variants"].get("independent", {}).get("8", {}).get("arms", {})
     ]

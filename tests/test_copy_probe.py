@@ -1,5 +1,6 @@
 """bench/copy_probe.py: which characters and tokens of a reference rollout it scores, and under which field."""
 
+import importlib
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def probe():
-    return load_file(REPO_ROOT / "bench" / "copy_probe.py", "gear_bench_copy_probe")
+    return importlib.import_module("bench.copy_probe")
 
 
 def test_fields_cover_each_value_and_nothing_else(probe):

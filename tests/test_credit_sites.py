@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.utils import load_file
-
 REPO = Path(__file__).resolve().parent.parent
-sites = load_file(REPO / "bench" / "credit_sites.py", "gear_bench_credit_sites")
+sites = importlib.import_module("bench.credit_sites")
 
 TRUTH = json.dumps([{"name": "add", "arguments": {"a": 33, "b": 24}}])
 CALL = ["<tool_call>\n", '{"name": "add", "arguments": {"a": ', "3", "3", ', "b": ', "2", "4", "}}", "\n</tool_call>"]

@@ -87,13 +87,16 @@ def test_every_marker_names_a_generator_and_every_page_renders(hooks):
 def test_results_pages_are_filled_from_the_committed_json(hooks):
     learning = hooks.render(pages()["results/learning.md"], "results/learning.md")
     assert "| `gear` |" in learning and "| `gigpo` |" in learning  # the math and the tool-use tables
-    assert "![reward curves and accuracies per credit mode](figures/learning.png)" in learning
+    assert "![reward curves and accuracies per credit mode](figures/learning/math.png)" in learning
     performance = hooks.render(pages()["results/performance.md"], "results/performance.md")
     assert "| `step_time` | tiny |" in performance
-    # the H100 run, bench/results/overhead_cuda.json
+    # the H100 run, bench/results/overhead/cuda.json
     assert "| `step_time` | qwen3-4b | 1.35 | 1.3 | **no** |" in performance
     sweep = hooks.render(pages()["results/teacher-sweep.md"], "results/teacher-sweep.md")
-    assert "](figures/teacher_sweep.png)" in sweep and "bench/results/teacher_sweep.png" not in sweep
+    assert (
+        "](figures/teacher_sweep/teacher_sweep.png)" in sweep
+        and "bench/results/teacher_sweep/teacher_sweep.png" not in sweep
+    )
     assert not re.search(r"^#{1} ", sweep.split("\n", 1)[1], re.MULTILINE)  # one page title: the section's is demoted
 
 

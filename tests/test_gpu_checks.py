@@ -4,6 +4,7 @@ the one summary table the script ends with."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -12,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.utils import load_file
-
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench/gpu_checks.sh"
 
 
 @pytest.fixture(scope="module")
 def shape():
-    return load_file(REPO / "bench/recipe_shape.py", "recipe_shape_bench")
+    return importlib.import_module("bench.recipe_shape")
 
 
 @pytest.fixture(scope="module")

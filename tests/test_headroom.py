@@ -4,23 +4,19 @@ runs (no training)."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
-from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def headroom():
-    for path in (REPO_ROOT, REPO_ROOT / "bench"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-    return load_file(REPO_ROOT / "bench" / "headroom.py", "gear_bench_headroom")
+    from bench import headroom as module
+
+    return module
 
 
 # "Compute 12 + 5 - 3." has the reference "12 + 5 = 17\n17 - 3 = 14\n...": this rollout writes 18, so its first
@@ -32,7 +28,7 @@ RIGHT = ["12", " +", " 5", " =", " 17", "\n", "17", " -", " 3", " =", " 14", "\n
 
 
 def test_oracle_signal_marks_the_first_wrong_token_on_by_hand(headroom):
-    from credit_sites import arith_error_site
+    from bench.credit_sites import arith_error_site
 
     rows = [
         {"tokens": TOKENS, "mask": MASK, "prompt": PROMPT, "failed": True},
@@ -52,8 +48,8 @@ def test_the_oracle_goes_through_gears_segments_and_weights(headroom):
     # Fed to GEAR's own functions, the oracle blames every token from the error on (one segment opening at the error)
     # in a failed rollout, and leaves the prefix at the lowest weight of the row.
     import torch
-    from credit_sites import arith_error_site
 
+    from bench.credit_sites import arith_error_site
     from gear_trl.credit import gear_token_weights, segment_signal
 
     rows = [{"tokens": TOKENS, "mask": MASK, "prompt": PROMPT, "failed": True}]
@@ -196,7 +192,7 @@ def test_calc_reference_and_the_oracle_on_a_long_chain(headroom):
     # (the trainer's batch has no ground truth) and marks the last call's miscopied operand on.
     import json
 
-    from credit_sites import calc_error_site, calc_reference
+    from bench.credit_sites import calc_error_site, calc_reference
 
     reference = json.loads(calc_reference(CALC_PROMPT))
     assert reference == [
@@ -253,9 +249,9 @@ def test_main_plans_per_task_arms_and_skips_probes_without_a_teacher(headroom, m
         seen["jobs"] = jobs
         return {}
 
-    monkeypatch.setattr(headroom.teacher_sweep, "run_jobs", fake_run_jobs)
-    monkeypatch.setattr(headroom.teacher_sweep, "write_results", lambda *a, **k: None)
-    monkeypatch.setattr(headroom.teacher_sweep, "sha_of", lambda model: "sha")
+    monkeypatch.setattr(headroom.jobs, "run_jobs", fake_run_jobs)
+    monkeypatch.setattr(headroom.reports, "write_results", lambda *a, **k: None)
+    monkeypatch.setattr(headroom.jobs, "sha_of", lambda model: "sha")
     report = headroom.main(["--tasks", "calc_long", "--work-dir", str(tmp_path)], log=lambda *a: None)
     jobs = seen["jobs"]
     trains = [j for j in jobs if j["kind"] == "train"]
@@ -273,18 +269,63 @@ def test_an_unfinished_study_is_written_as_partial_never_as_the_full_one(headroo
     def fake_run_jobs(jobs, workers, fresh, log, cached_only=False, dispatch=None, cached=None):
         return {(job["work_dir"], job["key"]): {} for job in jobs[: len(jobs) // 2]}  # half of them cached
 
-    monkeypatch.setattr(headroom.teacher_sweep, "run_jobs", fake_run_jobs)
+    monkeypatch.setattr(headroom.jobs, "run_jobs", fake_run_jobs)
     monkeypatch.setattr(headroom, "build_report", lambda tasks, window: {})
-    monkeypatch.setattr(headroom.teacher_sweep, "write_results", lambda report, out, name, *a: written.append(name))
-    monkeypatch.setattr(headroom.teacher_sweep, "sha_of", lambda model: "sha")
+    monkeypatch.setattr(headroom.reports, "write_results", lambda report, out, name, *a: written.append(name))
+    monkeypatch.setattr(headroom.jobs, "sha_of", lambda model: "sha")
     argv = ["--tasks", "arith", "--cached-only", "--work-dir", str(tmp_path), "--out-dir", str(tmp_path)]
     report = headroom.main(argv, log=lambda *a: None)
     assert written == ["headroom_partial"]
     assert report["jobs"]["missing"] == report["jobs"]["planned"] - report["jobs"]["planned"] // 2 > 0
     assert "partial" in report["title"]
 
-    monkeypatch.setattr(
-        headroom.teacher_sweep, "run_jobs", lambda jobs, *a, **k: {(j["work_dir"], j["key"]): {} for j in jobs}
-    )
+    monkeypatch.setattr(headroom.jobs, "run_jobs", lambda jobs, *a, **k: {(j["work_dir"], j["key"]): {} for j in jobs})
     headroom.main(argv, log=lambda *a: None)
     assert written[-1] == "headroom"
+
+
+@pytest.mark.parametrize(("kind", "mode"), [("from_error", "gear"), ("error_token", "token")])
+def test_the_label_oracle_is_a_registered_credit_mode_running_the_arms_own_mode_on_the_oracle_signal(kind, mode):
+    # What the trainer runs for `oracle-gear` / `oracle-token`: the registered mode's compute on a decoded batch is the
+    # arm's built-in mode on the oracle signal in place of the teacher's KL.
+    import dataclasses
+    import types
+
+    import torch
+
+    from bench.credit_sites import arith_error_site
+    from bench.harness import oracles
+    from gear_trl import GEARConfig
+    from gear_trl.credit.modes import CreditInputs, credit_mode
+
+    vocab = sorted({*TOKENS, *RIGHT, PROMPT})
+
+    class Tokenizer:
+        def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+            return "".join(vocab[i] for i in ids if not (skip_special_tokens and vocab[i] == "<pad>"))
+
+        def batch_decode(self, rows, skip_special_tokens=False):
+            return [self.decode(list(row), skip_special_tokens) for row in rows]
+
+    completions = [TOKENS, RIGHT[:9]]
+    fields = {f.name: f.default for f in dataclasses.fields(GEARConfig) if f.default is not dataclasses.MISSING}
+    inputs = CreditInputs(
+        kl=torch.rand(2, 9),
+        entropy=torch.rand(2, 9),
+        log_ratio=None,
+        mask=torch.tensor([MASK, MASK]),
+        base=torch.tensor([-1.0, -0.5]),  # both failed: the second matches the reference, so nothing is located
+        config=types.SimpleNamespace(**fields),
+        completion_ids=torch.tensor([[vocab.index(t) for t in row] for row in completions]),
+        prompt_ids=torch.tensor([[vocab.index(PROMPT)]] * 2),
+        tokenizer=Tokenizer(),
+    )
+    name = oracles.register(kind, mode, "arith")
+    assert name == f"oracle-{kind.replace('_', '-')}-on-{mode}-arith"
+    out = credit_mode(name).compute(inputs)
+    rows = [{"tokens": row, "mask": MASK, "prompt": PROMPT, "failed": True} for row in completions]
+    signal = torch.tensor(oracles.oracle_signal(rows, 9, kind, arith_error_site)[0])
+    want = credit_mode(mode).compute(dataclasses.replace(inputs, kl=signal))
+    assert signal[0, 4] == 1.0 and signal[1].sum() == 0
+    for field in ("signal", "segment_ids", "weights"):
+        assert torch.equal(getattr(out, field), getattr(want, field)), field

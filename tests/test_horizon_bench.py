@@ -3,24 +3,21 @@ training)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
-
-from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def horizon():
-    for path in (REPO_ROOT, REPO_ROOT / "bench"):
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-    return load_file(REPO_ROOT / "bench" / "horizon.py", "gear_bench_horizon")
+    from bench import horizon as module
+
+    return module
 
 
 def test_share_of_ceiling_by_hand(horizon):
@@ -187,7 +184,7 @@ def test_overrun_share_by_hand(horizon):
 
 
 def test_every_arm_has_a_known_credit_and_oracle(horizon):
-    import horizon_oracles
+    from bench.harness import oracles as horizon_oracles
 
     # the full budget runs every arm but the diagnostic oracles added after the first runs
     assert set(horizon.BUDGETS["full"]["arms"]) == set(horizon.ARMS) - set(
@@ -223,7 +220,7 @@ def test_set_adds_a_recipe_override_to_every_training_run(horizon, monkeypatch, 
         planned.extend(jobs)
         raise Planned
 
-    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", capture)
+    monkeypatch.setattr(horizon.jobs, "run_jobs", capture)
     common = ["--variants", "chained", "--ks", "4", "--arms", "none", "--seeds", "1001",
               "--model", "chained=data/tiny-qwen3-arith-sol35", "--work-dir", str(tmp_path)]  # fmt: skip
     with pytest.raises(Planned):
@@ -246,7 +243,7 @@ def test_each_variant_trains_its_own_number_of_steps_unless_max_steps_is_given(h
         planned[:] = jobs
         raise Planned
 
-    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", capture)
+    monkeypatch.setattr(horizon.jobs, "run_jobs", capture)
     stand_in = "data/tiny-qwen3-arith-sol35"
     common = ["--ks", "4", "--arms", "none", "--seeds", "0", "--model", f"chained={stand_in}",
               "--model", f"independent={stand_in}", "--work-dir", str(tmp_path)]  # fmt: skip
@@ -293,7 +290,7 @@ def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon
             "0", "1", "--model", "chained=data/tiny-qwen3-arith-sol35", "--model",
             "independent=data/tiny-qwen3-arith-sol35", "--work-dir", str(tmp_path / "work"), "--cached-only",
             "--out-dir", str(tmp_path / "out")]  # fmt: skip
-    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", fake())
+    monkeypatch.setattr(horizon.jobs, "run_jobs", fake())
     logged = []
     report = horizon.main(argv, log=logged.append)
     assert (tmp_path / "out" / "horizon.json").exists() and report["jobs"]["missing"] == 0
@@ -307,13 +304,13 @@ def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon
     assert set(by_k["4"]["arms"]) == {"none", "oracle-prefix"} and "not_run" not in by_k["4"]
     assert set(by_k["8"]["arms"]) == {"none"} and by_k["8"]["not_run"] == ["oracle-prefix"]
     assert "Not run at this K: `oracle-prefix`." in (tmp_path / "out" / "horizon.md").read_text()
-    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", fake(skip={("4", "oracle-prefix", 1)}))
+    monkeypatch.setattr(horizon.jobs, "run_jobs", fake(skip={("4", "oracle-prefix", 1)}))
     report = horizon.main(argv, log=lambda *a: None)
     assert report["jobs"]["missing"] == 1 and (tmp_path / "out" / "horizon_partial.json").exists()
 
 
 def test_the_trained_probe_uses_gear_drop_prefix_settings_and_names_a_missing_run(horizon, tmp_path, capsys):
-    probe = load_file(REPO_ROOT / "bench" / "horizon_trained_probe.py", "gear_bench_horizon_trained_probe")
+    probe = importlib.import_module("bench.horizon_trained_probe")
     job = probe.probe_job("chained", 8, "some/model", "probe_1", tmp_path, 48)
     assert job["kind"] == "probe" and job["mode"] == "gear" and job["oracle"] is None
     overrides = job["overrides"]
@@ -340,14 +337,14 @@ def test_the_independent_calibration_quoted_in_data_readme_is_the_committed_json
             out[metric + "_seeds"] = [f"{v - start:+.3f}" for v in x["values"]]
         return out
 
-    for name in ("horizon_calibration_independent.json", "horizon_calibration_independent_lr2e-4.json",
-                 "horizon_calibration_independent_lr3e-4.json"):  # fmt: skip
+    for name in ("horizon/calibration_independent.json", "horizon/calibration_independent_lr2e-4.json",
+                 "horizon/calibration_independent_lr3e-4.json"):  # fmt: skip
         g = gains(name)
         row = next(line for line in readme.splitlines() if f"`bench/results/{name}`" in line)
         cells = [cell.strip().replace("*", "") for cell in row.split("|")]
         assert cells[2] == ", ".join(g["sampled_accuracy_seeds"]), name
         assert cells[3:5] == [g["sampled_accuracy"], g["reward_last"]], name
-    g = gains("horizon_calibration_independent_60steps.json")
+    g = gains("horizon/calibration_independent_60steps.json")
     flat = readme.replace("\n", " ").replace("*", "")
     assert f"{', '.join(g['sampled_accuracy_seeds'])}, {g['sampled_accuracy']}" in flat
     assert f"{', '.join(g['reward_last_seeds'])} over the start, {g['reward_last']}" in flat
@@ -379,7 +376,7 @@ def test_extend_restores_an_earlier_reports_runs_and_keeps_its_other_cells(horiz
             out[job["work_dir"], job["key"]] = result
         return out
 
-    monkeypatch.setattr(horizon.teacher_sweep, "run_jobs", run_jobs)
+    monkeypatch.setattr(horizon.jobs, "run_jobs", run_jobs)
     common = ["--ks", "4", "--seeds", "0", "1", "--model", "chained=data/tiny-qwen3-arith-sol35", "--model",
               "independent=data/tiny-qwen3-arith-sol35"]  # fmt: skip
     horizon.main(
@@ -467,10 +464,14 @@ def test_the_replications_ran_on_fresh_seeds_with_the_studys_settings():
     each replication report at independent K = 8 ran the study's own settings on seeds no earlier report used, and
     the weight comparison reused the third replication's `none` runs (the same cached runs, so the pairing holds)."""
     results = REPO_ROOT / "bench" / "results"
-    study = json.loads((results / "horizon.json").read_text())
-    names = ("horizon_replication", "horizon_replication_2", "horizon_replication_3")
+    study = json.loads((results / "horizon" / "horizon.json").read_text())
+    names = (
+        "horizon/replication_seeds_8_to_15",
+        "horizon/replication_seeds_16_to_31",
+        "horizon/replication_distill_0.25_seeds_32_to_47",
+    )
     reports = [json.loads((results / name / "horizon.json").read_text()) for name in names]
-    weights = json.loads((results / "horizon_replication_3_weights" / "horizon.json").read_text())
+    weights = json.loads((results / "horizon" / "replication_distill_0.5_seeds_32_to_47" / "horizon.json").read_text())
     seen = set(study["config"]["budget"]["seeds"])
     assert seen == set(range(8))
     for name, report, seeds in zip(names, reports, (range(8, 16), range(16, 32), range(32, 48)), strict=True):

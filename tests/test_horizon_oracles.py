@@ -1,19 +1,18 @@
-"""bench/horizon_oracles.py: the horizon study's oracle weightings and process signal on hand-worked rollouts."""
+"""bench/harness/oracles.py: the horizon study's oracle weightings and process signal on hand-worked rollouts, and
+the same computations through the credit modes they register (`gear_trl.credit.modes`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT / "bench") not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT / "bench"))
+from bench.harness import oracles
 
-import horizon_oracles as oracles
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Three rollouts of 5 positions, the last of row 2 padding. Row 0 failed, its first wrong token at index 3; row 1
 # passed; row 2 failed with its error not located.
@@ -45,7 +44,7 @@ def test_keep_close_gives_a_failed_rollouts_close_grpos_weight_unless_the_close_
     assert w.tolist() == [[0, 0, 0, 2.5, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 0, 3, 0, 0]]
     assert torch.equal(w[1:], oracles.prefix_weights(after, mask, failed)[1:])
     with pytest.raises(ValueError, match="keep_close"):
-        oracles.install("two_sided", keep_close=True)
+        oracles.register("two_sided", "gear", options={"keep_close": True})
 
 
 def test_a_passed_rollout_keeps_its_weights_even_when_marked():
@@ -181,3 +180,108 @@ def test_close_mask_finds_the_end_of_sequence_token_of_real_decoded_rollouts():
     assert close[0].nonzero().flatten().tolist() == [len(finished) - 1]
     assert rows[0]["tokens"][len(finished) - 1] == "<|im_end|>"
     assert not close[1].any()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Through the registered credit modes: what the trainer runs
+
+
+class TextTokenizer:
+    """A tokenizer over a fixed vocabulary whose decode is the concatenation of the token texts."""
+
+    def __init__(self, vocab: list[str]):
+        self.vocab = vocab
+        self.ids = {text: i for i, text in enumerate(vocab)}
+
+    def encode(self, tokens: list[str]) -> list[int]:
+        return [self.ids[t] for t in tokens]
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        return "".join(self.vocab[i] for i in ids if not (skip_special_tokens and self.vocab[i].startswith("<|")))
+
+    def batch_decode(self, rows, skip_special_tokens=False):
+        return [self.decode(list(row), skip_special_tokens) for row in rows]
+
+
+def config():
+    """GEARConfig's defaults, as the credit functions read them."""
+    import dataclasses
+    import types
+
+    from gear_trl import GEARConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(GEARConfig) if f.default is not dataclasses.MISSING}
+    return types.SimpleNamespace(**fields)
+
+
+def horizon_inputs(base: list[float]):
+    """Two rollouts of PROMPT: WRONG (failed at " 9" of its first line) and the right one padded to its length."""
+    from gear_trl.credit.modes import CreditInputs
+
+    right = ["<think>\n\n</think>\n\n", "2", "3", " +", " ", "5", " =", " ", "2", "8", "\n", "2", "8", " -", " ", "3",
+             " =", " ", "2", "5", "<|im_end|>", "<pad>"]  # fmt: skip
+    tokenizer = TextTokenizer(sorted({*WRONG, *right, PROMPT}))
+    completion_ids = torch.tensor([tokenizer.encode(WRONG), tokenizer.encode(right)])
+    mask = torch.tensor([WRONG_MASK, [True] * 21 + [False]])
+    shape = completion_ids.shape
+    return CreditInputs(
+        kl=torch.rand(shape),
+        entropy=torch.rand(shape),
+        log_ratio=None,
+        mask=mask,
+        base=torch.tensor(base),
+        config=config(),
+        completion_ids=completion_ids,
+        prompt_ids=torch.tensor([tokenizer.encode([PROMPT])] * 2),
+        tokenizer=tokenizer,
+    )
+
+
+def test_a_weighting_registers_as_a_credit_mode_gear_config_accepts():
+    from gear_trl.credit.modes import credit_mode, credit_modes
+
+    name = oracles.register("prefix", "gear", options={"rescale": False})
+    assert name == "oracle-prefix-on-gear-rescale-false" and name in credit_modes()
+    mode, gear = credit_mode(name), credit_mode("gear")
+    assert (mode.teacher, mode.segmenter, mode.onsets, mode.options) == (gear.teacher, gear.segmenter, gear.onsets,
+                                                                         gear.options)  # fmt: skip
+    assert oracles.register("prefix", "gear", options={"rescale": False}) == name  # again: replaced, not refused
+    with pytest.raises(ValueError, match="oracle must be"):
+        oracles.register("everything", "gear")
+
+
+def test_prefix_mode_puts_its_weights_in_place_of_gears_on_a_decoded_batch():
+    from gear_trl.credit.modes import credit_mode
+
+    inputs = horizon_inputs([-1.0, 1.0])
+    out = credit_mode(oracles.register("prefix", "gear")).compute(inputs)
+    # row 0: its first wrong token is " 9" (index 9): 0 before, and the 12 model tokens from it on share 21 / 12
+    site = oracles.horizon_error_site(WRONG, {"prompt": PROMPT, "mask": WRONG_MASK})
+    assert site == 9
+    assert out.weights[0, :site].tolist() == [0.0] * site
+    assert out.weights[0, site:21].tolist() == pytest.approx([21 / 12] * 12)
+    assert out.weights[1].tolist() == [1.0] * 21 + [0.0]  # passed: GRPO's weights
+    assert torch.equal(out.advantages, inputs.base[:, None] * out.weights)
+    # GEAR's segments on a zero KL, as the trace the oracle's weights replace
+    gear = credit_mode("gear").compute(dataclasses.replace(inputs, kl=torch.zeros_like(inputs.kl)))
+    assert torch.equal(out.segment_ids, gear.segment_ids) and torch.equal(out.signal, gear.signal)
+
+
+def test_process_mode_sets_the_advantages_and_keeps_gears_weights():
+    from gear_trl.credit.modes import credit_mode
+
+    inputs = horizon_inputs([-1.0, 1.0])
+    out = credit_mode(oracles.register("process", "gear")).compute(inputs)
+    gear = credit_mode("gear").compute(dataclasses.replace(inputs, kl=torch.zeros_like(inputs.kl)))
+    assert torch.equal(out.weights, gear.weights)
+    owner, correct = oracles.decisions_of_tokens(WRONG, {"prompt": PROMPT, "mask": WRONG_MASK})
+    right_owner, right_correct = oracles.decisions_of_tokens(
+        [inputs.tokenizer.vocab[i] for i in inputs.completion_ids[1].tolist()],
+        {"prompt": PROMPT, "mask": [True] * 21 + [False]},
+    )
+    matrix = torch.tensor([correct, right_correct])
+    want = oracles.process_token_advantages(
+        torch.tensor([owner, right_owner]), oracles.process_advantages(matrix, torch.tensor([0, 0])), inputs.base,
+        inputs.mask,
+    )  # fmt: skip
+    assert torch.equal(out.advantages, want)

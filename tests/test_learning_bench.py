@@ -3,6 +3,7 @@ committed full results are the tables of the docs' learning page (docs/results/l
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import subprocess
@@ -15,7 +16,7 @@ from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH = REPO_ROOT / "bench" / "learning.py"
-RESULTS = REPO_ROOT / "bench" / "results"
+RESULTS = REPO_ROOT / "bench" / "results" / "learning"
 
 
 def learning_page() -> str:
@@ -24,7 +25,7 @@ def learning_page() -> str:
 
 
 def load_bench():
-    return load_file(BENCH, "gear_bench_learning")
+    return importlib.import_module("bench.learning")
 
 
 def run_bench(argv: list[str]) -> subprocess.CompletedProcess:
@@ -43,10 +44,10 @@ def test_learning_benchmark_runs_and_reports(tmp_path):
     ]  # fmt: skip
     run_bench(argv)
 
-    report = json.loads((tmp_path / "out" / "learning_quick.json").read_text())
+    report = json.loads((tmp_path / "out" / "math_quick.json").read_text())
     assert list(report["summary"]) == ["none", "gear"]
-    assert (tmp_path / "out" / "learning_quick.png").stat().st_size > 10_000
-    assert (tmp_path / "out" / "learning_quick.md").read_text().count("\n| `") == 2
+    assert (tmp_path / "out" / "math_quick.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "math_quick.md").read_text().count("\n| `") == 2
     for run in report["runs"]:
         assert run["steps"] == 2 and len(run["reward"]) == 2
         assert run["eval"]["n"] == 4 and 0.0 <= run["eval"]["greedy_accuracy"] <= 1.0
@@ -66,7 +67,7 @@ def test_learning_benchmark_runs_and_reports(tmp_path):
     again = run_bench(argv)
     assert "(3 cached)" in again.stdout
     assert [path.stat().st_mtime_ns for path in cached] == stamps
-    assert json.loads((tmp_path / "out" / "learning_quick.json").read_text())["runs"] == report["runs"]
+    assert json.loads((tmp_path / "out" / "math_quick.json").read_text())["runs"] == report["runs"]
 
 
 def test_summary_statistics_are_over_seeds():
@@ -87,8 +88,8 @@ def test_summary_statistics_are_over_seeds():
 
 
 def test_committed_results_are_the_docs_table():
-    path = RESULTS / "learning.json"
-    assert path.exists(), "run `python bench/learning.py` and commit bench/results/learning.{json,png,md}"
+    path = RESULTS / "math.json"
+    assert path.exists(), "run `python -m bench.learning` and commit bench/results/learning/math.{json,png,md}"
     bench = load_bench()
     report = json.loads(path.read_text())
     assert len(report["config"]["seeds"]) >= 3
@@ -99,8 +100,8 @@ def test_committed_results_are_the_docs_table():
 
 
 def test_committed_tools_results_are_the_docs_table():
-    path = RESULTS / "learning_tools.json"
-    assert path.exists(), "run `python bench/learning.py --task tools` and commit bench/results/learning_tools.*"
+    path = RESULTS / "tools.json"
+    assert path.exists(), "run `python -m bench.learning --task tools` and commit bench/results/learning/tools.*"
     bench = load_bench()
     report = json.loads(path.read_text())
     assert report["task"] == "tools" and len(report["config"]["seeds"]) >= 3

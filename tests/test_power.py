@@ -3,6 +3,7 @@ and effects the committed CPU studies measured, and docs/reproducing.md carries 
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
@@ -11,20 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.utils import load_file
-
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs/reproducing.md"
 
 
 @pytest.fixture(scope="module")
 def power():
-    return load_file(REPO / "bench/power.py", "power_bench")
+    return importlib.import_module("bench.power")
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return json.loads((REPO / "bench/results/power.json").read_text())
+    return json.loads((REPO / "bench/results/power/power.json").read_text())
 
 
 def test_seeds_needed_matches_the_exact_paired_t_test(power):

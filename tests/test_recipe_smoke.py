@@ -4,7 +4,7 @@
 CI runs a representative subset: GEAR's math recipe at Qwen3-4B's geometry on one process (`CI_RECIPES`). The other
 recipes (the tool-use ones, minutes each on CPU; Qwen3-8B's ~1.6 B-parameter stand-in; the baselines) and the ZeRO-3
 run on two processes (two ranks of ~4.2 GB, the 16-bit consolidated save of 590 M parameters at the end) run with
-`GEAR_ALL_RECIPES=1`. Times and peak memory: bench/results/NOTES.md ("Recipe smoke runs").
+`GEAR_ALL_RECIPES=1`. Times and peak memory: bench/results/overhead/NOTES.md ("Recipe smoke runs").
 """
 
 from __future__ import annotations

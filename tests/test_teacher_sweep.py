@@ -3,6 +3,7 @@ page (docs/results/teacher-sweep.md, filled by docs/hooks.py) is its section gen
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from pathlib import Path
@@ -13,12 +14,12 @@ from tests.utils import load_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH = REPO_ROOT / "bench" / "teacher_sweep.py"
-RESULTS = REPO_ROOT / "bench" / "results" / "teacher_sweep.json"
+RESULTS = REPO_ROOT / "bench" / "results" / "teacher_sweep" / "teacher_sweep.json"
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return load_file(BENCH, "gear_bench_teacher_sweep")
+    return importlib.import_module("bench.teacher_sweep")
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)])

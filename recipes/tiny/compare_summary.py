@@ -5,7 +5,7 @@ paired seeds say about the same two arms (so one seed's figures are read for wha
 python recipes/tiny/compare_summary.py outputs/demo/eval_start.json \
     --arm GRPO outputs/demo/grpo outputs/demo/eval_grpo.json \
     --arm GEAR outputs/demo/gear outputs/demo/eval_gear.json \
-    --study bench/results/horizon.json --study bench/results/horizon_replication_3/horizon.json \
+    --study bench/results/horizon/horizon.json --study bench/results/horizon/replication_distill_0.25_seeds_32_to_47/horizon.json \
     --study-cell independent 8 --study-arm gear-distill-0.25 --plot outputs/demo/reward.png
 """
 
@@ -17,18 +17,19 @@ import sys
 from pathlib import Path
 
 # recipes/tiny is not a package; this script shares demo_summary's functions, from the same folder, also when loaded
-# by path (the tests), and the study's paired t-interval and final window from bench/ (standard library only)
+# by path (the tests), and the studies' paired t-interval and final window from the bench harness (bench.harness)
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[1] / "bench")]
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 import demo_summary
-import teacher_sweep
+
+from bench.harness import runs, stats
 
 
 def arm_lines(name: str, start: dict, end: dict, history: list[tuple[int, float]]) -> list[str]:
     """Two lines for one arm: held-out accuracy start -> end, and its training reward's first and final window."""
     if not history:
         raise ValueError(f"{name}: the run logged no reward.")
-    window = teacher_sweep.learning.final_window(len(history))  # the study's final window
+    window = runs.final_window(len(history))  # the study's final window
     rewards = [reward for _, reward in history]
     first, last = sum(rewards[:window]) / window, sum(rewards[-window:]) / window
     return [
@@ -80,7 +81,7 @@ def study_line(studies: list[dict], variant: str, k: str, arm: str) -> str:
         seen |= seeds
         for metric in values:
             values[metric] += arms[arm][f"{metric}_minus_none"]["values"]
-    pooled = {metric: teacher_sweep.paired_interval(v) for metric, v in values.items()}
+    pooled = {metric: stats.paired_interval(v) for metric, v in values.items()}
 
     def figure(metric: str) -> str:
         value = pooled[metric]

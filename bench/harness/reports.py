@@ -1,0 +1,60 @@
+"""Where a study's report goes and what it records of where it ran.
+
+Every report carries its provenance (`provenance`: the machine, the commit, this invocation's wall seconds; cost in
+CPU seconds is recorded per job by `bench.harness.jobs`), and is written as `<name>.json`, `<name>.md` (a table under
+the report's title) and `<name>.png` by `write_results`. `rewrite_from_json` redraws the Markdown (and, optionally, the
+PNG) of a committed report from its JSON alone, with no training: each study's `--report-only`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import REPO_ROOT
+
+
+def provenance(wall_start: float) -> dict:
+    """What every study report records of where it ran: the machine, the commit (None outside git) and this
+    invocation's wall seconds since `wall_start` (a `time.perf_counter()` reading)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    return {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "git": commit.stdout.strip() or None,
+        "wall_s_this_invocation": round(time.perf_counter() - wall_start, 1),
+    }
+
+
+def markdown_page(report: dict, table_fn) -> str:
+    """A report's Markdown file: its title, then `table_fn(report)`."""
+    return f"# {report['title']}\n\n{table_fn(report)}\n"
+
+
+def write_results(report: dict, out_dir: Path, name: str, plot_fn, table_fn, log=print) -> str:
+    """`name`.json, .png (drawn by `plot_fn(report, path)`) and .md (`table_fn(report)` under the report's title) in
+    `out_dir`; logs the table and returns it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+    plot_fn(report, out_dir / f"{name}.png")
+    table = table_fn(report)
+    (out_dir / f"{name}.md").write_text(f"# {report['title']}\n\n{table}\n")
+    log(table)
+    return table
+
+
+def rewrite_from_json(json_path: Path, plot_fn, table_fn, *, png: bool = True, log=print) -> dict:
+    """Rewrite the .md (and with `png` the .png) beside a committed report `json_path` from the JSON alone: what a
+    study's `--report-only` does. Returns the report."""
+    json_path = Path(json_path)
+    report = json.loads(json_path.read_text())
+    json_path.with_suffix(".md").write_text(markdown_page(report, table_fn))
+    if png:
+        plot_fn(report, json_path.with_suffix(".png"))
+    log(f"rewrote {json_path.with_suffix('.md')}" + (" and .png" if png else "") + f" from {json_path.name}")
+    return report
