@@ -1,0 +1,347 @@
+"""Whose gain is it? The credit-methods study (issue 51), as declared in bench/results/credit_methods/declaration.md
+before any of its runs: GRPO, GRPO + self-distillation, GEAR + self-distillation, GEAR, TRL's SDPOTrainer as it ships,
+RLSD with its reference schedule and the process ceiling, on four cells, paired by seed, Holm-corrected.
+
+    python -m bench.credit_methods --cell independent-k8                 # the declared confirmatory runs of a cell
+    python -m bench.credit_methods --cell independent-k8 --arms none gear --seeds 0 1   # exploration (seeds 0-47)
+    python -m bench.credit_methods --report-only                         # the report from the committed runs
+
+Every finished run's result is committed under `runs/<cell>/<arm>__seed<N>.json` in the results folder: the study's
+cache across sessions (a machine's work dir does not survive it), read back whenever its spec still holds. The report
+(`credit_methods.json`) holds only confirmatory seeds; exploration runs go to `credit_methods_exploration.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+from bench.harness import REPO_ROOT, jobs, reports, results_dir, runs, stats
+from bench.horizon import max_completion_length
+
+RESULTS = results_dir("credit_methods")
+RUNS_DIR = RESULTS / "runs"
+DECLARATION = json.loads((RESULTS / "declaration.json").read_text())
+CONFIRMATORY = DECLARATION["confirmatory_seeds"]
+EXPLORATION = range(DECLARATION["exploration_seeds"][0], DECLARATION["exploration_seeds"][1] + 1)
+WINDOW = 15
+"""The final window of training reward, in logged steps (the declaration's)."""
+HORIZON_RECIPE = "recipes/tiny/config_horizon.yaml"
+TOOLS_RECIPE = "recipes/tiny/config_calc_tools.yaml"
+
+
+def _horizon_cell(variant: str, k: int, model: str, max_steps: int) -> dict:
+    return {
+        "recipe": HORIZON_RECIPE,
+        "max_steps": max_steps,
+        "base": [
+            "--model_name_or_path",
+            model,
+            "--dataset_name",
+            f"data/horizon/{variant}/k{k}",
+            "--max_completion_length",
+            str(max_completion_length(k)),
+        ],
+        "reference": ["--teacher_reference", "solution"],
+        "eval": {
+            "dataset": f"data/horizon/{variant}/k{k}",
+            "split": "test",
+            "dataset_format": "generic",
+            "max_new_tokens": max_completion_length(k),
+            "reward": "horizon_accuracy",
+        },
+        "error_site": "horizon",
+    }
+
+
+CELLS = {
+    "independent-k8": _horizon_cell("independent", 8, "data/tiny-qwen3-horizon-independent", 60),
+    "independent-k4": _horizon_cell("independent", 4, "data/tiny-qwen3-horizon-independent", 60),
+    "chained-k4": _horizon_cell("chained", 4, "data/tiny-qwen3-horizon-chained", 40),
+    "calculator": {
+        "recipe": TOOLS_RECIPE,
+        "max_steps": 60,
+        "base": [],
+        "reference": [],  # the task's reference calls, the tool template's whole worked sequence (declaration)
+        "eval": {
+            "dataset": "data/calc_tools",
+            "split": "test",
+            "dataset_format": "tool_use",
+            "max_new_tokens": 256,
+            "environment": "calculator",
+            "max_tool_calling_iterations": 4,
+        },
+        "error_site": "tools",
+    },
+}
+"""Cell -> its recipe, step budget (bench/horizon.py `VARIANTS` and `BUDGETS["full"]`, bench/learning.py's tools
+task), recipe overrides, the teacher's reference, and the held-out split."""
+
+ARMS = {
+    "none": {"credit": "none"},
+    "grpo-distill-0.25": {"credit": "none", "reference": True, "set": ["--distillation_weight", "0.25"]},
+    "grpo-distill-0.5": {"credit": "none", "reference": True, "set": ["--distillation_weight", "0.5"]},
+    "gear-distill-0.25": {"credit": "gear", "reference": True, "set": ["--distillation_weight", "0.25"]},
+    "gear-distill-0.5": {"credit": "gear", "reference": True, "set": ["--distillation_weight", "0.5"]},
+    "gear": {"credit": "gear", "reference": True},
+    "sdpo-trl": {"credit": "none", "sdpo": {"privileged_context": "none"}, "horizon_only": True},
+    "sdpo-trl-solution": {"credit": "none", "sdpo": {"privileged_context": "solution"}, "horizon_only": True},
+    "rlsd-reference": {
+        "credit": "rlsd",
+        "reference": True,
+        "set": [
+            "--teacher",
+            "periodic",
+            "--teacher_sync_steps",
+            "20",
+            "--rlsd_lambda",
+            "0.5",
+            "--rlsd_lambda_decay_steps",
+            "60",
+        ],
+    },
+    "oracle-process": {"credit": "gear", "oracle": "process", "horizon_only": True},
+    "gigpo": {"credit": "gigpo", "tools_only": True},
+    "gear-gigpo": {"credit": "gear-gigpo", "tools_only": True},
+}
+"""Arm -> credit mode, whether the teacher sees the cell's reference, its own settings; `sdpo` arms train with TRL's
+SDPOTrainer (bench/harness/sdpo.py), `oracle` arms under a label oracle (bench/harness/oracles.py)."""
+
+ATTRIBUTION = {"0.25": ("gear-distill-0.25", "grpo-distill-0.25"), "0.5": ("gear-distill-0.5", "grpo-distill-0.5")}
+"""Family B: GEAR + distillation minus GRPO + distillation at the same weight."""
+CEILING = "oracle-process"
+METRICS = {"heldout": "held-out sampled accuracy at the end", "reward": f"training reward, last {WINDOW} steps"}
+
+
+def arms_of(cell: str) -> list[str]:
+    """The arms the declaration runs in `cell`."""
+    tools = cell == "calculator"
+    return [a for a, spec in ARMS.items() if not (spec.get("tools_only") and not tools)
+            and not (spec.get("horizon_only") and tools)]  # fmt: skip
+
+
+def job_for(cell: str, arm: str, seed: int, work_root: Path) -> dict:
+    """The `train` job of (cell, arm, seed)."""
+    spec, c = ARMS[arm], CELLS[cell]
+    overrides = [*c["base"], *(c["reference"] if spec.get("reference") else []), *spec.get("set", [])]
+    return {
+        "kind": "train", "key": runs.run_key(arm, seed), "label": arm, "cell": cell, "mode": spec["credit"],
+        "oracle": spec.get("oracle"), "oracle_options": None, "error_site": c["error_site"],
+        "sdpo": spec.get("sdpo"), "seed": seed, "max_steps": c["max_steps"], "overrides": overrides,
+        "recipe": c["recipe"], "recipe_sha": runs.recipe_values_sha(_recipe(c["recipe"])), "eval": c["eval"],
+        "eval_limit": None, "train_eval": None, "temperature": float(_recipe(c["recipe"]).get("temperature", 1.0)),
+        "work_dir": str(work_root / cell),
+    }  # fmt: skip
+
+
+def _recipe(path: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO_ROOT / path).read_text())
+
+
+def spec_of(job: dict) -> dict:
+    """What a kept result must have been made with: the harness's spec plus the SDPO settings and the oracle."""
+    return {**runs.job_spec(job), "sdpo": job.get("sdpo"), "oracle": job.get("oracle")}
+
+
+def kept_path(job: dict) -> Path:
+    return RUNS_DIR / job["cell"] / f"{job['key']}.json"
+
+
+def cached(job: dict) -> dict | None:
+    """The committed result of `job`, if its spec still holds."""
+    path = kept_path(job)
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    return result if result.get("spec") == spec_of(job) else None
+
+
+def dispatch(job: dict) -> dict:
+    """Train and score one run (in its worker process) and keep its result in the results folder at once, so a
+    session that ends mid-study loses no finished run."""
+    if job.get("sdpo"):
+        from bench.harness.sdpo import train_sdpo
+
+        result = train_sdpo(job)
+    else:
+        result = runs.train_one(job)
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    keep = {k: result[k] for k in ("label", "mode", "seed", "steps", "train_s", "eval", "eval_s") if k in result}
+    keep.update(spec=spec_of(job), cell=job["cell"], reward=result["reward"],
+                distill_share=result.get("distill_share"), weight_std=result.get("weight_std"),
+                cpu_s=round(usage.ru_utime + usage.ru_stime, 1))  # fmt: skip
+    path = kept_path(job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(keep, indent=1) + "\n")
+    return keep
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Statistics (pure)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def metric(run: dict, name: str) -> float:
+    """A run's `heldout` (sampled accuracy) or `reward` (mean of the last `WINDOW` logged rewards)."""
+    if name == "heldout":
+        value = (run.get("eval") or {}).get("sampled_accuracy")
+        return math.nan if value is None else value
+    rewards = [r for r in run["reward"][-WINDOW:] if r is not None]
+    return sum(rewards) / len(rewards) if rewards else math.nan
+
+
+def paired(runs_: list[dict], arm: str, baseline: str, name: str, seeds) -> dict[int, float]:
+    """seed -> `arm`'s metric minus `baseline`'s, on the given seeds both ran."""
+    mine = {r["seed"]: r for r in runs_ if r["label"] == arm and r["seed"] in seeds}
+    base = {r["seed"]: r for r in runs_ if r["label"] == baseline and r["seed"] in seeds}
+    return {s: metric(mine[s], name) - metric(base[s], name) for s in sorted(set(mine) & set(base))}
+
+
+def summarize(runs_by_cell: dict[str, list[dict]], seeds, family_size: int | None = None) -> dict:
+    """The report's `cells`: per cell, per arm and metric, `minus_none` {mean, ci_low, ci_high, p, p_holm, n_seeds}
+    and `share_of_process_ceiling`; per cell `attribution` (family B) likewise. Holm runs over every comparison of
+    families A and B together, per metric (`family_size`: the declared count, so a comparison that could not be made
+    still counts)."""
+    cells: dict = {}
+    tests: dict[str, list[tuple[dict, float]]] = {name: [] for name in METRICS}
+    for cell, cell_runs in runs_by_cell.items():
+        out = cells.setdefault(cell, {"arms": {}, "attribution": {}})
+        ceiling = {name: paired(cell_runs, CEILING, "none", name, seeds) for name in METRICS}
+        for arm in arms_of(cell):
+            if arm == "none":
+                continue
+            entry = out["arms"].setdefault(arm, {})
+            for name in METRICS:
+                diffs = paired(cell_runs, arm, "none", name, seeds)
+                interval = stats.paired_interval(list(diffs.values()))
+                record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+                record["p"] = stats.t_p_value(list(diffs.values()))
+                entry[name] = {"minus_none": record}
+                if arm != CEILING:
+                    tests[name].append((record, record["p"]))
+                ceiling_interval = stats.paired_interval(list(ceiling[name].values()))
+                share = None
+                if arm != CEILING and ceiling_interval["n_seeds"] >= 2 and ceiling_interval["ci_low"] > 0:
+                    share = stats.bootstrap_ratio(diffs, ceiling[name])
+                entry[name]["share_of_process_ceiling"] = share
+        for weight, (gear_arm, grpo_arm) in ATTRIBUTION.items():
+            entry = out["attribution"].setdefault(
+                f"distillation_weight={weight}", {"arm": gear_arm, "minus": grpo_arm}
+            )
+            for name in METRICS:
+                diffs = paired(cell_runs, gear_arm, grpo_arm, name, seeds)
+                interval = stats.paired_interval(list(diffs.values()))
+                record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+                record["p"] = stats.t_p_value(list(diffs.values()))
+                entry[name] = record
+                tests[name].append((record, record["p"]))
+    for name, family in tests.items():
+        adjusted = stats.holm([p for _, p in family], m=max(family_size or 0, len(family)))
+        for (record, _), p_holm in zip(family, adjusted, strict=True):
+            record["p_holm"] = p_holm
+    return cells
+
+
+def markdown(report: dict) -> str:
+    """The first screen: per cell and arm, the paired difference from GRPO on held-out accuracy and final-window
+    reward with the 95% interval, the Holm-adjusted p, and the share of the process ceiling."""
+
+    def cell_text(record: dict) -> str:
+        if not record or record.get("n_seeds", 0) == 0:
+            return "-"
+        return (f"{record['mean']:+.3f} [{record['ci_low']:+.3f}, {record['ci_high']:+.3f}] "
+                f"p_holm {record.get('p_holm', math.nan):.3f} (n {record['n_seeds']})")  # fmt: skip
+
+    lines = [f"# {report['title']}", "", "| cell | arm | held-out - GRPO | reward - GRPO | share of process ceiling |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for cell, data in report["cells"].items():
+        for arm, entry in data["arms"].items():
+            share = entry["heldout"].get("share_of_process_ceiling")
+            share_text = "-" if not share else f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}]"
+            lines.append(f"| {cell} | {arm} | {cell_text(entry['heldout']['minus_none'])} | "
+                         f"{cell_text(entry['reward']['minus_none'])} | {share_text} |")  # fmt: skip
+        for entry in data["attribution"].values():
+            lines.append(f"| {cell} | {entry['arm']} - {entry['minus']} | {cell_text(entry['heldout'])} | "
+                         f"{cell_text(entry['reward'])} | |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def family_size() -> int:
+    """The declared comparisons per metric: family A (every arm but `none` and the ceiling, in each cell it runs in)
+    and family B (`ATTRIBUTION` in every cell)."""
+    return sum(sum(a not in ("none", CEILING) for a in arms_of(c)) + len(ATTRIBUTION) for c in CELLS)
+
+
+def collect(seeds) -> dict[str, list[dict]]:
+    """The committed runs of every cell on `seeds`, by cell."""
+    found: dict[str, list[dict]] = {}
+    for path in sorted(RUNS_DIR.glob("*/*.json")):
+        run = json.loads(path.read_text())
+        if run["seed"] in seeds:
+            found.setdefault(run["cell"], []).append(run)
+    return found
+
+
+def report(seeds, confirmatory: bool) -> dict:
+    runs_by_cell = collect(seeds)
+    declared = family_size() if confirmatory else None
+    return {
+        "title": "Credit methods: each arm minus GRPO, paired by seed"
+        + (" (confirmatory seeds)" if confirmatory else " (exploration)"),
+        "declaration": "bench/results/credit_methods/declaration.md",
+        "seeds": sorted(seeds),
+        "window": WINDOW,
+        "runs": {cell: len(r) for cell, r in runs_by_cell.items()},
+        "cells": summarize(runs_by_cell, set(seeds), family_size=declared),
+    }
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cell", choices=sorted(CELLS), action="append", help="Cells to run (repeat).")
+    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Arms (default: the cell's declared ones).")
+    parser.add_argument("--seeds", nargs="+", type=int, help="Seeds (default: the declared confirmatory ones).")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--work-dir", help="Where runs train (default: outputs/credit_methods).")
+    parser.add_argument("--report-only", action="store_true", help="Write the reports from the committed runs only.")
+    return parser
+
+
+def main(argv: list[str] | None = None, log=print) -> dict:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    seeds = args.seeds or CONFIRMATORY
+    stray = [s for s in seeds if s not in CONFIRMATORY and s not in EXPLORATION]
+    if stray:
+        parser.error(f"seeds {stray} are neither the declared confirmatory seeds {CONFIRMATORY} nor exploration 0-47")
+    wall = time.perf_counter()
+    if not args.report_only:
+        if not args.cell:
+            parser.error("name the cells to run with --cell (the declaration runs independent-k8 first)")
+        work_root = Path(args.work_dir or REPO_ROOT / "outputs" / "credit_methods")
+        # seed-major: a study cut off mid-cell has every arm's first seeds
+        planned = [job_for(cell, arm, seed, work_root) for cell in args.cell for seed in seeds
+                   for arm in (args.arms or arms_of(cell))]  # fmt: skip
+        jobs.run_jobs(planned, args.workers, False, log, dispatch=dispatch, cached=cached)
+    out = {}
+    for confirmatory, name in ((True, "credit_methods"), (False, "credit_methods_exploration")):
+        chosen = CONFIRMATORY if confirmatory else list(EXPLORATION)
+        result = {**report(chosen, confirmatory), **reports.provenance(wall)}
+        if not any(result["runs"].values()):
+            continue
+        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+        (RESULTS / f"{name}.md").write_text(markdown(result))
+        log(f"wrote {RESULTS / name}.json and .md ({sum(result['runs'].values())} runs)")
+        out[name] = result
+    return out
+
+
+if __name__ == "__main__":
+    main()

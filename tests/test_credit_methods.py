@@ -1,0 +1,118 @@
+"""bench/credit_methods.py: the declared arms and cells become the right jobs, and the report's statistics (paired
+differences, Holm over the declared family, the share of the process ceiling) on hand-made runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import credit_methods as study
+
+
+def run(cell, arm, seed, heldout, reward):
+    return {
+        "cell": cell,
+        "label": arm,
+        "seed": seed,
+        "eval": {"sampled_accuracy": heldout},
+        "reward": [0.0] * 5 + [reward] * 15,
+    }
+
+
+def test_the_declared_arms_become_jobs_with_their_settings(tmp_path):
+    assert study.arms_of("independent-k8") == [
+        "none", "grpo-distill-0.25", "grpo-distill-0.5", "gear-distill-0.25", "gear-distill-0.5", "gear", "sdpo-trl",
+        "sdpo-trl-solution", "rlsd-reference", "oracle-process",
+    ]  # fmt: skip
+    assert study.arms_of("calculator") == [
+        "none", "grpo-distill-0.25", "grpo-distill-0.5", "gear-distill-0.25", "gear-distill-0.5", "gear",
+        "rlsd-reference", "gigpo", "gear-gigpo",
+    ]  # fmt: skip
+    assert study.family_size() == 40  # the declaration's Holm family (amendment 1)
+    grpo_sd = study.job_for("independent-k8", "grpo-distill-0.25", 100, tmp_path)
+    assert grpo_sd["mode"] == "none" and grpo_sd["max_steps"] == 60
+    args = grpo_sd["overrides"]
+    assert args[args.index("--distillation_weight") + 1] == "0.25"
+    assert args[args.index("--teacher_reference") + 1] == "solution"
+    assert args[args.index("--dataset_name") + 1] == "data/horizon/independent/k8"
+    rlsd = study.job_for("chained-k4", "rlsd-reference", 100, tmp_path)
+    assert rlsd["max_steps"] == 40 and rlsd["mode"] == "rlsd"
+    for flag, value in (
+        ("--teacher", "periodic"),
+        ("--teacher_sync_steps", "20"),
+        ("--rlsd_lambda_decay_steps", "60"),
+    ):
+        assert rlsd["overrides"][rlsd["overrides"].index(flag) + 1] == value
+    sdpo = study.job_for("independent-k4", "sdpo-trl-solution", 100, tmp_path)
+    assert sdpo["sdpo"] == {"privileged_context": "solution"} and "--teacher_reference" not in sdpo["overrides"]
+    assert study.job_for("independent-k8", "oracle-process", 100, tmp_path)["oracle"] == "process"
+    calc = study.job_for("calculator", "gear-distill-0.5", 100, tmp_path)
+    assert calc["eval"]["environment"] == "calculator" and "--teacher_reference" not in calc["overrides"]
+    assert study.spec_of(sdpo) != study.spec_of(study.job_for("independent-k4", "sdpo-trl", 100, tmp_path))
+
+
+def test_confirmatory_seeds_are_declared_and_fresh():
+    assert study.CONFIRMATORY == list(range(100, 116))
+    assert not set(study.CONFIRMATORY) & set(study.EXPLORATION)
+    with pytest.raises(SystemExit):
+        study.main(["--cell", "independent-k8", "--seeds", "60"])  # neither declared nor exploration
+
+
+def test_summary_by_hand():
+    """Two seeds. held-out: none 0.10, 0.20; gear-distill-0.25 0.20, 0.40 (diffs 0.10, 0.20); grpo-distill-0.25
+    0.15, 0.25 (diffs 0.05, 0.05); oracle-process 0.30, 0.40 (diffs 0.20, 0.20: its interval is a point above 0)."""
+    cell = "independent-k8"
+    runs = [
+        run(cell, "none", 1, 0.10, 0.1), run(cell, "none", 2, 0.20, 0.2),
+        run(cell, "gear-distill-0.25", 1, 0.20, 0.3), run(cell, "gear-distill-0.25", 2, 0.40, 0.2),
+        run(cell, "grpo-distill-0.25", 1, 0.15, 0.1), run(cell, "grpo-distill-0.25", 2, 0.25, 0.2),
+        run(cell, "oracle-process", 1, 0.30, 0.1), run(cell, "oracle-process", 2, 0.40, 0.2),
+    ]  # fmt: skip
+    out = study.summarize({cell: runs}, {1, 2}, family_size=40)[cell]
+    gear = out["arms"]["gear-distill-0.25"]["heldout"]
+    assert gear["minus_none"]["mean"] == pytest.approx(0.15) and gear["minus_none"]["n_seeds"] == 2
+    # ratio of means 0.15 / 0.20; every bootstrap resample lies in [0.10 / 0.20, 0.20 / 0.20]
+    share = gear["share_of_process_ceiling"]
+    assert share["mean"] == pytest.approx(0.75) and 0.5 <= share["ci_low"] <= share["ci_high"] <= 1.0
+    # reward: last 15 logged steps; diffs 0.2 and 0.0
+    assert out["arms"]["gear-distill-0.25"]["reward"]["minus_none"]["mean"] == pytest.approx(0.1)
+    attribution = out["attribution"]["distillation_weight=0.25"]["heldout"]
+    assert attribution["mean"] == pytest.approx(0.10) and attribution["n_seeds"] == 2  # (0.05, 0.15)
+    # grpo-distill's two equal differences: no spread, p = 0; Holm over the declared 40 keeps it 0
+    grpo = out["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]
+    assert grpo["p"] == 0.0 and grpo["p_holm"] == 0.0
+    # an arm with no runs: nothing to compare, its p NaN and NaN after Holm, counted in the family all the same
+    missing = out["arms"]["gear"]["heldout"]["minus_none"]
+    assert missing["n_seeds"] == 0 and math.isnan(missing["p_holm"])
+    assert gear["minus_none"]["p_holm"] == pytest.approx(min(1.0, 40 * gear["minus_none"]["p"]), rel=1e-6) or (
+        gear["minus_none"]["p_holm"] >= gear["minus_none"]["p"]
+    )
+    assert (
+        "oracle-process" in out["arms"]
+        and out["arms"]["oracle-process"]["heldout"]["share_of_process_ceiling"] is None
+    )
+    table = study.markdown({"title": "t", "cells": {cell: out}})
+    assert (
+        "| independent-k8 | gear-distill-0.25 | +0.150" in table and "gear-distill-0.25 - grpo-distill-0.25" in table
+    )
+
+
+def test_the_declaration_was_committed_before_any_run():
+    """Every committed run is younger than the declaration (by the commit that added each, where git has them)."""
+    import subprocess
+
+    root = Path(study.RESULTS)
+
+    def first_commit_time(path: Path) -> int | None:
+        out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)], capture_output=True,
+                             text=True, cwd=root, check=False).stdout.split()  # fmt: skip
+        return int(out[-1]) if out else None
+
+    declared = first_commit_time(root / "declaration.md")
+    if declared is None:
+        pytest.skip("not a git checkout")
+    for path in sorted((root / "runs").glob("*/*.json")):
+        added = first_commit_time(path)
+        assert added is None or added >= declared, path
