@@ -192,7 +192,8 @@ def shape_table(shape: dict) -> list[str]:
         "| loss fwd+bwd | LM-head fwd | CPU user + system (user x GRPO) | step extra peak | teacher-pass extra peak |"
     )
     lines = [title, "", header, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name in TRAINER_CONFIGS:
+    for config in TRAINER_CONFIGS:
+        name = _as_measured(config, res)
         r = res.get(name)
         if r is None:
             continue
@@ -372,3 +373,14 @@ def readme_table(report: dict) -> str:
             f"{'yes' if t['holds'] else '**no**'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _as_measured(config: str, results: dict) -> str:
+    """The key a report measured `config` under: a report written before the credit modes took hyphens only keeps
+    the earlier spelling (`gear/gear_no_entropy`), which its table shows as it was measured."""
+    if config in results:
+        return config
+    from gear_trl.credit.modes import RENAMED
+
+    earlier = {f"gear/{old}": f"gear/{new}" for old, new in RENAMED.items()}
+    return next((old for old, new in earlier.items() if new == config and old in results), config)

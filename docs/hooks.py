@@ -19,6 +19,7 @@ import importlib
 import json
 import posixpath
 import re
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,8 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="Rewrite the stale pages.")
     parser.add_argument("--check", action="store_true", help="Exit 1 if a page is stale (the default).")
     args = parser.parse_args(argv)
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     stale = stale_pages()
     if args.write:
         for page in stale:

@@ -75,7 +75,7 @@ def test_cuda_shape_is_qwen3_4b_in_bf16():
 
 def test_divergence_memory_target_counts_what_the_teacher_pass_allocates_not_grpos_activations():
     load_bench()
-    from overhead_report import evaluate_targets
+    from bench.overhead_report import evaluate_targets
 
     def shape(local_teacher_mb):
         gear = {
@@ -108,7 +108,7 @@ def test_divergence_memory_target_counts_what_the_teacher_pass_allocates_not_grp
 
 def test_long_prompt_runs_on_qwen3_head_geometry_unless_the_tiny_model_is_asked_for():
     bench = load_bench()
-    from overhead_shapes import build_model_config
+    from bench.overhead_shapes import build_model_config
 
     (shape,) = bench.make_shapes(bench.parse_args(["--shape", "long_prompt"]))
     config = build_model_config(shape)
@@ -133,7 +133,7 @@ def test_suffix_bias_builds_qwen3_4b_with_random_weights_offline():
 def test_the_committed_cuda_report_gives_the_figures_the_docs_quote():
     """docs/results/performance.md, NOTES.md, the README and the GPU recipes' comment quote these figures."""
     load_bench()
-    from overhead_report import readme_table
+    from bench.overhead_report import readme_table
 
     results = Path(__file__).resolve().parent.parent / "bench" / "results" / "overhead"
     report = json.loads((results / "cuda.json").read_text())
