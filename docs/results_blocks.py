@@ -11,7 +11,7 @@ markers. `python -m docs.results_blocks --write` rewrites every block of every f
 `python -m docs.results_blocks --check` (and tests/test_results_blocks.py) fails where a block differs from what the
 JSON gives. Prose around a block is written by hand; the figures inside it never are.
 
-Plain code: the standard library and the JSON files in `PATHS` only (no gear_trl, no bench import), so the module
+Plain code: the standard library and the files in `PATHS` only (no gear_trl, no bench import), so the module
 loads the way docs/hooks.py is loaded, by file path, or as `python -m docs.results_blocks` from the repository root.
 """
 
@@ -28,7 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Every JSON file a block reads, in one place: when bench/results/ is reorganized, remap them here.
+# Every file a block reads, in one place: when bench/results/ is reorganized, remap them here. All are JSON but
+# "warm_starts": the warm starts' accuracies as data/scripts/make_warm_start.py printed them, committed only as
+# data/README.md's tables (no JSON holds them), read from there by `warm_start_row`.
 PATHS = {
     "horizon": "bench/results/horizon.json",
     "horizon.rep1": "bench/results/horizon_replication/horizon.json",  # seeds 8-15: none, gear-signed, gear-distill
@@ -42,6 +44,7 @@ PATHS = {
     "headroom": "bench/results/headroom.json",
     "overhead.cpu": "bench/results/overhead_cpu.json",
     "overhead.cuda": "bench/results/overhead_cuda.json",
+    "warm_starts": "data/README.md",
 }
 
 # The files whose blocks `--write` rewrites and the test checks.
@@ -336,6 +339,31 @@ def readme_headroom() -> str:
     return f"{verdict}; best held-out: arith {arith}, tool chains {chains}"
 
 
+def warm_start_row(model: str) -> dict[str, str]:
+    """data/README.md's warm-start table row for `model` ("tiny-qwen3-arith-sol35"), as {column header: cell}."""
+    text = (REPO / PATHS["warm_starts"]).read_text(encoding="utf-8")
+    for table in re.finditer(r"^(\|.*\|)\n\|[-| ]+\|\n((?:\|.*\|\n?)+)", text, re.MULTILINE):
+        header = [cell.strip() for cell in table.group(1).strip("|").split("|")]
+        for line in table.group(2).splitlines():
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if cells[0] == f"`{model}`":
+                return dict(zip(header, cells, strict=True))
+    raise KeyError(f"{model}: no row in {PATHS['warm_starts']}")
+
+
+def headroom_arith_start() -> str:
+    """The arith warm start's scores: the student's from the study's own evaluation (headroom.json), the teachers'
+    from make_warm_start.py's (data/README.md)."""
+    start = load("headroom")["tasks"]["arith"]["start"]
+    row = warm_start_row("tiny-qwen3-arith-sol35")
+    return (
+        f"on {start['n']} held-out problems the plain student scores {start['sampled_accuracy']:.3f} sampled "
+        f"({start['greedy_accuracy']:.3f} greedy) at the study's start; when the warm start was made "
+        f"(data/README.md) it scored {row['sampled']} sampled ({row['greedy']} greedy), the teacher shown the answer "
+        f"{row['teacher (answer)']} and the teacher shown the solution {row['teacher (solution)']}"
+    )
+
+
 def headroom_table() -> str:
     tasks = load("headroom")["tasks"]
     lines = [
@@ -449,6 +477,7 @@ BLOCKS = {
     "readme.horizon": readme_horizon,
     "headroom.table": headroom_table,
     "headroom.findings": headroom_findings,
+    "headroom.arith_start": headroom_arith_start,
     "readme.learning": readme_learning,
     "readme.tools": readme_tools,
     "readme.sweep": readme_sweep,
