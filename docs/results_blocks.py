@@ -419,6 +419,45 @@ def headroom_findings() -> str:
     ])  # fmt: skip
 
 
+def teacher_sweep_table() -> str:
+    """One row per teacher: how well it uses the reference, how it localizes, and GEAR - GRPO on both metrics."""
+    report = load("teacher_sweep")
+    seeds = len(report["config"]["seeds"])
+    lines = [
+        f"`recipes/tiny/config_arith.yaml`, {report['config']['max_steps']} steps; GEAR - GRPO paired by seed "
+        f"({seeds} seeds), 95% t-interval; training reward over the last {report['config']['window']} steps:",
+        "",
+        "| teacher | SFT rows with the reference | teacher acc. | student sampled acc. | onset at error (chance) "
+        "| KL failed / passed | GEAR - GRPO, training reward | GEAR - GRPO, held-out sampled |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t in report["teachers"]:
+        loc, diag, x = t["localization"], t["diagnostic"], report["paired"][t["name"]]
+        lines.append(
+            f"| `{t['name']}` | {t['hint_frac']:.0%} | {t['teacher_accuracy']:.2f} | "
+            f"{t['student_sampled_accuracy']:.2f} | {loc['onset_rate']:.2f} ({loc['onset_rate_random']:.2f}) | "
+            f"{diag['kl_failed_over_passed']:.2f} | {ci(x['reward_last'])} | {ci(x['sampled_accuracy'])} |"
+        )
+    return "\n".join(lines)
+
+
+def teacher_sweep_findings() -> str:
+    report = load("teacher_sweep")
+    paired_ = report["paired"]
+    up = [n for n, x in paired_.items() for m in x.values() if m["ci_low"] > 0]
+    down = [f"`{n}` {ci(m)} ({'training reward' if k == 'reward_last' else 'held-out sampled'})"
+            for n, x in paired_.items() for k, m in x.items() if m["ci_high"] < 0]  # fmt: skip
+    best = report["sweep"]
+    arms = ", ".join(f"`{a}` {ci(x['sampled_accuracy'])}" for a, x in best["arms"].items() if a != "gear")
+    return "\n".join([
+        ("- **GEAR never beats GRPO here**: for no teacher and neither metric does the interval lie above zero"
+         if not up else f"- **GEAR beats GRPO for {', '.join(sorted(set(up)))}**")
+        + (f"; it lies below zero for {'; '.join(down)}." if down else "."),
+        f"- Looser weights at the best teacher (`{best['teacher']}`) do not help either, held-out sampled - GRPO: "
+        f"{arms}.",
+    ])  # fmt: skip
+
+
 def _target(key: str, name: str, shape: str) -> dict:
     return next(t for t in load(key)["targets"] if t["target"] == name and t["shape"] == shape)
 
@@ -724,6 +763,8 @@ BLOCKS = {
     "learning.lrprobe": learning_lrprobe,
     "readme.tools": readme_tools,
     "readme.sweep": readme_sweep,
+    "teacher_sweep.table": teacher_sweep_table,
+    "teacher_sweep.findings": teacher_sweep_findings,
     "readme.headroom": readme_headroom,
     "readme.perf_cpu": readme_perf_cpu,
     "readme.perf_gpu": readme_perf_gpu,
