@@ -1,9 +1,10 @@
 """MkDocs hooks: the pages that must not drift from the code or the committed results are filled in at build time.
 
 A page holds a marker line, `<!-- generated: NAME -->`, and `GENERATORS[NAME]()` returns the Markdown that replaces
-it: the results tables from the committed JSON in `bench/results/<study>/` through the studies' own table functions
-(imported as the `bench` package). The figures in `bench/results/` are added to the site under
-`results/figures/<study>/`, so a page shows the committed PNG, never a copy.
+it: the results tables from the committed reports in `bench/results/<study>/` (each study writes its Markdown and
+its docs sections from its JSON; `python -m bench.harness.sections` and the studies' `--report-only` rewrite them, and
+tests check they match), read as files: the docs build imports no study. The figures in `bench/results/` are added
+to the site under `results/figures/<study>/`, so a page shows the committed PNG, never a copy.
 
 The configuration reference (`COMMITTED`) is generated too, from `GEARConfig`'s field help, but committed in its page
 between `<!-- begin committed: NAME -->` and `<!-- end committed: NAME -->`, so that docs/configuration.md reads whole
@@ -15,8 +16,6 @@ on GitHub; tests/test_docs.py regenerates it and fails when it differs. Refresh 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import json
 import posixpath
 import re
 import sys
@@ -27,15 +26,6 @@ RESULTS = REPO / "bench" / "results"
 FIGURES = "results/figures"  # where bench/results/<study>/*.png appear in the site, as <study>/*.png
 MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
 REFRESH = "python docs/hooks.py --write"
-
-
-def _bench(name: str):
-    """A module of the `bench` package (the repository root is on the path of a docs build run from it)."""
-    return importlib.import_module(f"bench.{name}")
-
-
-def _results(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
 
 
 def _default(field: dataclasses.Field) -> str:
@@ -77,22 +67,23 @@ def _demote(section: str) -> str:
 
 def teacher_sweep() -> str:
     """bench/teacher_sweep.py's section, from bench/results/teacher_sweep/teacher_sweep.json (its title is the page's)."""
-    section = _bench("teacher_sweep").readme_section(_results("teacher_sweep/teacher_sweep.json"))
+    section = (RESULTS / "teacher_sweep" / "section.md").read_text(encoding="utf-8")
     return _demote(section.split("\n", 1)[1].lstrip("\n"))
 
 
 def _learning_table(name: str) -> str:
-    return _bench("learning").markdown_table(_results(name))
+    """A learning report's table: its committed Markdown (bench/learning.py writes it from the JSON) below the title."""
+    return (RESULTS / name).read_text(encoding="utf-8").split("\n", 2)[2].strip("\n")
 
 
 def performance() -> str:
     """bench/overhead.py --readme-table on the committed CPU run."""
-    return _bench("overhead_report").readme_table(_results("overhead/cpu.json"))
+    return (RESULTS / "overhead" / "cpu_summary.md").read_text(encoding="utf-8").rstrip("\n")
 
 
 def performance_cuda() -> str:
     """bench/overhead.py --readme-table on the committed CUDA run (one H100, Qwen3-4B's shape)."""
-    return _bench("overhead_report").readme_table(_results("overhead/cuda.json"))
+    return (RESULTS / "overhead" / "cuda_summary.md").read_text(encoding="utf-8").rstrip("\n")
 
 
 def headroom() -> str:
@@ -132,10 +123,10 @@ GENERATORS = {
     "quickstart": quickstart,
     "changelog": changelog,
     "teacher_sweep": teacher_sweep,
-    "learning_math": lambda: _learning_table("learning/math.json"),
-    "learning_math_knobs": lambda: _learning_table("learning/math_knobs.json"),
-    "learning_tools": lambda: _learning_table("learning/tools.json"),
-    "learning_tools_knobs": lambda: _learning_table("learning/tools_knobs.json"),
+    "learning_math": lambda: _learning_table("learning/math.md"),
+    "learning_math_knobs": lambda: _learning_table("learning/math_knobs.md"),
+    "learning_tools": lambda: _learning_table("learning/tools.md"),
+    "learning_tools_knobs": lambda: _learning_table("learning/tools_knobs.md"),
     "performance": performance,
     "performance_cuda": performance_cuda,
     "headroom": headroom,

@@ -94,3 +94,18 @@ def test_report_only_rewrites_the_markdown_without_training(tmp_path):
     (tmp_path / "teacher_sweep.json").write_text(committed.read_text())
     teacher_sweep.main(["--report-only", "--no-png", "--out-dir", str(tmp_path)], log=lambda *a: None)
     assert (tmp_path / "teacher_sweep.md").read_text() == committed.with_suffix(".md").read_text()
+
+
+def test_the_docs_sections_the_studies_write_are_what_their_json_gives():
+    from bench.harness import sections
+
+    assert sections.stale() == [], "run `python -m bench.harness.sections`"
+
+
+def test_the_docs_build_imports_no_study():
+    import ast
+
+    tree = ast.parse((REPO / "docs" / "hooks.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name.split(".")[0] in ("bench", "importlib")}, imported
