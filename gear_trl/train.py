@@ -513,7 +513,7 @@ def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=
 
     On CPU a bf16 `F.linear` with a frozen weight (PEFT freezes the base) on a non-contiguous input (the LM head on
     `hidden[:, -1:]` at every generation step) takes oneDNN's slow path: generation of a Qwen3-sized head never ends
-    and its memory grows (`bench/cpu_bf16.py`, bench/results/NOTES.md). `bf16: false` alone does not avoid it.
+    and its memory grows (`bench/cpu_bf16.py`, bench/results/overhead/NOTES.md). `bf16: false` alone does not avoid it.
     """
     if model_args.dtype != "bfloat16" or training_args.device.type != "cpu":
         return False

@@ -19,7 +19,7 @@ of RLSD's delta), accepted by the functions here besides `DIVERGENCES`."""
 DEFAULT_CHUNK_SIZE = 64
 """Positions per LM-head chunk: the default of both `reverse_kl_and_entropy` and `GEARConfig.divergence_chunk_size`.
 Extra memory is 3 x chunk x V float32 values (117 MB at Qwen3's V = 151,936); chunks 16-256 are timed in
-bench/results/NOTES.md ("Divergence pass")."""
+bench/results/overhead/NOTES.md ("Divergence pass")."""
 _SMALL_VOCAB = 8192  # see _row_dot
 _MIN_TILE_ROWS = 1024  # see _lm_head
 _MM_OUT_DTYPE = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 8)
@@ -344,7 +344,7 @@ def _row_dot(a: torch.Tensor, b: torch.Tensor, spare: torch.Tensor | None = None
     """Row-wise dot product of two [N, V] tensors (N >= 1), without an [N, V] temporary.
 
     ``spare``, if given, is one of the two, free to be overwritten. On CPU: one BLAS dot per row, since a batched
-    [1, V] x [V, 1] matmul (``bmm``) was 5-8x slower there and less accurate (bench/results/NOTES.md, "Divergence
+    [1, V] x [V, 1] matmul (``bmm``) was 5-8x slower there and less accurate (bench/results/overhead/NOTES.md, "Divergence
     pass"); below ``_SMALL_VOCAB`` columns, where the per-row calls cost more than the arithmetic, an in-place product
     into ``spare`` and a row sum. Elsewhere one ``bmm``.
     """

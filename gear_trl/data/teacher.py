@@ -50,9 +50,9 @@ def reference_calls(ground_truth: Any) -> list[dict] | None:
 
 
 FEEDBACK_TEMPLATE = "\n\nThe environment's last message in this attempt:\n{feedback}"
-"""Appended to a teacher hint with `teacher_environment_feedback` (ours)."""
+"""Appended to a teacher hint with `teacher_environment_feedback` (not in any paper; after SDPO's environment feedback)."""
 MAX_FEEDBACK_CHARS = 2000
-"""Longest feedback shown, its tail kept (ours: about 500 tokens, enough for an error message or a final state)."""
+"""Longest feedback shown, its tail kept (our choice: about 500 tokens, enough for an error message or a final state)."""
 
 
 def final_observation(completion: Any) -> str | None:

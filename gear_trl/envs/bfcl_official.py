@@ -7,7 +7,7 @@ TwitterAPI, TicketAPI, TradingBot, TravelAPI, VehicleControlAPI), their function
 (`bfcl_eval/data/multi_turn_func_doc/`), the 200 tasks of each multi-turn category (`bfcl_eval/data/`) and the
 checker (`multi_turn_checker`: after every user turn, the state of every instance must equal the ground truth's and
 the ground truth's execution results must be among the model's). This module uses all of them as they are; only the
-glue is ours:
+glue is this module's:
 
 - `load_tasks(category)`: the tasks of a category (`multi_turn_base`, `_miss_func`, `_miss_param`,
   `_long_context`), with their ground truth and the tool schemas BFCL shows the model (its function docs without the

@@ -3,7 +3,7 @@
 Written from BFCL's function documentation (`multi_turn_func_doc/math_api.json`). It has no state: `state()` is
 `{}`, and the odd keys some BFCL configurations give it (`precision`, `numbers`, ...) are ignored. Every tool
 returns `{"result": number}`. `standard_deviation` is the population standard deviation. The unit tables below are
-ours: SI units with their prefixes, and the usual imperial/US customary units.
+this module's: SI units with their prefixes, and the usual imperial/US customary units.
 """
 
 import math

@@ -56,10 +56,10 @@ BFCL_EVAL_REQUIREMENT = "bfcl-eval==2026.3.23"
 R1_PROTOCOL = "DeepSeek-R1 (arXiv 2501.12948); Qwen3 report (arXiv 2505.09388)"
 QWEN3_NON_THINKING = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "max_new_tokens": 8192}
 """The math presets' sampling in non-thinking mode: Qwen3's recommended non-thinking settings (its model cards'
-"Best Practices": temperature 0.7, top-p 0.8, top-k 20), and 8192 new tokens (ours: four times the 2048 the math
+"Best Practices": temperature 0.7, top-p 0.8, top-k 20), and 8192 new tokens (our choice: four times the 2048 the math
 recipes train with, room for a base model's longer worked answer; a completion that never stops ends 4x sooner than
 at thinking mode's 32768)."""
-NON_THINKING_SOURCE = "non-thinking: Qwen3 model cards' non-thinking settings, 8192 new tokens ours"
+NON_THINKING_SOURCE = "non-thinking: Qwen3 model cards' non-thinking settings, 8192 new tokens our choice"
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens")
 """The options a preset sets per chat mode."""
 

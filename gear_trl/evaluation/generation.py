@@ -309,7 +309,7 @@ def _vllm_params(sampling: Sampling, num_samples: int):
         max_tokens=sampling.max_new_tokens,
         temperature=sampling.temperature,
         top_p=1.0 if greedy else sampling.top_p,
-        top_k=-1 if greedy or not sampling.top_k else sampling.top_k,  # vLLM's "off" is -1, ours 0
+        top_k=-1 if greedy or not sampling.top_k else sampling.top_k,  # vLLM's "off" is -1, gear_trl's 0
         seed=sampling.seed,
         skip_special_tokens=True,
     )

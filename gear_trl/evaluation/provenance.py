@@ -13,7 +13,7 @@ PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "v
 def _git_commit(root: str | None = None) -> tuple[str | None, bool | None]:
     """(the commit of the gear_trl checkout this runs from, `root` (default: the folder above the gear_trl package), and
     whether tracked files differ from it); (None, None) unless `root` is the top of a git checkout (an installed
-    wheel: a repository that merely holds the environment is not ours)."""
+    wheel: a repository that merely holds the environment is not gear_trl's)."""
     import subprocess
 
     root = os.path.realpath(root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

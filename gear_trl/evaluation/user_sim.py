@@ -40,7 +40,7 @@ with an `end_conversation` tool call, ACEBench's with the words "finish conversa
 maps to `None`."""
 
 DEFAULT_MAX_USER_TURNS = 8
-"""User turns per episode, the row's prompt included, before the loop ends it (`--max_user_turns`). Ours: enough for
+"""User turns per episode, the row's prompt included, before the loop ends it (`--max_user_turns`). Our choice: enough for
 the short clarify-then-confirm dialogues of ToolSandbox and ACEBench's agent tasks, small enough that a simulator that
 never stops costs a bounded number of generations."""
 
@@ -50,7 +50,7 @@ DEFAULT_PROMPT = (
     "detail of what you want only when the assistant needs it, and never make up facts that are not stated above. "
     "When the assistant has done what you want, or clearly cannot, reply with " + STOP + " and nothing else."
 )
-"""`LLMUserSimulator`'s system prompt (ours); `{goal}` is the row's goal column."""
+"""`LLMUserSimulator`'s system prompt (written for gear_trl); `{goal}` is the row's goal column."""
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 _CALLS = re.compile(r"<tool_call>.*?(</tool_call>|$)", re.DOTALL)

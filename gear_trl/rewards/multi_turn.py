@@ -64,7 +64,7 @@ def run_calls(
 
 
 def _live_state(environment: Any, initial_config: Any, involved_classes: Any) -> dict[str, Any] | None:
-    """The scored state of TRL's live environment, or None when it is not one of ours."""
+    """The scored state of TRL's live environment, or None when it is not one of gear_trl's."""
     if isinstance(environment, BFCLEnvironment):
         return environment.scored_state()
     if isinstance(environment, APIEnvironment):

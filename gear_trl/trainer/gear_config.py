@@ -87,10 +87,10 @@ class GEARConfig(GRPOConfig):
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
         weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
             mean advantage; `none` leaves them as computed.
-        failed_prefix_weight (`float`, defaults to `1.0`): ours, not the paper's: in a completion with negative
+        failed_prefix_weight (`float`, defaults to `1.0`): not in the paper: in a completion with negative
             advantage, the tokens before its first segment are multiplied by this weight after `weight_norm`, so the
             blame taken off the prefix the teacher agrees with is dropped, not moved; 1.0 is the paper's GEAR.
-        distillation_weight (`float`, defaults to `0.0`): ours, not the paper's: each model token's advantage becomes
+        distillation_weight (`float`, defaults to `0.0`): not in the paper: each model token's advantage becomes
             `(1 - w) * A_t + w * (log pT(y_t) - log pS(y_t))`, SDPO's sampled-token distillation written as an
             advantage (TRL's `SDPOTrainer` name and meaning); 0.0 is the paper's GEAR.
         rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
@@ -290,7 +290,7 @@ class GEARConfig(GRPOConfig):
             "one that shows the solution (on rows whose ground truth is tool calls, a tool-call hint: 'Reference "
             "steps for this request'); a "
             "custom template must contain `{reference_solution}`. Rewards always read the final answer (our default: "
-            "answer, today's behaviour, until a study shows which teaches better). `sibling` (ours, after SDPO's "
+            "answer, today's behaviour, until a study shows which teaches better). `sibling` (not in the paper; after SDPO's "
             "successful-rollout reprompting): no ground truth is read; the teacher is shown a successful rollout of the "
             "same group (reward >= `teacher_sibling_min_reward`, the highest, ties to the first): its tool calls, its "
             "last \\boxed{} answer, or its final text, in the template's `{ground_truth}`. A row whose group has no "
@@ -310,7 +310,7 @@ class GEARConfig(GRPOConfig):
             "help": "Multi-turn rollouts: append the environment's last message in the rollout (its last tool "
             "result, at most 2,000 characters, the tail kept) to the teacher's hint, on rows whose teacher is shown a "
             "reference: the ground truth or, with `teacher_reference: sibling` (or its fallback), a successful "
-            "sibling; a row shown neither keeps the student's prompt (ours, after SDPO's environment feedback, "
+            "sibling; a row shown neither keeps the student's prompt (not in the paper; after SDPO's environment feedback, "
             "which also pairs it with a successful rollout). Each row's teacher prompt then differs, so prefix "
             "sharing saves less."
         },

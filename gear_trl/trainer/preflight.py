@@ -407,14 +407,14 @@ def check_vllm(use_vllm: bool) -> None:
 
 
 FULL_FINETUNE_MAX_LEARNING_RATE = 5e-6
-"""Above this, a full fine-tuning run (`use_peft: false`) is warned that its learning rate is LoRA-sized. Ours: LoRA
+"""Above this, a full fine-tuning run (`use_peft: false`) is warned that its learning rate is LoRA-sized. Our choice: LoRA
 RL fine-tuning of 4B-8B models commonly runs at 1e-5 to 5e-5 (the recipes: 1e-5), full-parameter RL at about 1e-6
 (DAPO, Dr. GRPO); 5e-6 lies between, so only a rate closer to LoRA's than to full fine-tuning's is flagged."""
 
 
 FULL_FINETUNE_MIN_HIDDEN_SIZE = 1024
 """Models narrower than this (the repository's tiny test models, hidden size 64-128, trained at 1e-4) are not warned:
-the warning is about language models of real size. Ours."""
+the warning is about language models of real size (our choice)."""
 
 
 def _hidden_size(model: object) -> int | None:
