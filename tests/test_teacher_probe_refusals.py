@@ -46,7 +46,7 @@ def test_a_sibling_probe_without_groups_is_refused_before_the_student_is_scored(
     argv = ["--model", TINY, "--dataset", "data/arith", "--dataset_format", "generic", "--limit", "4", "--no_progress",
             "--enable_thinking", "false", "--as_teacher", str(recipe), "--output", str(tmp_path / "r.json")]  # fmt: skip
     # the message is gear_trl/trainer/teacher_probe.py's, still in the dash spelling
-    _refuses_before_loading(monkeypatch, argv, r"samples a group per prompt.*--num-samples G")
+    _refuses_before_loading(monkeypatch, argv, r"samples a group per prompt.*--num_samples G")
 
 
 def test_rows_without_any_reference_are_refused_before_the_student_is_scored(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """The teacher probe: the model scored as GEAR's teacher (its prompt with the recipe's reference) beside its score as
-the student, before any training (`python -m gear_trl.evaluate --as-teacher [RECIPE]`).
+the student, before any training (`python -m gear_trl.evaluate --as_teacher [RECIPE]`).
 
 GEAR's credit comes from where the teacher, shown the reference, disagrees with the student. A model that does no
 better with the reference than without it has nothing to teach: its KL is the hint's style, and GEAR trains like GRPO
@@ -40,13 +40,13 @@ def teacher_settings(recipe: str | None) -> dict:
             with open(recipe, encoding="utf-8") as handle:
                 loaded = yaml.safe_load(handle) or {}
         except OSError as err:
-            raise UserInputError(f"--as-teacher: cannot read the recipe {recipe!r} ({err.strerror}).") from err
+            raise UserInputError(f"--as_teacher: cannot read the recipe {recipe!r} ({err.strerror}).") from err
         if not isinstance(loaded, dict):
-            raise UserInputError(f"--as-teacher: {recipe!r} is not a YAML recipe (a mapping of fields).")
+            raise UserInputError(f"--as_teacher: {recipe!r} is not a YAML recipe (a mapping of fields).")
         settings.update({key: loaded[key] for key in SETTINGS if loaded.get(key) is not None})
     if settings["teacher_reference"] not in ("answer", "solution", "sibling"):
         raise UserInputError(
-            f"--as-teacher: `teacher_reference: {settings['teacher_reference']}` is not one of answer, solution, "
+            f"--as_teacher: `teacher_reference: {settings['teacher_reference']}` is not one of answer, solution, "
             "sibling."
         )
     if settings["teacher_template"] is None:
@@ -63,8 +63,8 @@ def check_probe(rows, recipe: str | None, num_samples: int = 1, temperature: flo
     if settings["teacher_reference"] == "sibling":
         if num_samples < 2 or temperature <= 0:
             raise UserInputError(
-                "--as-teacher with `teacher_reference: sibling` samples a group per prompt, as training does, and "
-                "shows a success to the teacher of the group's other rollouts: pass --num-samples G (G >= 2, e.g. "
+                "--as_teacher with `teacher_reference: sibling` samples a group per prompt, as training does, and "
+                "shows a success to the teacher of the group's other rollouts: pass --num_samples G (G >= 2, e.g. "
                 f"the recipe's num_generations) and --temperature > 0 (given: {num_samples} samples at temperature "
                 f"{temperature})."
             )
@@ -74,7 +74,7 @@ def check_probe(rows, recipe: str | None, num_samples: int = 1, temperature: flo
     columns = sorted({key for row in rows for key in row})
     if not any(has_ground_truth(row.get(column)) for row in rows):
         raise UserInputError(
-            f"--as-teacher: no row has a reference in column {column!r} (columns: {columns}), so the teacher "
+            f"--as_teacher: no row has a reference in column {column!r} (columns: {columns}), so the teacher "
             "would be scored on the student's own prompts: nothing to probe. For rows without references GEAR trains "
             "with `teacher_reference: sibling`."
         )
