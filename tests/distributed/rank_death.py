@@ -33,17 +33,22 @@ def die_here(trainer, phase: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+CURRENT = []
+"""The trainer whose step is running (set at its generation, which comes before its teacher pass)."""
+
+
 def patch() -> None:
     generate = GRPOTrainer._generate_single_turn
     teacher = Teacher.hidden
     compute_loss = GEARTrainer.compute_loss
 
     def generating(self, *args, **kwargs):
+        CURRENT[:] = [self]
         die_here(self, "generation")
         return generate(self, *args, **kwargs)
 
     def teaching(self, *args, **kwargs):
-        die_here(self.trainer, "teacher")
+        die_here(CURRENT[0], "teacher")
         return teacher(self, *args, **kwargs)
 
     def losing(self, *args, **kwargs):

@@ -7,6 +7,7 @@ one-token forwards that match the other rank's count), and how far its states ar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -31,25 +32,30 @@ class Recording(Teacher):
     report: list
 
     def hidden(self, output, teacher_prompt_ids):
-        trainer = self.trainer
+        host = self.host
         calls = [0]
-        real = trainer._backbone_states
 
-        def counting(*args, **kwargs):
-            calls[0] += 1
-            return real(*args, **kwargs)
+        def counted(forward):
+            def counting(*args, **kwargs):
+                calls[0] += 1
+                return forward(*args, **kwargs)
 
-        trainer._backbone_states = counting
+            return counting
+
+        # the teacher's forwards, counted: a backbone forward of its own or one through the trainer's final_hidden
+        self.host = dataclasses.replace(
+            host, backbone_states=counted(host.backbone_states), final_hidden=counted(host.final_hidden)
+        )
         try:
             shared = super().hidden(output, teacher_prompt_ids)
             did_share = self.pass_shared
         finally:
-            del trainer._backbone_states
-        trainer.args.teacher_prefix_sharing = False
+            self.host = host
+        host.args.teacher_prefix_sharing = False
         try:
             full = super().hidden(output, teacher_prompt_ids)
         finally:
-            trainer.args.teacher_prefix_sharing = True
+            host.args.teacher_prefix_sharing = True
         mask = output["completion_mask"].bool()
         self.report.append(
             {
