@@ -340,6 +340,19 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         (RESULTS / f"{name}.md").write_text(markdown(result))
         log(f"wrote {RESULTS / name}.json and .md ({sum(result['runs'].values())} runs)")
         out[name] = result
+    if out:  # the folder's manifest lists what it holds (bench.harness.index)
+        manifest_path = RESULTS / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        for name in out:
+            manifest["files"][f"{name}.json"] = (
+                "the report: per cell and arm, each metric minus GRPO (mean, 95% interval, "
+            )
+            manifest["files"][f"{name}.json"] += "p, Holm-adjusted p, seeds) and the share of the process ceiling"
+            manifest["files"][f"{name}.md"] = "its table"
+        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+        from bench.harness import index
+
+        index.main([])
     return out
 
 

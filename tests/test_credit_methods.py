@@ -116,3 +116,29 @@ def test_the_declaration_was_committed_before_any_run():
     for path in sorted((root / "runs").glob("*/*.json")):
         added = first_commit_time(path)
         assert added is None or added >= declared, path
+
+
+def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, monkeypatch):
+    import json
+
+    from bench.harness import index
+
+    results = tmp_path / "credit_methods"
+    (results / "runs" / "independent-k8").mkdir(parents=True)
+    (results / "manifest.json").write_text(json.dumps({"files": {}}))
+    for arm, heldout in (("none", 0.1), ("gear", 0.2)):
+        for seed in (100, 101):
+            kept = run("independent-k8", arm, seed, heldout + seed / 1000, 0.1)
+            (results / "runs" / "independent-k8" / f"{arm}__seed{seed}.json").write_text(json.dumps(kept))
+    monkeypatch.setattr(study, "RESULTS", results)
+    monkeypatch.setattr(study, "RUNS_DIR", results / "runs")
+    monkeypatch.setattr(index, "main", lambda argv: 0)
+    out = study.main(["--report-only"], log=lambda *a: None)
+    assert list(out) == ["credit_methods"]  # no exploration run kept: no exploration report
+    report = json.loads((results / "credit_methods.json").read_text())
+    gear = report["cells"]["independent-k8"]["arms"]["gear"]["heldout"]["minus_none"]
+    assert gear["mean"] == pytest.approx(0.1) and gear["n_seeds"] == 2 and report["seeds"] == study.CONFIRMATORY
+    assert set(json.loads((results / "manifest.json").read_text())["files"]) == {
+        "credit_methods.json",
+        "credit_methods.md",
+    }
