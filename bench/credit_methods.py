@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.harness import REPO_ROOT, jobs, reports, results_dir, runs, stats
 from bench.horizon import max_completion_length
+from bench.learning import TASKS as LEARNING_TASKS
 
 RESULTS = results_dir("credit_methods")
 RUNS_DIR = RESULTS / "runs"
@@ -66,14 +67,7 @@ CELLS = {
         "max_steps": 60,
         "base": [],
         "reference": [],  # the task's reference calls, the tool template's whole worked sequence (declaration)
-        "eval": {
-            "dataset": "data/calc_tools",
-            "split": "test",
-            "dataset_format": "tool_use",
-            "max_new_tokens": 256,
-            "environment": "calculator",
-            "max_tool_calling_iterations": 4,
-        },
+        "eval": LEARNING_TASKS["tools"]["eval"],
         "error_site": "tools",
     },
 }

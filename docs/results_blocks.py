@@ -21,7 +21,6 @@ import argparse
 import json
 import math
 import re
-import statistics
 import sys
 from functools import cache
 from pathlib import Path
@@ -82,34 +81,12 @@ def load(key: str) -> dict:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def t_quantile(p: float, df: int) -> float:
-    """The `p` quantile of Student's t with `df` degrees of freedom, by bisection on its CDF (Simpson's rule)."""
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def cdf_above_zero(x: float, n: int = 2000) -> float:
-        h = x / n
-        total = 0.0
-        for i in range(n + 1):
-            t = i * h
-            density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-            total += density * (1 if i in (0, n) else 4 if i % 2 else 2)
-        return total * h / 3
-
-    low, high = 0.0, 1.0
-    while 0.5 + cdf_above_zero(high) < p:
-        high *= 2
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if 0.5 + cdf_above_zero(mid) < p else (low, mid)
-    return (low + high) / 2
-
-
 def paired(values: list[float]) -> dict:
-    """Mean of paired per-seed differences and its 95% t-interval."""
-    n = len(values)
-    mean = statistics.fmean(values)
-    half = t_quantile(0.975, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n_seeds": n, "values": list(values)}
+    """Mean of paired per-seed differences and its 95% t-interval (`gear_trl.table.paired_interval`, the one the
+    studies and `gear-trl-table` use)."""
+    from gear_trl.table import paired_interval
+
+    return paired_interval(list(values))
 
 
 def ci(x: dict, digits: int = 3) -> str:

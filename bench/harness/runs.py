@@ -157,16 +157,12 @@ def worker_setup() -> None:
     hf_logging.set_verbosity_error()
 
 
-def train_one(job: dict) -> dict:
-    """Train one (mode, seed) from the recipe, save the policy, score it on the held-out split."""
-    worker_setup()
-    from gear_trl.train import build_trainer, load_splits, parse_args
-
-    run_dir = Path(job["work_dir"]) / job["key"]
-    run_dir.mkdir(parents=True, exist_ok=True)
-    argv = [
+def train_argv(job: dict, run_dir: Path, credit: str) -> list[str]:
+    """`gear_trl.train`'s arguments for one run of `job` into `run_dir` (no checkpoints, no trackers, every step
+    logged), the job's recipe overrides last."""
+    return [
         "--config", job["recipe"],
-        "--credit", credit_of(job),
+        "--credit", credit,
         "--seed", str(job["seed"]),
         "--max_steps", str(job["max_steps"]),
         "--output_dir", str(run_dir / "train"),
@@ -177,7 +173,59 @@ def train_one(job: dict) -> dict:
         "--disable_tqdm", "true",
         *job["overrides"],
     ]  # fmt: skip
-    script_args, training_args, model_args = parse_args(argv)
+
+
+def run_record(job: dict, trainer, train_s: float, history: list[dict], series: dict[str, str]) -> dict:
+    """A finished run's result: what it was (label, mode, seed, spec), its steps and time, and each of `series`
+    (result name -> logged metric) over its logged steps."""
+    return {
+        "label": job.get("label", job["mode"]),
+        "mode": job["mode"],
+        "seed": job["seed"],
+        "spec": job_spec(job),
+        "steps": trainer.state.global_step,
+        "train_s": round(train_s, 1),
+        **{name: _log_series(history, key) for name, key in series.items()},
+    }
+
+
+def score_and_keep(result: dict, model_dir: str, job: dict, run_dir: Path) -> dict:
+    """Score the saved policy on the held-out split into `result` and write it as the job's cached result."""
+    start = time.perf_counter()
+    result["eval"] = held_out(model_dir, job, run_dir)
+    result["eval_s"] = round(time.perf_counter() - start, 1)
+    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+GEAR_SERIES = {
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "weight_std": "gear/weight_std",
+    "onset_rate": "gear/onset_rate",
+    "segment_len_mean": "gear/segment_len_mean",
+    "kl_mean": "gear/kl_mean",
+    # the label-free diagnostics (bench/teacher_sweep.py compares them with label-based localization)
+    "kl_failed_over_passed": "gear/kl_failed_over_passed",
+    "onsets_in_failed_frac": "gear/onsets_in_failed_frac",
+    "kl_floor": "gear/kl_floor",
+    "onsets_teacher_supported_frac": "gear/onsets_teacher_supported_frac",
+    "gigpo_step_adv_std": "gigpo/step_adv_std",
+    "distill_share": "gear/distill_share",  # with distillation_weight; else None
+    "completion_length": "completions/mean_length",
+}
+"""The series a GEARTrainer run keeps (result name -> logged metric)."""
+
+
+def train_one(job: dict) -> dict:
+    """Train one (mode, seed) from the recipe, save the policy, score it on the held-out split."""
+    worker_setup()
+    from gear_trl.train import build_trainer, load_splits, parse_args
+
+    run_dir = Path(job["work_dir"]) / job["key"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    script_args, training_args, model_args = parse_args(train_argv(job, run_dir, credit_of(job)))
     train_dataset, _ = load_splits(script_args, training_args)
     start = time.perf_counter()
     trainer = build_trainer(script_args, training_args, model_args, train_dataset)
@@ -185,36 +233,9 @@ def train_one(job: dict) -> dict:
     train_s = time.perf_counter() - start
     model_dir = str(run_dir / "model")
     trainer.save_model(model_dir)
-    history = trainer.state.log_history
-    result = {
-        "label": job.get("label", job["mode"]),
-        "mode": job["mode"],
-        "seed": job["seed"],
-        "spec": job_spec(job),
-        "steps": trainer.state.global_step,
-        "train_s": round(train_s, 1),
-        "reward": _log_series(history, "reward"),
-        "reward_std": _log_series(history, "reward_std"),
-        "frac_reward_zero_std": _log_series(history, "frac_reward_zero_std"),
-        "weight_std": _log_series(history, "gear/weight_std"),
-        "onset_rate": _log_series(history, "gear/onset_rate"),
-        "segment_len_mean": _log_series(history, "gear/segment_len_mean"),
-        "kl_mean": _log_series(history, "gear/kl_mean"),
-        # the label-free diagnostics (bench/teacher_sweep.py compares them with label-based localization)
-        "kl_failed_over_passed": _log_series(history, "gear/kl_failed_over_passed"),
-        "onsets_in_failed_frac": _log_series(history, "gear/onsets_in_failed_frac"),
-        "kl_floor": _log_series(history, "gear/kl_floor"),
-        "onsets_teacher_supported_frac": _log_series(history, "gear/onsets_teacher_supported_frac"),
-        "gigpo_step_adv_std": _log_series(history, "gigpo/step_adv_std"),
-        "distill_share": _log_series(history, "gear/distill_share"),  # with distillation_weight; else None
-        "completion_length": _log_series(history, "completions/mean_length"),
-    }
+    result = run_record(job, trainer, train_s, trainer.state.log_history, GEAR_SERIES)
     del trainer
-    start = time.perf_counter()
-    result["eval"] = held_out(model_dir, job, run_dir)
-    result["eval_s"] = round(time.perf_counter() - start, 1)
-    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
-    return result
+    return score_and_keep(result, model_dir, job, run_dir)
 
 
 def eval_start(job: dict) -> dict:

@@ -99,26 +99,19 @@ def build_sdpo_trainer(script_args, training_args, model_args, train_dataset, pr
 
 def train_sdpo(job: dict) -> dict:
     """A `train` job run by TRL's SDPOTrainer (`job["sdpo"]`: its `privileged_context`) instead of GEARTrainer: the
-    same recipe, seed, steps and held-out scoring as `bench.harness.runs.train_one`, the same result fields (the
-    `gear/` series are None: SDPO logs none)."""
-    import json
+    same recipe, seed, steps and held-out scoring as `bench.harness.runs.train_one`, and its own series (no `gear/`
+    metric: SDPO logs none)."""
     import time
     from pathlib import Path
 
     from gear_trl.train import load_splits, parse_args
 
-    from .runs import _log_series, held_out, job_spec, worker_setup
+    from .runs import run_record, score_and_keep, train_argv, worker_setup
 
     worker_setup()
     run_dir = Path(job["work_dir"]) / job["key"]
     run_dir.mkdir(parents=True, exist_ok=True)
-    argv = [
-        "--config", job["recipe"], "--credit", "none", "--seed", str(job["seed"]),
-        "--max_steps", str(job["max_steps"]), "--output_dir", str(run_dir / "train"), "--save_strategy", "no",
-        "--report_to", "none", "--logging_steps", "1", "--push_to_hub", "false", "--disable_tqdm", "true",
-        *job["overrides"],
-    ]  # fmt: skip
-    script_args, training_args, model_args = parse_args(argv)
+    script_args, training_args, model_args = parse_args(train_argv(job, run_dir, "none"))
     train_dataset, _ = load_splits(script_args, training_args)
     start = time.perf_counter()
     trainer = build_sdpo_trainer(
@@ -131,21 +124,15 @@ def train_sdpo(job: dict) -> dict:
     trainer.processing_class.save_pretrained(model_dir)
     key = "self_distillation/reward_mean"  # SDPO's name for GRPO's `reward`
     history = [dict(entry, reward=entry[key]) for entry in trainer.state.log_history if key in entry]
-    result = {
-        "label": job.get("label", job["mode"]),
-        "mode": job["mode"],
-        "seed": job["seed"],
-        "spec": job_spec(job),
-        "steps": trainer.state.global_step,
-        "train_s": round(train_s, 1),
-        "reward": _log_series(history, "reward"),
-        "distillation_loss": _log_series(history, "self_distillation/distillation_loss"),
-        "reprompt_sample_fraction": _log_series(history, "self_distillation/reprompt_sample_fraction"),
-        "completion_length": _log_series(history, "completions/mean_length"),
-    }
+    result = run_record(job, trainer, train_s, history, SDPO_SERIES)
     del trainer
-    start = time.perf_counter()
-    result["eval"] = held_out(model_dir, job, run_dir)
-    result["eval_s"] = round(time.perf_counter() - start, 1)
-    (run_dir / "result.json").write_text(json.dumps(result, indent=1))
-    return result
+    return score_and_keep(result, model_dir, job, run_dir)
+
+
+SDPO_SERIES = {
+    "reward": "reward",
+    "distillation_loss": "self_distillation/distillation_loss",
+    "reprompt_sample_fraction": "self_distillation/reprompt_sample_fraction",
+    "completion_length": "completions/mean_length",
+}
+"""The series an SDPO run keeps (result name -> logged metric)."""
