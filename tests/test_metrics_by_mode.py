@@ -32,6 +32,11 @@ def logged(tmp_path, **overrides) -> set[str]:
         ({"credit": "gear"}, set(), {"gear/kl_mean", "gear/onset_rate", "gear/kl_wrong_over_right"}),
         ({"credit": "rlsd"}, set(credit_mode("rlsd").unlogged), {"gear/log_ratio_mean", "gear/rlsd_clip_frac"}),
         (
+            {"credit": "none", "distillation_weight": 0.25},
+            set(credit_mode("none").unlogged),
+            {"gear/kl_mean", "gear/distill_share", "gear/weight_std", "gear/kl_failed_over_passed"},
+        ),
+        (
             {"credit": "gear", "teacher_reference": "sibling"},
             set(GEARTrainer.SIBLING_UNLOGGED),
             {"gear/no_sibling_frac"},
@@ -56,3 +61,6 @@ def test_the_metrics_page_tabulates_what_each_mode_leaves_out():
     for name in GEARTrainer.SIBLING_UNLOGGED:
         row = next(line for line in table.splitlines() if f"`gear/{name}`" in line)
         assert "sibling: not logged" in row, row
+    for name in credit_mode("none").unlogged:
+        row = next(line for line in table.splitlines() if f"`gear/{name}`" in line)
+        assert "none/gigpo with distillation: not logged" in row, row

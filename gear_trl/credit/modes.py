@@ -253,6 +253,8 @@ def rlsd(inputs: CreditInputs) -> CreditOutputs:
     )
 
 
+NO_SEGMENT_METRICS = ("onset_rate", "segment_len_mean", "in_segment_frac", "onsets_in_failed_frac")
+"""What a mode without segments leaves out when it runs the teacher (`none` or `gigpo` with `distillation_weight`)."""
 KL_METRICS = ("kl_mean", "kl_max", "kl_floor", "kl_floor_max", "below_floor_frac", "kl_wrong_over_right")
 SEGMENT_METRICS = (
     "onset_rate",
@@ -267,7 +269,8 @@ _GEAR_OPTIONS = ("onset_threshold", "entropy_threshold", "normalize", "max_segme
 _GIGPO_OPTIONS = ("gigpo_gamma", "gigpo_omega", "gigpo_mode")
 
 BUILT_IN = (
-    CreditMode("none", uniform, teacher=False, summary="Plain GRPO: every token carries its completion's advantage."),
+    CreditMode("none", uniform, teacher=False, unlogged=NO_SEGMENT_METRICS,
+               summary="Plain GRPO: every token carries its completion's advantage."),
     CreditMode("token", segmented("token"), segmenter="token", options=_GEAR_OPTIONS,
                summary="Each token weighted by its own normalized divergence; no segments (ablation)."),
     CreditMode("turn", segmented("turn"), segmenter="turn", options=_GEAR_OPTIONS,
@@ -278,7 +281,7 @@ BUILT_IN = (
                options=_GEAR_OPTIONS, summary="GEAR's onsets without entropy: a segment runs to the next onset."),
     CreditMode("gear", segmented("gear"), segmenter="gear", onsets=True, log_ratio=True, options=_GEAR_OPTIONS,
                summary="GEAR (arXiv 2605.11853): onsets open segments, entropy closes them, clipped weights."),
-    CreditMode("gigpo", uniform, teacher=False, per_step=True, options=_GIGPO_OPTIONS,
+    CreditMode("gigpo", uniform, teacher=False, per_step=True, options=_GIGPO_OPTIONS, unlogged=NO_SEGMENT_METRICS,
                summary="GiGPO (arXiv 2505.10978): step-level advantages from anchor-state groups; no teacher."),
     CreditMode("gear-gigpo", segmented("gear"), segmenter="gear", onsets=True, per_step=True,
                options=(*_GEAR_OPTIONS, *_GIGPO_OPTIONS), summary="GEAR's weights on GiGPO's step advantages."),
