@@ -14,7 +14,7 @@ The teacher prompt is the one the teacher-style SFT rows show (`teacher_messages
 rows' `reference_solution` where the task was written with `--teacher-reference steps` or `stated`, else the
 reference calls.
 
-    python bench/copy_probe.py --model data/tiny-qwen3-calc-long --task-dir data/calc_long --rows 64
+    python -m bench.copy_probe --model data/tiny-qwen3-calc-long --task-dir data/calc_long --rows 64
 
 Teacher forcing scores each token given the *reference* prefix, so it measures the copy step by step, not whole
 rollouts (a rollout also compounds its own mistakes). Prints a table; `--output` writes it as JSON.

@@ -21,8 +21,8 @@ start (the error site: the first character where the rollout departs from the re
 line); `--shuffle-truth` gives every problem the ground truth of another problem, a teacher that knows nothing about
 this rollout's errors (the control). Writes `bench/results/credit_sites/<task>[_shuffled].json`.
 
-    python bench/credit_sites.py                     # 64 problems x 8 samples: about 2 minutes on 2 CPU cores
-    python bench/credit_sites.py --task arith --shuffle-truth
+    python -m bench.credit_sites                     # 64 problems x 8 samples: about 2 minutes on 2 CPU cores
+    python -m bench.credit_sites --task arith --shuffle-truth
 """
 
 from __future__ import annotations

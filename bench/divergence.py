@@ -15,9 +15,9 @@ in a separate, untimed call, from the bytes allocated through glibc's malloc (`m
 thread, so a short spike between samples can be missed). Precision: both implementations against a float64
 reference on the first `--check-rows` positions, the max absolute error of KL and entropy.
 
-    python bench/divergence.py            # V=151,936, H=128, N=2,048, chunks 16-256, 3 rounds (~4 min on 1 core)
-    python bench/divergence.py --quick    # N=512, 2 rounds (~1 min)
-    python bench/divergence.py --vocab 2264 --hidden 64 --positions 1024 --rounds 7 --tag tiny  # tiny model's head
+    python -m bench.divergence            # V=151,936, H=128, N=2,048, chunks 16-256, 3 rounds (~4 min on 1 core)
+    python -m bench.divergence --quick    # N=512, 2 rounds (~1 min)
+    python -m bench.divergence --vocab 2264 --hidden 64 --positions 1024 --rounds 7 --tag tiny  # tiny model's head
 
 Writes bench/results/divergence/cpu[_quick|_TAG].json (`--out` to put it elsewhere) and prints a table.
 """

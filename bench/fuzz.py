@@ -1,6 +1,6 @@
 """Run the fuzz properties of tests/test_fuzz.py with many more cases than CI does, and print how many ran.
 
-    OMP_NUM_THREADS=1 python bench/fuzz.py --examples 2000
+    OMP_NUM_THREADS=1 python -m bench.fuzz --examples 2000
 
 Each property gets `--examples` cases (the rollout loop a fifth of them), drawn at random (not the fixed CI draw).
 Prints hypothesis' per-property statistics and a total; exits non-zero when a property fails.

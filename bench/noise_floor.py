@@ -16,7 +16,7 @@ the reference answer with the default math template) on the untrained tiny model
 uses the reference best (`data/tiny-qwen3-arith-hint70`), with the share of completions whose largest KL lies below
 each candidate floor.
 
-    python bench/noise_floor.py           # ~1 min on 1 core
+    python -m bench.noise_floor           # ~1 min on 1 core
 
 Prints a table (KL per model token, nats: mean, 99th percentile, max) and writes bench/results/noise_floor/noise_floor.json.
 """

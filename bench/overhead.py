@@ -228,7 +228,7 @@ def _meta(args, argv, monitor) -> dict:
     return {
         "device": args.device,
         "machine": machine,
-        "command": "python -m bench.overhead",  # reports before bench/ was a package: python bench/overhead.py
+        "command": "python -m bench.overhead",  # reports before bench/ was a package: python -m bench.overhead
         "argv": argv,
         "commit": commit,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

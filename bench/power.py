@@ -10,9 +10,9 @@ seed by seed) of held-out sampled accuracy (`sampled_accuracy_minus_none`) and f
 (the t-approximation of the noncentral-t power; at d/s = 0.5 it gives 34 pairs, as the exact calculation does), for
 the effect measured and for a fixed effect of 0.03, the size the CPU studies' gains have had.
 
-    python bench/power.py                # the table (a few seconds)
-    python bench/power.py --json out.json
-    python bench/power.py --effect 0.03 --sd 0.025   # your own: seeds for an effect at a measured paired SD
+    python -m bench.power                # the table (a few seconds)
+    python -m bench.power --json out.json
+    python -m bench.power --effect 0.03 --sd 0.025   # your own: seeds for an effect at a measured paired SD
 
 The spreads are those of 2-layer models on CPU tasks; a Qwen3 run's spread between seeds is not measured here, so
 the counts are a plan to revise with the first seeds' own paired spread (rerun `seeds_needed` with it).

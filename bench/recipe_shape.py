@@ -1,8 +1,8 @@
 """The Qwen3-4B recipes' shape on one GPU: GRPO and GEAR, math and tool use, 2 optimizer steps each through
 `gear_trl.train`, with random weights (offline).
 
-    python bench/recipe_shape.py --device cuda --out outputs/gpu_checks/recipe_shape   # bench/gpu_checks.sh, step 6
-    python bench/recipe_shape.py --device cpu --out /tmp/shape                         # tiny geometry (tests)
+    python -m bench.recipe_shape --device cuda --out outputs/gpu_checks/recipe_shape   # bench/gpu_checks.sh, step 6
+    python -m bench.recipe_shape --device cpu --out /tmp/shape                         # tiny geometry (tests)
 
 Each run is a shipped recipe, recipes/Qwen3-4B/{grpo,gear}/config_{math,tool_use}.yaml, as written (LoRA r = 64 on
 every linear layer, bf16, gradient checkpointing, the live teacher, the recipe's micro-batch, group size and
@@ -28,7 +28,7 @@ completions of 8 tokens a prompt, float32: what the tests run so that this scrip
 Prints one row per run (step time of each step, peak memory, the teacher pass's share of the step) and writes them
 to OUT/recipe_shape.json. `--budget-s` stops starting runs that would not finish in time (rows say so).
 
-    python bench/recipe_shape.py --summary OUT_DIR   # gpu_checks.sh's closing table: OUT_DIR/steps.tsv + these runs
+    python -m bench.recipe_shape --summary OUT_DIR   # gpu_checks.sh's closing table: OUT_DIR/steps.tsv + these runs
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ it. This script measures whether the copy happens: one suffix forward of the mod
 bias of S keys as it is built today (S = `--keys`, odd) and the same bias as a slice of a 16-aligned one, counting
 the pad and copy operators per forward and timing the forward.
 
-    python bench/suffix_bias.py                     # CPU, the tiny model (seconds)
-    python bench/suffix_bias.py --device cuda --model Qwen/Qwen3-4B --dtype bfloat16 --rows 8 --keys 1531
-    python bench/suffix_bias.py --device cuda --model qwen3-4b-random --dtype bfloat16 --rows 8 --keys 1531
+    python -m bench.suffix_bias                     # CPU, the tiny model (seconds)
+    python -m bench.suffix_bias --device cuda --model Qwen/Qwen3-4B --dtype bfloat16 --rows 8 --keys 1531
+    python -m bench.suffix_bias --device cuda --model qwen3-4b-random --dtype bfloat16 --rows 8 --keys 1531
 
 `--model qwen3-4b-random` builds Qwen3-4B's geometry (bench/overhead_shapes.py) with random weights, offline: the
 operators attention runs depend on the shapes, not on the weights.

@@ -75,7 +75,7 @@ def test_the_page_carries_the_plan_and_its_figures(power, rows):
     assert f"an effect of 0.03 needs {min(target)} to {max(target)} pairs" in page
     start = int(re.search(r"starting with (\d+) seeds per arm", page).group(1))
     assert start >= min(target)  # the first seeds cover the smallest spreads measured
-    assert "python bench/power.py --effect 0.03 --sd s" in page
+    assert "python -m bench.power --effect 0.03 --sd s" in page
 
 
 def test_the_page_builds_the_table_with_the_command_it_names():
