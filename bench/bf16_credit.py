@@ -13,8 +13,8 @@ TRL's Qwen3 template), each with its worked solution as the completion; the teac
 with GEAR's default math template; advantages +1 / -1 alternately. oneDNN is switched off for the bf16 passes (its
 bf16 path on CPU is the slow one, `bench/cpu_bf16.py`); one torch thread.
 
-    python bench/bf16_credit.py                                   # ~3 GB, a few minutes on 1 core
-    python bench/bf16_credit.py --device cuda --out /tmp/b.json   # the CUDA branches (float32 logits from the
+    python -m bench.bf16_credit                                   # ~3 GB, a few minutes on 1 core
+    python -m bench.bf16_credit --device cuda --out /tmp/b.json   # the CUDA branches (float32 logits from the
                                                                   # bf16 head in one matmul); seconds on a GPU
 
 Prints the largest errors and writes bench/results/bf16_credit/cpu.json.

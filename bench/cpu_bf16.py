@@ -6,8 +6,8 @@ non-contiguous input takes oneDNN's slow path on CPU; the same call with oneDNN 
 float32 does not. Each case runs in a fresh process (its peak RSS is its own), one torch thread, and is stopped at
 `--timeout` seconds.
 
-    python bench/cpu_bf16.py                    # H=2,560 (Qwen3-4B), V=32,768; ~1 min
-    python bench/cpu_bf16.py --vocab 151936     # Qwen3's vocabulary (the slow case runs into the timeout)
+    python -m bench.cpu_bf16                    # H=2,560 (Qwen3-4B), V=32,768; ~1 min
+    python -m bench.cpu_bf16 --vocab 151936     # Qwen3's vocabulary (the slow case runs into the timeout)
 
 Prints a table: seconds per call (median of `--reps`), peak RSS of the process.
 """
