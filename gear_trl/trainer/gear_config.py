@@ -566,6 +566,13 @@ class GEARConfig(GRPOConfig):
         return self.credit_mode.teacher or self.distillation_weight > 0
 
     @property
+    def teacher_setting(self) -> str:
+        """The setting that runs the teacher pass, as messages name it."""
+        if self.credit_mode.teacher:
+            return f"`credit: {self.credit}`"
+        return f"`credit: {self.credit}` with `distillation_weight: {self.distillation_weight}`"
+
+    @property
     def credit_mode(self) -> CreditMode:
         """The record of `credit` (`gear_trl.credit.modes`)."""
         return credit_mode(self.credit)

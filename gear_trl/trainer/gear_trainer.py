@@ -104,7 +104,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
     """GRPO whose advantage is redistributed over tokens by GEAR (see `GEARConfig` for every knob).
 
     Takes the same arguments as [`~trl.GRPOTrainer`]; `args` must be a [`GEARConfig`]. The training dataset must have
-    the column named by `args.ground_truth_column` unless `args.credit` runs no teacher (`none`, `gigpo`).
+    the column named by `args.ground_truth_column` unless the configuration runs no teacher (`GEARConfig.uses_teacher`).
     """
 
     _tag_names: ClassVar[list[str]] = ["trl", "grpo", "gear"]
@@ -144,14 +144,14 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         if args.uses_teacher and not args.teacher_reads_siblings:  # a successful sibling needs no ground truth
             if train_dataset is None:
                 raise UserInputError(
-                    f"`credit: {args.credit}` runs GEAR's teacher, which reads each row's ground truth from the "
+                    f"{args.teacher_setting} runs GEAR's teacher, which reads each row's ground truth from the "
                     f"dataset column {args.ground_truth_column!r}, but there is no `train_dataset` (the environment "
                     "supplies the prompts): every row would get plain GRPO weights at GEAR's cost. Pass a "
                     f"`train_dataset` with that column, {NO_REFERENCE_HINT}"
                 )
             check_ground_truth_column(train_dataset, args.ground_truth_column, "train_dataset")
             check_ground_truth_column(kwargs.get("eval_dataset"), args.ground_truth_column, "eval_dataset")
-            check_some_ground_truth(train_dataset, args.ground_truth_column, args.credit)
+            check_some_ground_truth(train_dataset, args.ground_truth_column, args.teacher_setting)
         if args.uses_teacher:
             _as_user_error(check_peft_for_teacher, model, kwargs.get("peft_config"))
         if kwargs.get("environment_factory") is not None:
@@ -559,7 +559,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             return
         message = (
             f"No row of the first training batch has a ground truth in column {self.args.ground_truth_column!r}: "
-            f"`credit: {self.args.credit}` gives such rows plain GRPO weights (gear/no_ground_truth_frac = 1) while "
+            f"{self.args.teacher_setting} gives such rows plain GRPO weights (gear/no_ground_truth_frac = 1) while "
             "still running the teacher pass. Put the ground truth in that column, or train with `credit: none`."
         )
         logger.warning(message)

@@ -23,7 +23,7 @@ def ground_truth_as_json(dataset, column: str):
     return dataset.cast_column(column, Value("string"))
 
 
-def check_some_ground_truth(dataset, column: str, credit: str) -> None:
+def check_some_ground_truth(dataset, column: str, setting: str) -> None:
     """Refuse a `Dataset` none of whose rows has a ground truth in `column` (a dataset whose rows cannot be read
     now, such as an IterableDataset, is checked on the first batch instead)."""
     if not isinstance(dataset, Dataset) or column not in dataset.column_names or len(dataset) == 0:
@@ -31,7 +31,7 @@ def check_some_ground_truth(dataset, column: str, credit: str) -> None:
     if not any(has_ground_truth(value) for value in dataset[column]):
         raise UserInputError(
             f"No row of `train_dataset` has a ground truth in column {column!r}, which GEAR's teacher "
-            f"(`credit: {credit}`) reads: every row would get plain GRPO weights at GEAR's cost. Fill that column, "
+            f"({setting}) reads: every row would get plain GRPO weights at GEAR's cost. Fill that column, "
             f"set `ground_truth_column`, {NO_REFERENCE_HINT}"
         )
 
