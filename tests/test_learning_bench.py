@@ -29,9 +29,10 @@ def load_bench():
 
 
 def run_bench(argv: list[str]) -> subprocess.CompletedProcess:
-    """The script as users run it (its worker processes re-import it by path)."""
+    """The study as users run it, `python -m bench.learning` from the repository root, with no PYTHONPATH set."""
     return subprocess.run(
-        [sys.executable, str(BENCH), *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=True
+        [sys.executable, "-m", "bench.learning", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
+        check=True,
     )
 
 
