@@ -196,12 +196,9 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .cli.errors import UserInputError
+    from .cli.errors import exit_on_user_error
 
-    try:
-        main(argv)
-    except UserInputError as err:
-        sys.exit(f"error: {err}")
+    exit_on_user_error(main, argv)
 
 
 if __name__ == "__main__":

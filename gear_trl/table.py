@@ -428,10 +428,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    try:
-        main(argv)
-    except UserInputError as err:
-        sys.exit(f"error: {err}")
+    from .cli.errors import exit_on_user_error
+
+    exit_on_user_error(main, argv)
 
 
 if __name__ == "__main__":

@@ -9,3 +9,13 @@ from __future__ import annotations
 class UserInputError(ValueError):
     """Input that would make a run fail or train on nothing, found before any model loads; the message names the
     field and the fix."""
+
+
+def exit_on_user_error(main, argv) -> None:
+    """Run an entry point's `main(argv)`; a `UserInputError` ends the process with one `error: ...` line (exit 1)."""
+    import sys
+
+    try:
+        main(argv)
+    except UserInputError as err:
+        sys.exit(f"error: {err}")

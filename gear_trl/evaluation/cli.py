@@ -774,7 +774,6 @@ def _write_report(args: argparse.Namespace, report: dict, reward_names: list[str
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    try:
-        main(argv)
-    except UserInputError as err:
-        sys.exit(f"error: {err}")
+    from ..cli.errors import exit_on_user_error
+
+    exit_on_user_error(main, argv)
