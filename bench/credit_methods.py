@@ -98,11 +98,25 @@ ARMS = {
         ],
     },
     "oracle-process": {"credit": "gear", "oracle": "process", "horizon_only": True},
+    # Item 6, exploration only (seeds 0-47, not in the declaration): `distillation_signal: agreement` on GRPO
+    "grpo-agree-0.5": {"credit": "none", "reference": True, "explore": True,
+                       "set": ["--distillation_weight", "0.5", "--distillation_signal", "agreement"]},
+    "grpo-agree-1.0": {"credit": "none", "reference": True, "explore": True,
+                       "set": ["--distillation_weight", "1.0", "--distillation_signal", "agreement"]},
     "gigpo": {"credit": "gigpo", "tools_only": True},
     "gear-gigpo": {"credit": "gear-gigpo", "tools_only": True},
 }
 """Arm -> credit mode, whether the teacher sees the cell's reference, its own settings; `sdpo` arms train with TRL's
-SDPOTrainer (bench/harness/sdpo.py), `oracle` arms under a label oracle (bench/harness/oracles.py)."""
+SDPOTrainer (bench/harness/sdpo.py), `oracle` arms under a label oracle (bench/harness/oracles.py); `explore` arms
+are issue 51 item 6's candidates, run on exploration seeds only and never part of the declared families."""
+
+IMPORTABLE = {"none": "none", "oracle-process": "oracle-process", "gear": "gear-solution",
+              "gear-distill-0.25": "gear-distill-0.25", "gear-distill-0.5": "gear-distill"}  # fmt: skip
+"""Arm -> its label in bench/results/horizon/horizon.json, whose runs on exploration seeds 0-7 have this study's
+exact inputs (same `runs.job_spec`): an exploration run of this study is read from there rather than trained again.
+Checked before relying on it: `none` seed 0 of `independent-k8` trained again here gave the committed run's rewards
+and held-out figures exactly (the runs are deterministic on CPU)."""
+HORIZON_RUNS = results_dir("horizon") / "horizon.json"
 
 ATTRIBUTION = {"0.25": ("gear-distill-0.25", "grpo-distill-0.25"), "0.5": ("gear-distill-0.5", "grpo-distill-0.5")}
 """Family B: GEAR + distillation minus GRPO + distillation at the same weight."""
@@ -114,7 +128,7 @@ def arms_of(cell: str) -> list[str]:
     """The arms the declaration runs in `cell`."""
     tools = cell == "calculator"
     return [a for a, spec in ARMS.items() if not (spec.get("tools_only") and not tools)
-            and not (spec.get("horizon_only") and tools)]  # fmt: skip
+            and not (spec.get("horizon_only") and tools) and not spec.get("explore")]  # fmt: skip
 
 
 def job_for(cell: str, arm: str, seed: int, work_root: Path) -> dict:
@@ -147,12 +161,25 @@ def kept_path(job: dict) -> Path:
 
 
 def cached(job: dict) -> dict | None:
-    """The committed result of `job`, if its spec still holds."""
+    """The committed result of `job`, if its spec still holds, or (exploration seeds) the horizon study's run with the
+    same inputs (`IMPORTABLE`), kept here with where it came from."""
     path = kept_path(job)
-    if not path.exists():
+    if path.exists():
+        result = json.loads(path.read_text())
+        if result.get("spec") == spec_of(job):
+            return result
+    if job["seed"] not in EXPLORATION or job["label"] not in IMPORTABLE:
         return None
-    result = json.loads(path.read_text())
-    return result if result.get("spec") == spec_of(job) else None
+    label = IMPORTABLE[job["label"]]
+    for run in json.loads(HORIZON_RUNS.read_text())["runs"].get(job["cell"], []):
+        if run["label"] == label and run["seed"] == job["seed"] and run["spec"] == runs.job_spec(job):
+            keep = {k: run[k] for k in ("mode", "seed", "steps", "train_s", "eval", "eval_s", "reward") if k in run}
+            keep.update(label=job["label"], spec=spec_of(job), cell=job["cell"],
+                        imported_from=f"bench/results/horizon/horizon.json ({job['cell']}, {label}, seed {run['seed']})")  # fmt: skip
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(keep, indent=1) + "\n")
+            return keep
+    return None
 
 
 def dispatch(job: dict) -> dict:
@@ -198,17 +225,21 @@ def paired(runs_: list[dict], arm: str, baseline: str, name: str, seeds) -> dict
     return {s: metric(mine[s], name) - metric(base[s], name) for s in sorted(set(mine) & set(base))}
 
 
-def summarize(runs_by_cell: dict[str, list[dict]], seeds, family_size: int | None = None) -> dict:
+def summarize(
+    runs_by_cell: dict[str, list[dict]], seeds, family_size: int | None = None, explore: bool = False
+) -> dict:
     """The report's `cells`: per cell, per arm and metric, `minus_none` {mean, ci_low, ci_high, p, p_holm, n_seeds}
     and `share_of_process_ceiling`; per cell `attribution` (family B) likewise. Holm runs over every comparison of
     families A and B together, per metric (`family_size`: the declared count, so a comparison that could not be made
-    still counts)."""
+    still counts). With `explore`, the exploration arms that ran are reported too (never in a confirmatory report)."""
     cells: dict = {}
     tests: dict[str, list[tuple[dict, float]]] = {name: [] for name in METRICS}
     for cell, cell_runs in runs_by_cell.items():
         out = cells.setdefault(cell, {"arms": {}, "attribution": {}})
         ceiling = {name: paired(cell_runs, CEILING, "none", name, seeds) for name in METRICS}
-        for arm in arms_of(cell):
+        ran = {r["label"] for r in cell_runs}
+        extra = [a for a, spec in ARMS.items() if explore and spec.get("explore") and a in ran]
+        for arm in [*arms_of(cell), *extra]:
             if arm == "none":
                 continue
             entry = out["arms"].setdefault(arm, {})
@@ -293,7 +324,7 @@ def report(seeds, confirmatory: bool) -> dict:
         "seeds": sorted(seeds),
         "window": WINDOW,
         "runs": {cell: len(r) for cell, r in runs_by_cell.items()},
-        "cells": summarize(runs_by_cell, set(seeds), family_size=declared),
+        "cells": summarize(runs_by_cell, set(seeds), family_size=declared, explore=not confirmatory),
     }
 
 

@@ -148,3 +148,17 @@ def test_sequence_level_importance_sampling_is_refused_with_distillation_on_grpo
     with pytest.raises(ValueError, match=re.escape("`credit: none` and `distillation_weight: 0.25`")):
         make(credit="none", distillation_weight=0.25, importance_sampling_level="sequence")
     assert make(credit="none", importance_sampling_level="sequence").importance_sampling_level == "sequence"
+
+
+def test_distillation_signal_agreement_needs_a_weight_and_the_whole_teacher_distribution():
+    assert make().distillation_signal == "log_ratio"  # SDPO's term; the paper's GEAR has none (weight 0)
+    args = make(credit="none", distillation_weight=0.5, distillation_signal="agreement")
+    assert args.wants_agreement and args.uses_teacher and not make(distillation_weight=0.5).wants_agreement
+    with pytest.raises(ValueError, match=re.escape("with `distillation_weight: 0` it would do nothing")):
+        make(distillation_signal="agreement")
+    with pytest.raises(ValueError, match=re.escape("only with `divergence: full`; here it computes `sampled`")):
+        make(distillation_weight=0.5, distillation_signal="agreement", divergence="sampled")
+    with pytest.raises(ValueError, match=re.escape("`credit: rlsd` reads the sampled token's log-ratio alone")):
+        make(credit="rlsd", distillation_weight=0.5, distillation_signal="agreement")
+    with pytest.raises(ValueError, match=re.escape("`distillation_signal` must be one of log_ratio, agreement")):
+        make(distillation_weight=0.5, distillation_signal="prob")

@@ -4,7 +4,7 @@ examples, and its agreement with TRL's SDPO sampled-token distillation loss."""
 import pytest
 import torch
 
-from gear_trl.credit import distill_advantages, distillation_share
+from gear_trl.credit import agreement_advantages, distill_advantages, distillation_share
 
 A = torch.tensor([1.0, -0.5])  # a passed and a failed rollout
 DELTA = torch.tensor([[0.2, -1.0, 0.0], [0.4, 3.0, 0.7]])  # log pT - log pS of the sampled tokens
@@ -124,3 +124,49 @@ def test_under_token_aggregation_the_term_is_weighted_per_token_unlike_trls_sdpo
     (grad_ours,) = torch.autograd.grad(ours, student)
     torch.testing.assert_close(grad_ours, grad_token_level, atol=1e-6, rtol=1e-5)
     assert (grad_ours - grad_trls).abs().max() > 1e-3  # the lengths 5, 2 and 4 weigh differently
+
+
+# `distillation_signal: agreement` (ours): (pT(y) - b) / sqrt(b (1 - b)), b = sum_v pS(v) pT(v), clipped at (G-1)/sqrt(G)
+
+
+def test_agreement_by_hand():
+    teacher_prob = torch.tensor([[1.0, 0.0, 0.9, 1.0], [0.5, 1.0, 0.3, 0.0]])
+    expected = torch.tensor([[0.5, 0.5, 0.9, 1.0], [0.2, 0.0, 0.3, 0.999999]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
+    out = agreement_advantages(teacher_prob, expected, mask, group_size=8)
+    bound = 7 / 8**0.5  # 2.4749: one success in a group of 8 under GRPO's sample-std normalization
+    # row 0: a right token where the student was at even odds: +1; a wrong one: -1; the teacher's probability at its
+    # expectation: 0; a student as sure as the teacher: b (1 - b) = 0, so 0
+    # row 1: (0.5 - 0.2) / sqrt(0.16) = 0.75; b = 0: 0; p = b: 0; off the mask: 0 (and it would be clipped anyway)
+    torch.testing.assert_close(out, torch.tensor([[1.0, -1.0, 0.0, 0.0], [0.75, 0.0, 0.0, 0.0]]))
+    sure = agreement_advantages(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.99, 0.01]]), torch.ones(1, 2).bool(), 8)
+    torch.testing.assert_close(sure, torch.tensor([[-bound, bound]]))  # -9.95 and +9.95 clipped
+
+
+def test_agreement_is_grpos_group_normalization_in_the_limit():
+    # A teacher sure of the right token r: the value is r's indicator normalized over the student's samples, which is
+    # what GRPO's normalization of G Bernoulli(pS(r)) outcomes tends to as G grows.
+    p_right = 0.3
+    teacher_prob = torch.tensor([[1.0, 0.0]])  # the sampled token right, then wrong
+    out = agreement_advantages(teacher_prob, torch.full((1, 2), p_right), torch.ones(1, 2).bool(), group_size=64)
+    outcomes = (torch.rand(200_000, generator=torch.Generator().manual_seed(0)) < p_right).float()
+    grpo = (torch.tensor([1.0, 0.0]) - outcomes.mean()) / outcomes.std()
+    torch.testing.assert_close(out[0], grpo, atol=5e-3, rtol=0)
+
+
+def test_agreement_has_mean_zero_under_the_student():
+    # E_{y ~ pS}[pT(y)] - b = 0 for any teacher: the term adds no drift of its own to a token's expected push.
+    generator = torch.Generator().manual_seed(1)
+    ps = torch.randn(5, 7, generator=generator).softmax(-1)
+    pt = torch.randn(5, 7, generator=generator).softmax(-1)
+    b = (ps * pt).sum(-1, keepdim=True).expand(5, 7)
+    values = agreement_advantages(pt, b, torch.ones(5, 7).bool(), group_size=1000)
+    torch.testing.assert_close((ps * values).sum(-1), torch.zeros(5), atol=1e-6, rtol=0)
+
+
+def test_agreement_refuses_bad_shapes_and_groups():
+    ones = torch.ones(2, 3)
+    with pytest.raises(ValueError, match="must all be"):
+        agreement_advantages(ones, torch.ones(2, 4), ones.bool(), 4)
+    with pytest.raises(ValueError, match="group_size"):
+        agreement_advantages(ones, ones, ones.bool(), 1)

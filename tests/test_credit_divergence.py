@@ -461,3 +461,38 @@ def test_log_ratio_out_is_the_sampled_tokens_teacher_minus_student_log_prob(inpu
     close(kl, plain)
     with pytest.raises(ValueError, match="token_ids"):
         reverse_kl_and_entropy(student, teacher, weight, mask, log_ratio_out=log_ratio)
+
+
+@pytest.mark.parametrize("vocab", [V, 9000])  # below and above _SMALL_VOCAB: the in-place and the per-row dot
+def test_agreement_out_is_the_teachers_probability_and_its_expectation_under_the_student(vocab):
+    # `distillation_signal: agreement` reads pT(y_t) and sum_v pS(v) pT(v) from the same logits as the KL.
+    generator = torch.Generator().manual_seed(3)
+    student, teacher = torch.randn(2, B, T, H, generator=generator)
+    weight, bias = torch.randn(vocab, H, generator=generator), torch.randn(vocab, generator=generator)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [0, 1, 1, 1, 1]], dtype=torch.bool)
+    token_ids = (torch.arange(B * T).view(B, T) * 7) % vocab
+    common = {"lm_head_bias": bias, "token_ids": token_ids, "temperature": 0.7, "chunk_size": 3}
+    agreement = torch.full((2, B, T), 5.0)
+    kl, entropy = reverse_kl_and_entropy(student, teacher, weight, mask, agreement_out=agreement, **common)
+    plain_kl, plain_entropy = reverse_kl_and_entropy(student, teacher, weight, mask, **common)
+    ps = ((student @ weight.T + bias) / 0.7).softmax(-1)
+    pt = ((teacher @ weight.T + bias) / 0.7).softmax(-1)
+    close(agreement[0], pt.gather(-1, token_ids[..., None])[..., 0] * mask)
+    close(agreement[1], (ps * pt).sum(-1) * mask)
+    close(kl, plain_kl)  # asking for it changes nothing else
+    close(entropy, plain_entropy)
+    assert (agreement[1][mask] > 0).all() and (agreement[1][mask] < 1).all()
+
+
+def test_agreement_out_needs_the_full_divergence_and_its_shape(inputs):
+    student, teacher, weight, _, mask = inputs
+    token_ids = torch.zeros(B, T, dtype=torch.long)
+    with pytest.raises(ValueError, match="divergence='full'"):
+        reverse_kl_and_entropy(
+            student, teacher, weight, mask, divergence="sampled", token_ids=token_ids,
+            agreement_out=torch.zeros(2, B, T),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"agreement_out must be \[2, 2, 5\]"):
+        reverse_kl_and_entropy(student, teacher, weight, mask, token_ids=token_ids, agreement_out=torch.zeros(B, T))
+    with pytest.raises(ValueError, match="token_ids"):
+        reverse_kl_and_entropy(student, teacher, weight, mask, agreement_out=torch.zeros(2, B, T))

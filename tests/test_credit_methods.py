@@ -142,3 +142,34 @@ def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, 
         "credit_methods.json",
         "credit_methods.md",
     }
+
+
+def test_exploration_arms_stay_out_of_the_declared_study(tmp_path):
+    # issue 51 item 6's candidates run on exploration seeds only: never in a cell's declared arms or the Holm family
+    assert "grpo-agree-0.5" not in study.arms_of("independent-k8") and study.family_size() == 40
+    job = study.job_for("independent-k8", "grpo-agree-0.5", 3, tmp_path)
+    args = job["overrides"]
+    assert job["mode"] == "none" and args[args.index("--distillation_signal") + 1] == "agreement"
+    cell = "independent-k8"
+    runs = [run(cell, "none", s, 0.1, 0.1) for s in (1, 2)] + [run(cell, "grpo-agree-0.5", s, 0.2, 0.1) for s in (1, 2)]
+    assert "grpo-agree-0.5" not in study.summarize({cell: runs}, {1, 2})[cell]["arms"]
+    explored = study.summarize({cell: runs}, {1, 2}, explore=True)[cell]["arms"]["grpo-agree-0.5"]
+    assert explored["heldout"]["minus_none"]["mean"] == pytest.approx(0.1)
+
+
+def test_exploration_runs_with_the_horizon_studys_inputs_are_read_from_it(tmp_path, monkeypatch):
+    """`none` and `oracle-process` on exploration seeds 0-7 are the horizon study's committed runs (same inputs, and
+    the runs are deterministic); a confirmatory seed, or an arm it never ran, is trained."""
+    import json
+
+    monkeypatch.setattr(study, "RUNS_DIR", tmp_path / "runs")
+    horizon = json.loads(study.HORIZON_RUNS.read_text())["runs"]["independent-k8"]
+    for arm, label in (("none", "none"), ("oracle-process", "oracle-process"), ("gear-distill-0.5", "gear-distill")):
+        kept = study.cached(study.job_for("independent-k8", arm, 5, tmp_path))
+        source = next(r for r in horizon if r["label"] == label and r["seed"] == 5)
+        assert kept["label"] == arm and kept["reward"] == source["reward"] and kept["eval"] == source["eval"]
+        assert "horizon.json (independent-k8, " + label in kept["imported_from"]
+        assert study.cached(study.job_for("independent-k8", arm, 5, tmp_path)) == kept  # now kept here
+    assert study.cached(study.job_for("independent-k8", "none", 100, tmp_path)) is None  # confirmatory: never imported
+    assert study.cached(study.job_for("independent-k8", "none", 9, tmp_path)) is None  # the horizon runs stop at 7
+    assert study.cached(study.job_for("independent-k8", "grpo-distill-0.25", 5, tmp_path)) is None

@@ -147,3 +147,32 @@ def test_grpo_plus_distillation_computes_gears_loss_with_every_weight_one(tmp_pa
     assert metrics["gear/weight_std"][-1] == 0.0 and metrics["gear/distill_share"][-1] > 0
     card = "\n".join(trainers["grpo+sd"]._credit_card_lines())
     assert "- credit: `none`" in card and "- distillation_weight: `0.25`" in card
+
+
+@pytest.mark.slow
+def test_grpo_plus_agreement_blends_the_normalized_teacher_probability(tmp_path):
+    """`credit: none`, `distillation_weight: 0.5`, `distillation_signal: agreement`: the loss's advantages are
+    0.5 * A + 0.5 * agreement_advantages(pT(y), sum_v pS pT) on rows with a teacher, computed here from the two
+    passes' materialized logits."""
+    from gear_trl.credit import agreement_advantages
+    from tests.test_trainer import first_batch, generate
+
+    args = tiny_args(tmp_path, credit="none", distillation_weight=0.5, distillation_signal="agreement")
+    trainer = make_trainer(tmp_path, args=args)
+    batch = generate(trainer, first_batch(trainer))
+    trace = trainer.compute_credit(dict(batch))
+    head = trainer.model.get_output_embeddings().weight.detach()
+    student = trainer._student_hidden_pass(dict(batch))
+    ps = (student @ head.T / trainer.temperature).softmax(-1)
+    pt = (batch["gear_teacher_hidden"] @ head.T / trainer.temperature).softmax(-1)
+    mask = trace.mask.bool()
+    teacher_prob = pt.gather(-1, batch["completion_ids"][..., None])[..., 0]
+    expected = agreement_advantages(teacher_prob, (ps * pt).sum(-1), mask, trainer.num_generations)
+    torch.testing.assert_close(trace.dense, expected, atol=1e-5, rtol=1e-4)
+    rows = trace.distill_rows
+    assert rows.any() and (trace.dense[mask] != 0).any()
+    base = batch["gear_base_advantages"][:, None].expand_as(mask).float()
+    want = torch.where(rows[:, None] & mask, 0.5 * base + 0.5 * expected, base)
+    torch.testing.assert_close(trace.distilled, want, atol=1e-5, rtol=1e-4)
+    trainer.train()
+    assert trainer.state.global_step == 2 and trainer.state.log_history[0]["gear/distill_share"] > 0

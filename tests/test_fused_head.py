@@ -123,3 +123,24 @@ def test_a_second_projection_in_the_same_forward_goes_to_trl():
         run(trl_utils._ChunkedLogProbFunction, hidden * 2, weight, bias, targets, options)
     torch.testing.assert_close(request.kl, first)
     assert "second" in request.skipped
+
+
+@pytest.mark.parametrize("vocab", [37, 9001])
+def test_the_fused_pass_gives_the_separate_passes_agreement(vocab):
+    # `distillation_signal: agreement`: pT(y_t) and sum_v pS(v) pT(v) from TRL's forward, as the separate pass has them.
+    hidden, teacher, weight, bias, targets, mask = case(vocab, seed=2)
+    options = (0.8, 16, None, 1.0)
+    expected = run(ChunkedLogProbFunction, hidden, weight, bias, targets, options)
+    request = FusedDivergence(teacher, mask, chunk_size=4, with_log_ratio=True, with_agreement=True)
+    with divergence_in_log_probs(request):
+        fused = run(trl_utils._ChunkedLogProbFunction, hidden, weight, bias, targets, options)
+    assert request.skipped is None
+    for got, want in zip(fused, expected):  # TRL's outputs and gradients untouched
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    agreement = torch.zeros(2, B, T)
+    log_ratio = torch.zeros(B, T)
+    reverse_kl_and_entropy(hidden[:, -T:], teacher, weight, mask, temperature=0.8, lm_head_bias=bias,
+                           token_ids=targets[:, -T:], log_ratio_out=log_ratio, agreement_out=agreement)  # fmt: skip
+    torch.testing.assert_close(request.agreement, agreement, atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(request.log_ratio, log_ratio, atol=1e-5, rtol=1e-4)
+    assert request.agreement[1][mask].gt(0).all() and (request.agreement[:, ~mask] == 0).all()

@@ -56,6 +56,7 @@ GEAR_FIELDS_NOT_READ = {
     "divergence_top_k": "read only with `divergence: topk`",
     "divergence_chunk_size": "how the divergence is chunked, not its value",
     "fixed_segment_len": "read only with `credit: fixed`",
+    "distillation_signal": "read only with `distillation_weight > 0`; these recipes' is 0",
     "teacher_sync_steps": "read only with `teacher: periodic`",
     "teacher_ema_decay": "read only with `teacher: ema`",
     "teacher_sibling_fallback": "read only for rows without a ground truth; every training row has one",

@@ -15,12 +15,14 @@
   passed rollouts on teacher-supported tokens.
 - :func:`distill_advantages`, :func:`distillation_share`: GEAR's advantage blended with the teacher's sampled-token
   log-ratio, SDPO's distillation as an advantage (`distillation_weight`, after SDPO, arXiv 2601.20802), and the share it holds.
+- :func:`agreement_advantages`: the teacher's probability of the sampled token against its expectation under the
+  student, normalized (`distillation_signal: agreement`, this library's).
 - :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
   rollouts).
 """
 
 from .diagnostics import failure_contrast, failure_contrast_sums
-from .distill import distill_advantages, distillation_share
+from .distill import agreement_advantages, distill_advantages, distillation_share
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
 from .modes import (
@@ -53,6 +55,7 @@ __all__ = [
     "below_noise_floor",
     "credit_mode",
     "credit_modes",
+    "agreement_advantages",
     "distill_advantages",
     "distillation_share",
     "failed_prefix_mask",

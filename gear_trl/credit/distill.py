@@ -18,7 +18,12 @@ sign is what the one ceiling the horizon study measured above GRPO, `oracle-proc
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+DISTILLATION_SIGNALS = ("log_ratio", "agreement")
+"""`distillation_signal`: the dense term `distillation_weight` blends in (`log_ratio` is SDPO's)."""
 
 
 def _per_token(advantages: torch.Tensor, log_ratio: torch.Tensor) -> torch.Tensor:
@@ -84,3 +89,45 @@ def distillation_share(
     dense = (weight * log_ratio.detach().float()).abs().mul(keep).sum()
     outcome = ((1.0 - weight) * base).abs().mul(keep).sum()
     return torch.stack([dense, dense + outcome])
+
+
+def agreement_advantages(
+    teacher_prob: torch.Tensor, expected: torch.Tensor, mask: torch.Tensor, group_size: int
+) -> torch.Tensor:
+    """`distillation_signal: agreement` (this library's, not SDPO's or GEAR's): per model token,
+    ``clip((pT(y_t) - b_t) / sqrt(b_t (1 - b_t)), -c, c)`` with ``b_t = sum_v pS(v) pT(v)``, the teacher's probability
+    of a token the student would sample there, and ``c = (G - 1) / sqrt(G)``.
+
+    Why this shape: if the teacher puts all its mass on one right token r, ``pT(y_t)`` is 1 where the sampled token is
+    r and 0 elsewhere, ``b_t = pS(r)``, and the value is that token's correctness minus its mean over the student's
+    samples, divided by its standard deviation: GRPO's group normalization of a binary outcome with infinitely many
+    rollouts, per token, which is the shape of the horizon study's `oracle-process` ceiling (each decision's
+    correctness normalized over its group). Its mean under the student is 0 for any teacher. Unlike the log-ratio it
+    is bounded: ``c`` is the largest advantage GRPO's normalization gives with G rollouts (one success among G, the
+    sample standard deviation), so no token's push exceeds what the outcome reward can give. Where ``b_t (1 - b_t)``
+    is 0 (the student sure of a token the teacher is sure of, or sure of one it rules out) the value is 0: nothing to
+    normalize by, and GRPO gives a group whose rollouts all agree 0 too.
+
+    Args:
+        teacher_prob: [B, T] float, ``pT(y_t)`` of the sampled token, in [0, 1].
+        expected: [B, T] float, ``b_t = sum_v pS(v) pT(v)``, in [0, 1].
+        mask: [B, T] bool (or 0/1), model-written tokens.
+        group_size: G >= 2, the rollouts per prompt (`num_generations`).
+
+    Returns:
+        [B, T] float32, in [-c, c], 0 off the mask.
+    """
+    if teacher_prob.dim() != 2 or expected.shape != teacher_prob.shape or mask.shape != teacher_prob.shape:
+        raise ValueError(
+            f"teacher_prob, expected and mask must all be [B, T]; got {tuple(teacher_prob.shape)}, "
+            f"{tuple(expected.shape)}, {tuple(mask.shape)}."
+        )
+    if group_size < 2:
+        raise ValueError(f"group_size must be >= 2; got {group_size}.")
+    bound = (group_size - 1) / math.sqrt(group_size)
+    p = teacher_prob.detach().float().clamp(0.0, 1.0)
+    b = expected.detach().to(p).clamp(0.0, 1.0)
+    var = b * (1.0 - b)
+    keep = mask.to(device=p.device, dtype=torch.bool) & (var > 1e-12)
+    value = ((p - b) / var.clamp_min(1e-12).sqrt()).clamp(-bound, bound)
+    return torch.where(keep, value, torch.zeros_like(value))

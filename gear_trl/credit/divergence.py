@@ -49,6 +49,7 @@ def reverse_kl_and_entropy(
     teacher_lm_head_weight: torch.Tensor | None = None,
     teacher_lm_head_bias: torch.Tensor | None = None,
     log_ratio_out: torch.Tensor | None = None,
+    agreement_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reverse KL ``D_t = KL(pS || pT)`` and student entropy ``H_t`` per token.
 
@@ -84,6 +85,10 @@ def reverse_kl_and_entropy(
             of its own (a frozen or averaged copy); None: the teacher shares the student's head.
         log_ratio_out: optional [B, T] float32 tensor, filled with ``log pT(y_t) - log pS(y_t)`` of the sampled token
             from the same logits (0 at masked-out positions; needs ``token_ids``): `credit: gear-signed`'s sign.
+        agreement_out: optional [2, B, T] float32 tensor (``divergence="full"`` only, needs ``token_ids``), filled
+            with ``pT(y_t)`` (index 0) and ``sum_v pS(v) pT(v)`` (index 1) from the same logits, 0 at masked-out
+            positions: the teacher's probability of the sampled token and its expectation under the student
+            (`distillation_signal: agreement`, `gear_trl.credit.agreement_advantages`).
 
     Returns:
         kl: [B, T] float32, 0 at masked-out positions.
@@ -119,7 +124,11 @@ def reverse_kl_and_entropy(
         raise ValueError(f"divergence must be one of {(*DIVERGENCES, SIGNED_LOG_RATIO)}; got {divergence!r}.")
     if divergence == "topk" and top_k < 1:
         raise ValueError(f"top_k must be >= 1; got {top_k}.")
-    sampled = divergence in ("sampled", SIGNED_LOG_RATIO) or log_ratio_out is not None
+    sampled = divergence in ("sampled", SIGNED_LOG_RATIO) or log_ratio_out is not None or agreement_out is not None
+    if agreement_out is not None and divergence != "full":
+        raise ValueError(f"agreement_out needs divergence='full' (the whole teacher distribution); got {divergence!r}.")
+    if agreement_out is not None and agreement_out.shape != (2, batch, length):
+        raise ValueError(f"agreement_out must be [2, {batch}, {length}]; got shape {tuple(agreement_out.shape)}.")
     if log_ratio_out is not None and log_ratio_out.shape != (batch, length):
         raise ValueError(f"log_ratio_out must be [{batch}, {length}]; got shape {tuple(log_ratio_out.shape)}.")
     if sampled and (token_ids is None or token_ids.shape != (batch, length)):
@@ -145,11 +154,16 @@ def reverse_kl_and_entropy(
         teacher_lm_head_weight=teacher_lm_head_weight,
         teacher_lm_head_bias=teacher_lm_head_bias,
         log_ratio=log_ratio_out is not None,
+        agreement=agreement_out is not None,
     )
     kl_out[mask] = stats.kl
     if log_ratio_out is not None:
         log_ratio_out.zero_()
         log_ratio_out[mask] = stats.log_ratio.to(log_ratio_out.device)
+    if agreement_out is not None:
+        agreement_out.zero_()
+        agreement_out[0][mask] = stats.teacher_prob.to(agreement_out.device)
+        agreement_out[1][mask] = stats.agreement.to(agreement_out.device)
     entropy_out[mask] = stats.entropy
     return kl_out, entropy_out
 
@@ -167,6 +181,10 @@ class HeadStatistics(NamedTuple):
     """reverse KL (per `divergence`), with `teacher_rows`."""
     log_ratio: torch.Tensor | None = None
     """log pT(targets) - log pS(targets), with `teacher_rows`, `targets` and `log_ratio=True`."""
+    teacher_prob: torch.Tensor | None = None
+    """pT(targets), with `teacher_rows`, `targets`, `agreement=True` and `divergence="full"`."""
+    agreement: torch.Tensor | None = None
+    """sum_v pS(v) pT(v), the teacher's probability of a token the student samples, likewise."""
 
 
 @torch.no_grad()
@@ -186,6 +204,7 @@ def lm_head_statistics(
     teacher_lm_head_weight: torch.Tensor | None = None,
     teacher_lm_head_bias: torch.Tensor | None = None,
     log_ratio: bool = False,
+    agreement: bool = False,
 ) -> HeadStatistics:
     """The student's log-partition, entropy and target log-probability, and the reverse KL to the teacher, per row.
 
@@ -203,6 +222,8 @@ def lm_head_statistics(
             ``divergence="sampled"`` and ``"sampled_signed"`` (required there).
         log_ratio: also give ``log_ratio``, the sampled token's teacher-minus-student log-probability (needs
             ``teacher_rows`` and ``targets``); it reads the logits the KL reads, at one gather per row.
+        agreement: also give ``teacher_prob`` and ``agreement`` (needs ``teacher_rows``, ``targets`` and
+            ``divergence="full"``), at one more dot per row.
 
     Returns:
         HeadStatistics of [N] float32 tensors.
@@ -215,8 +236,11 @@ def lm_head_statistics(
     target_log_prob = torch.empty_like(log_z) if targets is not None else None
     kl = torch.empty_like(log_z) if pair else None
     ratio = torch.empty_like(log_z) if log_ratio and pair and targets is not None else None
+    agree = agreement and pair and targets is not None and divergence == "full"
+    teacher_prob = torch.empty_like(log_z) if agree else None
+    expected = torch.empty_like(log_z) if agree else None
     if rows == 0:
-        return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio)
+        return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio, teacher_prob, expected)
 
     # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32), never a [chunk, V]
     # tensor. With soft-capping only s goes in there, since the tanh comes before 1 / tau; the cap is then applied in
@@ -276,12 +300,16 @@ def lm_head_statistics(
         if not pair:
             continue
         zt = z[n:]
-        zt_y = zt.gather(-1, y).squeeze(-1) if ratio is not None else None  # before zt is overwritten below
+        zt_y = zt.gather(-1, y).squeeze(-1) if ratio is not None or agree else None  # before zt is overwritten
         if full:
             # KL(pS || pT) = <pS, zS - zT> - lse(zS) + lse(zT); zt is exponentiated in place once its dot is taken.
-            cross = (dot_ss - _row_dot(es, zt, spare=es)) / ss
-            lse_t = zt.exp_().sum(dim=-1).log_()
+            cross = (dot_ss - _row_dot(es, zt, spare=None if agree else es)) / ss  # es is read again for <pS, pT>
+            st = zt.exp_().sum(dim=-1)
+            lse_t = st.log()
             chunk_kl = cross - (lse_s - lse_t)
+            if agree:  # <pS, pT> = <es, exp(zt)> / (ss * st); exp(zt) is in zt now
+                expected[span] = _row_dot(es, zt, spare=zt) / (ss * st)
+                teacher_prob[span] = (zt_y - lse_t).exp()
         elif divergence == "topk":
             support = zs.topk(min(top_k, vocab), dim=-1).indices
             log_ps_k = zs.gather(-1, support)
@@ -299,7 +327,7 @@ def lm_head_statistics(
             ratio[span] = (zt_y - lse_t) - target_log_prob[span]
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
         kl[span] = chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0)
-    return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio)
+    return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio, teacher_prob, expected)
 
 
 def _lm_head(

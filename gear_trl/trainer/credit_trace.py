@@ -26,8 +26,11 @@ class CreditTrace:
     log_ratio: torch.Tensor | None = None
     """[B, T] float: the sampled token's log pT - log pS, in the modes that read it (`GEARConfig.wants_log_ratio`)."""
     distilled: torch.Tensor | None = None
-    """[B, T] float: with `distillation_weight > 0`, the loss's advantages, (1 - w) * advantages + w * log pT - log pS
-    on `distill_rows` (`credit.distill_advantages`); `advantages` stays GEAR's credit of the outcome."""
+    """[B, T] float: with `distillation_weight > 0`, the loss's advantages, (1 - w) * advantages + w * dense on
+    `distill_rows` (`credit.distill_advantages`); `advantages` stays GEAR's credit of the outcome."""
+    dense: torch.Tensor | None = None
+    """[B, T] float, with `distillation_weight > 0`: the term blended in, `log_ratio` or (`distillation_signal:
+    agreement`) `credit.agreement_advantages`."""
     distill_rows: torch.Tensor | None = None
     """[B] bool, with `distillation_weight > 0`: the rows distilled, those with a teacher that some reward function
     scored (GRPO gives a row every reward function returned None for advantage 0, "no learning signal": the

@@ -38,6 +38,7 @@ class FusedDivergence:
     mask: [B, T] bool, the positions GEAR scores. kl, entropy: [B, T] float32 after the forward (0 off the mask), or
     None when the forward did not go through the swapped function (`skipped` says why). With `with_log_ratio`,
     log_ratio: [B, T] float32, the sampled token's log pT - log pS (`reverse_kl_and_entropy`'s `log_ratio_out`).
+    With `with_agreement`, agreement: [2, B, T] float32, pT(y_t) and sum_v pS(v) pT(v) (its `agreement_out`).
     """
 
     teacher_hidden: torch.Tensor
@@ -47,9 +48,11 @@ class FusedDivergence:
     top_k: int = 20
     teacher_has_own_head: bool = False  # a teacher model of its own (`teacher: base` / `ema` without PEFT)
     with_log_ratio: bool = False
+    with_agreement: bool = False
     kl: torch.Tensor | None = None
     entropy: torch.Tensor | None = None
     log_ratio: torch.Tensor | None = None
+    agreement: torch.Tensor | None = None
     skipped: str | None = None
 
     def unsupported(self, hidden: torch.Tensor, weight: torch.Tensor, outputs) -> str | None:
@@ -120,6 +123,7 @@ class _LogProbsWithDivergence(torch.autograd.Function):
             teacher_rows=request.teacher_hidden[request.mask],
             targets=targets[scored],
             log_ratio=request.with_log_ratio,
+            agreement=request.with_agreement,
             **common,
         )
         alone = lm_head_statistics(states[others], weight, targets=targets[others], **common)
@@ -137,6 +141,10 @@ class _LogProbsWithDivergence(torch.autograd.Function):
         if request.with_log_ratio:
             request.log_ratio = torch.zeros_like(request.kl)
             request.log_ratio[request.mask] = paired.log_ratio
+        if request.with_agreement:
+            request.agreement = torch.zeros((2, *request.mask.shape), dtype=torch.float32, device=hidden.device)
+            request.agreement[0][request.mask] = paired.teacher_prob
+            request.agreement[1][request.mask] = paired.agreement
 
         # What TRL's backward reads (`ChunkedLogProbFunction.forward` saves the same).
         ctx.save_for_backward(hidden, weight, bias, targets, log_z, entropy if "entropy" in outputs else log_z)

@@ -15,6 +15,7 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
+from ..credit.distill import DISTILLATION_SIGNALS
 from ..credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
 from ..credit.gigpo import GIGPO_MODES
 from ..credit.modes import CREDIT_MODES, CreditMode, credit_mode, credit_modes
@@ -93,6 +94,10 @@ class GEARConfig(GRPOConfig):
         distillation_weight (`float`, defaults to `0.0`): not in the paper: each model token's advantage becomes
             `(1 - w) * A_t + w * (log pT(y_t) - log pS(y_t))`, SDPO's sampled-token distillation written as an
             advantage (TRL's `SDPOTrainer` name and meaning); 0.0 is the paper's GEAR.
+        distillation_signal (`str`, defaults to `"log_ratio"`): not in the paper: the dense term that
+            `distillation_weight` blends in. `log_ratio` is SDPO's `log pT(y_t) - log pS(y_t)`; `agreement` is
+            `(pT(y_t) - b_t) / sqrt(b_t (1 - b_t))`, `b_t = sum_v pS(v) pT(v)`, clipped to GRPO's largest group
+            advantage (`gear_trl.credit.agreement_advantages`).
         rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
         rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
             many optimizer steps (after the warmup).
@@ -215,6 +220,20 @@ class GEARConfig(GRPOConfig):
             "1.0 = distillation alone. Any mode; with `credit: none` the teacher pass runs for it alone (GRPO plus "
             "self-distillation). Logged as gear/distill_share. Why it exists: "
             "docs/results/horizon.md."
+        },
+    )
+    distillation_signal: str = field(
+        default="log_ratio",
+        metadata={
+            "help": "Ours, not the paper's: the dense per-token term `distillation_weight` blends into the advantage. "
+            "`log_ratio` (our default, SDPO's): delta_t = log pT(y_t) - log pS(y_t). `agreement`: the teacher's "
+            "probability of the sampled token against its expectation under the student, (pT(y_t) - b_t) / "
+            "sqrt(b_t (1 - b_t)) with b_t = sum_v pS(v) pT(v), clipped to +-(G - 1) / sqrt(G) (G = "
+            "num_generations, the largest advantage GRPO's group normalization gives); where the teacher puts all "
+            "its mass on the right token this is that token's correctness normalized as GRPO normalizes a group's "
+            "outcomes, in expectation over the student, i.e. the `oracle-process` ceiling's shape. Needs "
+            "`distillation_weight > 0` and `divergence: full`. Why it exists: docs/results/credit-methods.md.",
+            "choices": ["log_ratio", "agreement"],
         },
     )
     rlsd_lambda: float = field(
@@ -435,6 +454,25 @@ class GEARConfig(GRPOConfig):
                 + ", so it would do nothing. Leave it at 1.0."
             )
         _in_range("distillation_weight", self.distillation_weight, 0.0, 1.0)
+        if self.distillation_signal not in DISTILLATION_SIGNALS:
+            raise ValueError(
+                f"`distillation_signal` must be one of {', '.join(DISTILLATION_SIGNALS)}; got "
+                f"{self.distillation_signal!r}."
+            )
+        if self.distillation_signal == "agreement":
+            if self.distillation_weight == 0:
+                raise ValueError(
+                    "`distillation_signal: agreement` is the term `distillation_weight` blends in; with "
+                    "`distillation_weight: 0` it would do nothing. Set `distillation_weight` in (0, 1]."
+                )
+            if self.divergence_signal != "full":
+                raise ValueError(
+                    "`distillation_signal: agreement` reads the whole teacher distribution (sum_v pS(v) pT(v)), "
+                    f"which the divergence pass computes only with `divergence: full`; here it computes "
+                    f"`{self.divergence_signal}`"
+                    + (" (`credit: rlsd` reads the sampled token's log-ratio alone)" if self.credit == "rlsd" else "")
+                    + ". Use `divergence: full`, or `distillation_signal: log_ratio`."
+                )
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
         _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)
@@ -553,6 +591,11 @@ class GEARConfig(GRPOConfig):
         `rlsd` it is the signal itself)."""
         mode = self.credit_mode
         return mode.log_ratio or (self.distillation_weight > 0 and mode.signal != "log_ratio")
+
+    @property
+    def wants_agreement(self) -> bool:
+        """Whether the divergence pass also gives pT(y_t) and sum_v pS(v) pT(v) (`distillation_signal: agreement`)."""
+        return self.distillation_weight > 0 and self.distillation_signal == "agreement"
 
     @property
     def teacher_reads_siblings(self) -> bool:

@@ -67,7 +67,7 @@ class GearMetricsMixin:
                 # distillation_weight: the distillation term's share of the loss's advantage mass
                 *(
                     distillation_share(
-                        trace.advantages, trace.log_ratio, mask, self.args.distillation_weight, trace.distill_rows
+                        trace.advantages, trace.dense, mask, self.args.distillation_weight, trace.distill_rows
                     )
                     if trace.distilled is not None
                     else torch.zeros(2, device=device)

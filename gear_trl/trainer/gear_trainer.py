@@ -29,7 +29,13 @@ from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
 from ..cli.errors import UserInputError
-from ..credit import CreditInputs, below_noise_floor, distill_advantages, reverse_kl_and_entropy
+from ..credit import (
+    CreditInputs,
+    agreement_advantages,
+    below_noise_floor,
+    distill_advantages,
+    reverse_kl_and_entropy,
+)
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
 from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
 from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
@@ -403,6 +409,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 top_k=self.args.divergence_top_k,
                 teacher_has_own_head=self.teacher.model is not None,
                 with_log_ratio=self.args.wants_log_ratio,
+                with_agreement=self.args.wants_agreement,
             )
         handle = self._backbone().register_forward_hook(keep_hidden)
         try:
@@ -419,7 +426,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         # The loss's forward: the advantages are read right after this returns.
         self._pending_gear_batch = None
         if fused.kl is not None:
-            divergence = (fused.kl, fused.entropy, fused.log_ratio)
+            divergence = (fused.kl, fused.entropy, fused.log_ratio, fused.agreement)
         else:
             if not self._reported_separate_divergence:
                 self._reported_separate_divergence = True
@@ -432,7 +439,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
     @torch.no_grad()
     def _gear_advantages(self, batch, divergence: tuple, mode: str) -> torch.Tensor:
         """Per-token advantages A_i * w_t [B, T] from the batch's reverse KL, student entropy and sampled-token log
-        pT - log pS ([B, T] each, the last None unless `wants_log_ratio`)."""
+        pT - log pS ([B, T] each, None unless `wants_log_ratio`), and with `wants_agreement` pT(y_t) and
+        sum_v pS(v) pT(v) ([2, B, T], else None)."""
         trace = self._credit(batch, divergence)
         self._log_gear_metrics(
             mode, trace, batch["gear_truncated"], batch["gear_teacher_shared"], batch.get("gear_control_kl")
@@ -446,7 +454,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
     @torch.no_grad()
     def _divergence(self, batch, student_hidden: torch.Tensor) -> tuple:
         """Reverse KL, student entropy and (with `wants_log_ratio`, else None) the sampled token's log pT - log pS
-        [B, T] from student and teacher final hidden states [B, T, H], by a pass of the LM head of their own."""
+        [B, T], and (with `wants_agreement`, else None) pT(y_t) and sum_v pS(v) pT(v) [2, B, T], from student and
+        teacher final hidden states [B, T, H], by a pass of the LM head of their own."""
         causal_lm = self._causal_lm()
         lm_head = causal_lm.get_output_embeddings()
         logit_scale, softcap = lm_head_transform(causal_lm.config)
@@ -455,6 +464,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         teacher_head = teacher_lm.get_output_embeddings() if teacher_lm is not None else None
         mask = model_token_mask(batch)
         log_ratio = mask.new_zeros(mask.shape, dtype=torch.float32) if self.args.wants_log_ratio else None
+        agreement = mask.new_zeros((2, *mask.shape), dtype=torch.float32) if self.args.wants_agreement else None
         with (
             maybe_gather_lm_head_ctx(lm_head.weight, lm_head.bias),
             maybe_gather_lm_head_ctx(teacher_head.weight, teacher_head.bias) if teacher_head else nullcontext(),
@@ -475,14 +485,15 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 teacher_lm_head_weight=None if teacher_head is None else teacher_head.weight,
                 teacher_lm_head_bias=None if teacher_head is None else teacher_head.bias,
                 log_ratio_out=log_ratio,
+                agreement_out=agreement,
             )
-        return kl, entropy, log_ratio
+        return kl, entropy, log_ratio, agreement
 
     @torch.no_grad()
     def _credit(self, batch, divergence: tuple) -> CreditTrace:
         """The credit of `args.credit`'s record (`gear_trl.credit.modes`) for this batch, with the documented
         fallback for rows without a ground truth (plain GRPO weights) and `distillation_weight`'s blend."""
-        kl, entropy, log_ratio = divergence
+        kl, entropy, log_ratio, agreement = divergence
         mask = model_token_mask(batch)
         base = batch["gear_base_advantages"]
         mode = self.args.credit_mode
@@ -510,13 +521,16 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         advantages = base_tokens * weights
         if out.advantages is not None:
             advantages = torch.where(has_truth[:, None], out.advantages.to(advantages), advantages)
-        distilled = distill_rows = None
+        distilled = distill_rows = dense = None
         if self.args.distillation_weight > 0:
             if mode.signal == "log_ratio":  # its divergence pass's signal is the sampled token's log pS - log pT
                 log_ratio = -kl
             scorable = batch.get("gear_scorable")  # absent from a batch built by hand: every row scored
             distill_rows = has_truth if scorable is None else has_truth & scorable.to(has_truth.device)
-            distilled = distill_advantages(advantages, log_ratio, mask, self.args.distillation_weight, distill_rows)
+            dense = log_ratio  # the term blended in: SDPO's log-ratio, or `distillation_signal: agreement`'s
+            if self.args.distillation_signal == "agreement":
+                dense = agreement_advantages(agreement[0], agreement[1], mask, self.num_generations)
+            distilled = distill_advantages(advantages, dense, mask, self.args.distillation_weight, distill_rows)
         return CreditTrace(
             completion_ids=batch["completion_ids"],
             mask=mask,
@@ -532,6 +546,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             else None,
             log_ratio=log_ratio,
             distilled=distilled,
+            dense=dense,
             distill_rows=distill_rows,
             stats=out.stats,
         )
