@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import textwrap
 import time
 from pathlib import Path
 
@@ -298,6 +299,46 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(report: dict, path: Path) -> list[str]:
+    """One panel per cell: each arm's held-out accuracy minus GRPO's, paired by seed, with its 95% t-interval; the
+    process ceiling (`oracle-process`) and 80% of it as vertical lines where the ceiling's interval lies above 0.
+    Returns the cells drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = [c for c, data in report["cells"].items() if any(
+        e["heldout"]["minus_none"]["n_seeds"] for e in data["arms"].values())]  # fmt: skip
+    fig, axes = plt.subplots(1, max(len(cells), 1), figsize=(4.2 * max(len(cells), 1), 4.6), squeeze=False)
+    for ax, cell in zip(axes[0], cells, strict=False):
+        arms = [a for a, e in report["cells"][cell]["arms"].items() if e["heldout"]["minus_none"]["n_seeds"]]
+        for y, arm in enumerate(arms):
+            rec = report["cells"][cell]["arms"][arm]["heldout"]["minus_none"]
+            low = 0.0 if math.isnan(rec["ci_low"]) else rec["mean"] - rec["ci_low"]
+            high = 0.0 if math.isnan(rec["ci_high"]) else rec["ci_high"] - rec["mean"]
+            color = "black" if arm == CEILING else ("tab:orange" if ARMS[arm].get("explore") else "tab:blue")
+            ax.errorbar([rec["mean"]], [y], xerr=[[low], [high]], fmt="s" if arm == CEILING else "o", color=color,
+                        capsize=3, ms=4, zorder=3)  # fmt: skip
+        ceiling = report["cells"][cell]["arms"].get(CEILING, {}).get("heldout", {}).get("minus_none")
+        if ceiling and ceiling["n_seeds"] >= 2 and ceiling["ci_low"] > 0:
+            ax.axvline(ceiling["mean"], color="tab:gray", ls="--", lw=1)
+            ax.axvline(0.8 * ceiling["mean"], color="tab:green", ls=":", lw=1, label="80% of the ceiling")
+            ax.legend(fontsize=7, loc="upper left")
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(arms)), arms, fontsize=7)
+        ax.invert_yaxis()
+        seeds = max(report["cells"][cell]["arms"][a]["heldout"]["minus_none"]["n_seeds"] for a in arms)
+        ax.set_title(f"{cell} (up to {seeds} seeds)", fontsize=9)
+        ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle(textwrap.fill(report["title"], 40 * max(len(cells), 1)), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return cells
+
+
 def family_size() -> int:
     """The declared comparisons per metric: family A (every arm but `none` and the ceiling, in each cell it runs in)
     and family B (`ATTRIBUTION` in every cell)."""
@@ -363,6 +404,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             continue
         (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
         (RESULTS / f"{name}.md").write_text(markdown(result))
+        plot(result, RESULTS / f"{name}.png")
         log(f"wrote {RESULTS / name}.json and .md ({sum(result['runs'].values())} runs)")
         out[name] = result
     if out:  # the folder's manifest lists what it holds (bench.harness.index)
@@ -374,6 +416,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             )
             manifest["files"][f"{name}.json"] += "p, Holm-adjusted p, seeds) and the share of the process ceiling"
             manifest["files"][f"{name}.md"] = "its table"
+            manifest["files"][f"{name}.png"] = "its plot: held-out accuracy minus GRPO per cell and arm"
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
         from bench.harness import index
 

@@ -141,7 +141,9 @@ def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, 
     assert set(json.loads((results / "manifest.json").read_text())["files"]) == {
         "credit_methods.json",
         "credit_methods.md",
+        "credit_methods.png",
     }
+    assert (results / "credit_methods.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_exploration_arms_stay_out_of_the_declared_study(tmp_path):
