@@ -113,11 +113,13 @@ are issue 51 item 6's candidates, run on exploration seeds only and never part o
 
 IMPORTABLE = {"none": "none", "oracle-process": "oracle-process", "gear": "gear-solution",
               "gear-distill-0.25": "gear-distill-0.25", "gear-distill-0.5": "gear-distill"}  # fmt: skip
-"""Arm -> its label in bench/results/horizon/horizon.json, whose runs on exploration seeds 0-7 have this study's
+"""Arm -> its label in the horizon study's reports (`HORIZON_REPORTS`), whose runs on exploration seeds have this study's
 exact inputs (same `runs.job_spec`): an exploration run of this study is read from there rather than trained again.
 Checked before relying on it: `none` seed 0 of `independent-k8` trained again here gave the committed run's rewards
 and held-out figures exactly (the runs are deterministic on CPU)."""
 HORIZON_RUNS = results_dir("horizon") / "horizon.json"
+HORIZON_REPORTS = (HORIZON_RUNS, *sorted(results_dir("horizon").glob("replication_*/horizon.json")))
+"""The horizon study's report and its replications (disjoint seeds: 0-7, then 8-15, 16-31, 32-47)."""
 
 ATTRIBUTION = {"0.25": ("gear-distill-0.25", "grpo-distill-0.25"), "0.5": ("gear-distill-0.5", "grpo-distill-0.5")}
 """Family B: GEAR + distillation minus GRPO + distillation at the same weight."""
@@ -172,14 +174,16 @@ def cached(job: dict) -> dict | None:
     if job["seed"] not in EXPLORATION or job["label"] not in IMPORTABLE:
         return None
     label = IMPORTABLE[job["label"]]
-    for run in json.loads(HORIZON_RUNS.read_text())["runs"].get(job["cell"], []):
-        if run["label"] == label and run["seed"] == job["seed"] and run["spec"] == runs.job_spec(job):
-            keep = {k: run[k] for k in ("mode", "seed", "steps", "train_s", "eval", "eval_s", "reward") if k in run}
-            keep.update(label=job["label"], spec=spec_of(job), cell=job["cell"],
-                        imported_from=f"bench/results/horizon/horizon.json ({job['cell']}, {label}, seed {run['seed']})")  # fmt: skip
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(keep, indent=1) + "\n")
-            return keep
+    for report in HORIZON_REPORTS:
+        for run in json.loads(report.read_text())["runs"].get(job["cell"], []):
+            if run["label"] == label and run["seed"] == job["seed"] and run["spec"] == runs.job_spec(job):
+                keep = {k: run[k] for k in ("mode", "seed", "steps", "train_s", "eval", "eval_s", "reward") if k in run}
+                source = report.relative_to(REPO_ROOT).as_posix()
+                keep.update(label=job["label"], spec=spec_of(job), cell=job["cell"],
+                            imported_from=f"{source} ({job['cell']}, {label}, seed {run['seed']})")  # fmt: skip
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(keep, indent=1) + "\n")
+                return keep
     return None
 
 

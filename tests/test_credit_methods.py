@@ -165,7 +165,7 @@ def test_exploration_runs_with_the_horizon_studys_inputs_are_read_from_it(tmp_pa
     import json
 
     monkeypatch.setattr(study, "RUNS_DIR", tmp_path / "runs")
-    horizon = json.loads(study.HORIZON_RUNS.read_text())["runs"]["independent-k8"]
+    horizon = json.loads(study.HORIZON_RUNS.read_text())["runs"]["independent-k8"]  # seeds 0-7
     for arm, label in (("none", "none"), ("oracle-process", "oracle-process"), ("gear-distill-0.5", "gear-distill")):
         kept = study.cached(study.job_for("independent-k8", arm, 5, tmp_path))
         source = next(r for r in horizon if r["label"] == label and r["seed"] == 5)
@@ -173,5 +173,7 @@ def test_exploration_runs_with_the_horizon_studys_inputs_are_read_from_it(tmp_pa
         assert "horizon.json (independent-k8, " + label in kept["imported_from"]
         assert study.cached(study.job_for("independent-k8", arm, 5, tmp_path)) == kept  # now kept here
     assert study.cached(study.job_for("independent-k8", "none", 100, tmp_path)) is None  # confirmatory: never imported
-    assert study.cached(study.job_for("independent-k8", "none", 9, tmp_path)) is None  # the horizon runs stop at 7
+    later = study.cached(study.job_for("independent-k8", "none", 40, tmp_path))  # seeds 32-47: a replication's
+    assert "replication_distill_0.25_seeds_32_to_47/horizon.json" in later["imported_from"]
+    assert study.cached(study.job_for("independent-k4", "none", 9, tmp_path)) is None  # K = 4 ran seeds 0-7 only
     assert study.cached(study.job_for("independent-k8", "grpo-distill-0.25", 5, tmp_path)) is None
