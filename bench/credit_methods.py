@@ -29,6 +29,9 @@ RUNS_DIR = RESULTS / "runs"
 DECLARATION = json.loads((RESULTS / "declaration.json").read_text())
 CONFIRMATORY = DECLARATION["confirmatory_seeds"]
 EXPLORATION = range(DECLARATION["exploration_seeds"][0], DECLARATION["exploration_seeds"][1] + 1)
+ITEM6 = DECLARATION["item6"]
+ITEM6_SEEDS = ITEM6["seeds"]
+"""Amendment 2: item 6's setting confirmed on its own fresh seeds, cells and arms, with its own Holm family C."""
 WINDOW = 15
 """The final window of training reward, in logged steps (the declaration's)."""
 HORIZON_RECIPE = "recipes/tiny/config_horizon.yaml"
@@ -245,7 +248,7 @@ def summarize(
         ran = {r["label"] for r in cell_runs}
         extra = [a for a, spec in ARMS.items() if explore and spec.get("explore") and a in ran]
         for arm in [*arms_of(cell), *extra]:
-            if arm == "none":
+            if arm == "none" or (explore and arm not in ran):  # an exploration report shows what ran
                 continue
             entry = out["arms"].setdefault(arm, {})
             for name in METRICS:
@@ -262,6 +265,8 @@ def summarize(
                     share = stats.bootstrap_ratio(diffs, ceiling[name])
                 entry[name]["share_of_process_ceiling"] = share
         for weight, (gear_arm, grpo_arm) in ATTRIBUTION.items():
+            if explore and not {gear_arm, grpo_arm} <= ran:
+                continue
             entry = out["attribution"].setdefault(
                 f"distillation_weight={weight}", {"arm": gear_arm, "minus": grpo_arm}
             )
@@ -301,6 +306,69 @@ def markdown(report: dict) -> str:
             lines.append(f"| {cell} | {entry['arm']} - {entry['minus']} | {cell_text(entry['heldout'])} | "
                          f"{cell_text(entry['reward'])} | |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def item6_complete(cell: str, cell_runs: list[dict]) -> bool:
+    have = {(r["label"], r["seed"]) for r in cell_runs}
+    return all((arm, seed) in have for arm in ITEM6["arms"] for seed in ITEM6_SEEDS)
+
+
+def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
+    """Amendment 2's report: per complete cell, `grpo-agree-0.5`, `grpo-distill-0.5` and `oracle-process` minus
+    `none` (`minus_none`, with the setting's share of the process ceiling), and `grpo-agree-0.5 - grpo-distill-0.5`;
+    Holm over family C (the two declared comparisons per cell, 6 in all), per metric."""
+    setting, control = ITEM6["setting"]["arm"], "grpo-distill-0.5"
+    cells: dict = {}
+    tests: dict[str, list[dict]] = {name: [] for name in METRICS}
+    seeds = set(ITEM6_SEEDS)
+    for cell, cell_runs in runs_by_cell.items():
+        out = cells.setdefault(cell, {"arms": {}, "attribution": {}})
+        ceiling = {name: paired(cell_runs, CEILING, "none", name, seeds) for name in METRICS}
+        for arm in (setting, control, CEILING):
+            entry = out["arms"].setdefault(arm, {})
+            for name in METRICS:
+                diffs = paired(cell_runs, arm, "none", name, seeds)
+                interval = stats.paired_interval(list(diffs.values()))
+                record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+                record["p"] = stats.t_p_value(list(diffs.values()))
+                entry[name] = {"minus_none": record, "share_of_process_ceiling": None}
+                if arm == setting:
+                    tests[name].append(record)
+                ceiling_interval = stats.paired_interval(list(ceiling[name].values()))
+                if arm != CEILING and ceiling_interval["n_seeds"] >= 2 and ceiling_interval["ci_low"] > 0:
+                    entry[name]["share_of_process_ceiling"] = stats.bootstrap_ratio(diffs, ceiling[name])
+        entry = out["attribution"].setdefault("distillation_signal", {"arm": setting, "minus": control})
+        for name in METRICS:
+            diffs = paired(cell_runs, setting, control, name, seeds)
+            interval = stats.paired_interval(list(diffs.values()))
+            record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+            record["p"] = stats.t_p_value(list(diffs.values()))
+            entry[name] = record
+            tests[name].append(record)
+    declared = 2 * len(ITEM6["cells"])
+    for family in tests.values():
+        for record, p_holm in zip(family, stats.holm([r["p"] for r in family], m=declared), strict=True):
+            record["p_holm"] = p_holm
+    for cell, out in cells.items():  # reaches 80% of the ceiling (the amendment's definition)
+        entry = out["arms"][setting]["heldout"]
+        share = entry["share_of_process_ceiling"]
+        out["reaches_80"] = bool(share and share["mean"] >= 0.8 and entry["minus_none"]["p_holm"] < 0.05)
+    return cells
+
+
+def item6_report() -> dict:
+    runs_by_cell = collect(ITEM6_SEEDS)
+    pending = {c: len(r) for c, r in runs_by_cell.items() if not item6_complete(c, r)}
+    done = {c: r for c, r in runs_by_cell.items() if c not in pending}
+    return {
+        "title": "Item 6: GRPO + agreement (0.5) against GRPO, the process ceiling and GRPO + distillation (0.5)",
+        "declaration": "bench/results/credit_methods/declaration.md (amendment 2)",
+        "seeds": ITEM6_SEEDS,
+        "window": WINDOW,
+        "cells_pending": pending,
+        "runs": {cell: len(r) for cell, r in done.items()},
+        "cells": summarize_item6(done),
+    }
 
 
 def plot(report: dict, path: Path) -> list[str]:
@@ -359,10 +427,24 @@ def collect(seeds) -> dict[str, list[dict]]:
     return found
 
 
+def complete(cell: str, cell_runs: list[dict]) -> bool:
+    """Whether every declared arm of `cell` has run on every confirmatory seed."""
+    have = {(r["label"], r["seed"]) for r in cell_runs}
+    return all((arm, seed) in have for arm in arms_of(cell) for seed in CONFIRMATORY)
+
+
 def report(seeds, confirmatory: bool) -> dict:
+    """The report on `seeds`. A confirmatory report holds only the cells whose declared runs are all in (the others
+    are listed in `cells_pending` with their run counts, and no figure of theirs is computed: nothing is read of a
+    cell's confirmatory runs before it is whole)."""
     runs_by_cell = collect(seeds)
+    pending = {}
+    if confirmatory:
+        pending = {c: len(r) for c, r in runs_by_cell.items() if not complete(c, r)}
+        runs_by_cell = {c: r for c, r in runs_by_cell.items() if c not in pending}
     declared = family_size() if confirmatory else None
     return {
+        "cells_pending": pending,
         "title": "Credit methods: each arm minus GRPO, paired by seed"
         + (" (confirmatory seeds)" if confirmatory else " (exploration)"),
         "declaration": "bench/results/credit_methods/declaration.md",
@@ -388,29 +470,46 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     parser = make_parser()
     args = parser.parse_args(argv)
     seeds = args.seeds or CONFIRMATORY
-    stray = [s for s in seeds if s not in CONFIRMATORY and s not in EXPLORATION]
+    stray = [s for s in seeds if s not in CONFIRMATORY and s not in EXPLORATION and s not in ITEM6_SEEDS]
     if stray:
-        parser.error(f"seeds {stray} are neither the declared confirmatory seeds {CONFIRMATORY} nor exploration 0-47")
+        parser.error(f"seeds {stray} are neither the declared confirmatory seeds {CONFIRMATORY}, item 6's "
+                     f"{ITEM6_SEEDS[0]}-{ITEM6_SEEDS[-1]} nor exploration 0-47")  # fmt: skip
+    item6 = [s for s in seeds if s in ITEM6_SEEDS]
+    if item6 and (len(item6) != len(seeds) or set(args.arms or ITEM6["arms"]) - set(ITEM6["arms"])
+                  or set(args.cell or []) - set(ITEM6["cells"])):  # fmt: skip
+        parser.error(f"seeds {ITEM6_SEEDS[0]}-{ITEM6_SEEDS[-1]} run amendment 2's arms {ITEM6['arms']} in its cells "
+                     f"{ITEM6['cells']} only, on their own")  # fmt: skip
     wall = time.perf_counter()
     if not args.report_only:
         if not args.cell:
             parser.error("name the cells to run with --cell (the declaration runs independent-k8 first)")
         work_root = Path(args.work_dir or REPO_ROOT / "outputs" / "credit_methods")
         # seed-major: a study cut off mid-cell has every arm's first seeds
+        default_arms = (lambda cell: ITEM6["arms"]) if item6 else arms_of
         planned = [job_for(cell, arm, seed, work_root) for cell in args.cell for seed in seeds
-                   for arm in (args.arms or arms_of(cell))]  # fmt: skip
+                   for arm in (args.arms or default_arms(cell))]  # fmt: skip
         jobs.run_jobs(planned, args.workers, False, log, dispatch=dispatch, cached=cached)
     out = {}
     for confirmatory, name in ((True, "credit_methods"), (False, "credit_methods_exploration")):
         chosen = CONFIRMATORY if confirmatory else list(EXPLORATION)
         result = {**report(chosen, confirmatory), **reports.provenance(wall)}
         if not any(result["runs"].values()):
+            if result.get("cells_pending"):
+                log(f"confirmatory runs so far, no cell complete: {result['cells_pending']} (no report written)")
             continue
         (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
         (RESULTS / f"{name}.md").write_text(markdown(result))
         plot(result, RESULTS / f"{name}.png")
         log(f"wrote {RESULTS / name}.json and .md ({sum(result['runs'].values())} runs)")
         out[name] = result
+    item6_result = {**item6_report(), **reports.provenance(wall)}
+    if item6_result["runs"]:
+        (RESULTS / "credit_methods_item6.json").write_text(json.dumps(item6_result, indent=1) + "\n")
+        (RESULTS / "credit_methods_item6.md").write_text(markdown(item6_result))
+        plot(item6_result, RESULTS / "credit_methods_item6.png")
+        out["credit_methods_item6"] = item6_result
+    elif item6_result["cells_pending"]:
+        log(f"item 6 runs so far, no cell complete: {item6_result['cells_pending']} (no report written)")
     if out:  # the folder's manifest lists what it holds (bench.harness.index)
         manifest_path = RESULTS / "manifest.json"
         manifest = json.loads(manifest_path.read_text())

@@ -126,10 +126,14 @@ def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, 
     results = tmp_path / "credit_methods"
     (results / "runs" / "independent-k8").mkdir(parents=True)
     (results / "manifest.json").write_text(json.dumps({"files": {}}))
-    for arm, heldout in (("none", 0.1), ("gear", 0.2)):
-        for seed in (100, 101):
-            kept = run("independent-k8", arm, seed, heldout + seed / 1000, 0.1)
+    (results / "runs" / "independent-k4").mkdir(parents=True)
+    for arm in study.arms_of("independent-k8"):  # every declared run of independent-k8
+        for seed in study.CONFIRMATORY:
+            heldout = (0.2 if arm == "gear" else 0.1) + (seed % 3) / 1000
+            kept = run("independent-k8", arm, seed, heldout, 0.1)
             (results / "runs" / "independent-k8" / f"{arm}__seed{seed}.json").write_text(json.dumps(kept))
+    partial = run("independent-k4", "none", 100, 0.5, 0.1)  # one run of another cell
+    (results / "runs" / "independent-k4" / "none__seed100.json").write_text(json.dumps(partial))
     monkeypatch.setattr(study, "RESULTS", results)
     monkeypatch.setattr(study, "RUNS_DIR", results / "runs")
     monkeypatch.setattr(index, "main", lambda argv: 0)
@@ -137,7 +141,9 @@ def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, 
     assert list(out) == ["credit_methods"]  # no exploration run kept: no exploration report
     report = json.loads((results / "credit_methods.json").read_text())
     gear = report["cells"]["independent-k8"]["arms"]["gear"]["heldout"]["minus_none"]
-    assert gear["mean"] == pytest.approx(0.1) and gear["n_seeds"] == 2 and report["seeds"] == study.CONFIRMATORY
+    assert gear["mean"] == pytest.approx(0.1) and gear["n_seeds"] == 16 and report["seeds"] == study.CONFIRMATORY
+    # a cell not complete is not read: listed as pending, no figure of it
+    assert report["cells_pending"] == {"independent-k4": 1} and "independent-k4" not in report["cells"]
     assert set(json.loads((results / "manifest.json").read_text())["files"]) == {
         "credit_methods.json",
         "credit_methods.md",
@@ -177,3 +183,31 @@ def test_exploration_runs_with_the_horizon_studys_inputs_are_read_from_it(tmp_pa
     assert "replication_distill_0.25_seeds_32_to_47/horizon.json" in later["imported_from"]
     assert study.cached(study.job_for("independent-k4", "none", 9, tmp_path)) is None  # K = 4 ran seeds 0-7 only
     assert study.cached(study.job_for("independent-k8", "grpo-distill-0.25", 5, tmp_path)) is None
+
+
+def test_item6_confirmation_by_hand(tmp_path):
+    """Amendment 2: family C (agree - none, agree - grpo-distill-0.5 per cell, Holm over 6) and 'reaches 80%'."""
+    assert study.ITEM6_SEEDS == list(range(200, 216)) and not set(study.ITEM6_SEEDS) & set(study.CONFIRMATORY)
+    cell = "independent-k8"
+    runs = []
+    for seed in study.ITEM6_SEEDS:
+        wobble = (seed % 4) / 400  # differences vary a little across seeds
+        runs += [run(cell, "none", seed, 0.10, 0.1), run(cell, "oracle-process", seed, 0.20 + wobble, 0.2),
+                 run(cell, "grpo-agree-0.5", seed, 0.19 + wobble, 0.2),
+                 run(cell, "grpo-distill-0.5", seed, 0.15, 0.15)]  # fmt: skip
+    assert study.item6_complete(cell, runs) and not study.item6_complete(cell, runs[:-1])
+    out = study.summarize_item6({cell: runs})[cell]
+    agree = out["arms"]["grpo-agree-0.5"]["heldout"]
+    assert agree["minus_none"]["mean"] == pytest.approx(0.09375) and agree["minus_none"]["n_seeds"] == 16
+    assert agree["share_of_process_ceiling"]["mean"] == pytest.approx(0.09375 / 0.10375)
+    attribution = out["attribution"]["distillation_signal"]["heldout"]
+    assert attribution["mean"] == pytest.approx(0.04375) and attribution["p_holm"] <= 6 * attribution["p"] + 1e-12
+    assert out["reaches_80"] is True
+    # the control is not in family C against none: it has no Holm-adjusted p
+    assert "p_holm" not in out["arms"]["grpo-distill-0.5"]["heldout"]["minus_none"]
+    with pytest.raises(SystemExit):  # item 6's seeds run its own arms and cells, on their own
+        study.main(["--cell", "calculator", "--seeds", "200"])
+    with pytest.raises(SystemExit):
+        study.main(["--cell", "independent-k8", "--arms", "gear", "--seeds", "200"])
+    with pytest.raises(SystemExit):
+        study.main(["--cell", "independent-k8", "--seeds", "100", "200"])
