@@ -52,6 +52,7 @@ PATHS = {
     "overhead.cuda_chunk512": "bench/results/overhead/cuda_chunk512.json",
     "overhead.cuda_chunk2048": "bench/results/overhead/cuda_chunk2048.json",
     "warm_starts": "data/README.md",
+    "credit_methods.sdpo_teacher": "bench/results/credit_methods/sdpo_teacher.json",
 }
 
 # The files whose blocks `--write` rewrites and the test checks.
@@ -722,7 +723,21 @@ def learning_lrprobe() -> str:
     )
 
 
+def config_sdpo_teacher() -> str:
+    """The warm start's greedy accuracy under the student's, GEAR's and SDPO's prompts (bench/sdpo_teacher.py)."""
+    kinds = load("credit_methods.sdpo_teacher")["kinds"]
+    order = ("student", "gear-solution", "sdpo-demonstration", "sdpo-feedback")
+    decisions = ", ".join(f"{kinds[k]['decision_accuracy']:.3f}" for k in order)
+    acc = [f"{kinds[k]['accuracy']:.3f}" for k in order]
+    return (
+        f"{acc[0]} of them right on the plain prompt, {acc[1]} shown the reference solution in GEAR's teacher prompt, "
+        f"{acc[2]} shown it as SDPO's successful demonstration and {acc[3]} as SDPO's environment feedback "
+        f"(decisions right: {decisions})"
+    )
+
+
 BLOCKS = {
+    "config.sdpo_teacher": config_sdpo_teacher,
     "config.drop_prefix": config_drop_prefix,
     "config.distill": config_distill,
     "started.paired": started_paired,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.harness import REPO_ROOT as REPO
 from bench.harness.sdpo import SHARED_FIELDS, build_sdpo_trainer, sdpo_config, with_privileged_context
 from gear_trl.train import load_splits, parse_args
 
@@ -62,3 +63,28 @@ def test_sdpo_trains_a_step_from_the_recipe_with_the_solution_shown(tmp_path):
     assert trainer.state.global_step == 1
     logged = trainer.state.log_history[0]
     assert logged["self_distillation/feedback_used_fraction"] == 1.0  # every row's teacher saw its solution
+
+
+def test_the_sdpo_teacher_probe_builds_each_trainers_prompt():
+    """bench/sdpo_teacher.py: the student's prompt is the trainer's (`dataset_format: generic`), GEAR's teacher prompt
+    carries the reference solution in GEAR's template, and SDPO's two use TRL's own templates around the same text."""
+    import json
+
+    from bench.sdpo_teacher import DATA, prompts_for, sdpo_templates
+    from gear_trl.data.math_tasks import GENERIC
+    from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE
+
+    row = json.loads((REPO / DATA).read_text().splitlines()[0])
+    templates = sdpo_templates()
+    assert "{successful_previous_attempt}" in templates["solution_template"]
+    prompts = prompts_for(row, templates)
+    assert prompts["student"] == GENERIC(row)["prompt"]
+    question = prompts["student"][-1]["content"]
+    gear = prompts["gear-solution"][-1]["content"]
+    assert gear.startswith(question) and row["reference_solution"] in gear
+    assert DEFAULT_MATH_SOLUTION_TEMPLATE.split("{")[0].strip() in gear
+    demo, feedback = prompts["sdpo-demonstration"][-1]["content"], prompts["sdpo-feedback"][-1]["content"]
+    for text in (demo, feedback):
+        assert text.startswith(question) and row["reference_solution"] in text
+    assert templates["solution_template"].split("{")[0] in demo and templates["feedback_template"].split("{")[0] in feedback
+    assert templates["feedback_template"].split("{")[0] not in demo

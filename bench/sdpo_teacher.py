@@ -1,0 +1,110 @@
+"""Does TRL's SDPO teacher know the answer on the horizon task? A probe of the warm start, no training.
+
+The credit-methods study's `sdpo-trl` arms collapse on `independent-k8` (training reward 0 within a few steps). SDPO's
+loss at its defaults is distillation alone, toward the policy shown SDPO's reprompt (TRL's `reprompt_template`,
+`solution_template`, `feedback_template`). The tiny warm start learned GEAR's teacher prompt in its SFT data
+(data/scripts/make_warm_start.py), not SDPO's, so SDPO's teacher may not use what its prompt shows. This probe decodes
+the warm start greedily on held-out problems under four prompts and scores each with the task's reward:
+
+- `student`: the plain prompt (what the policy sees);
+- `gear-solution`: GEAR's teacher prompt with the reference solution (`teacher_reference: solution`, the default
+  solution template), the teacher of the study's GEAR and GRPO + distillation arms;
+- `sdpo-demonstration`: SDPO's reprompt with the reference completion as its "successful previous attempt" (what
+  `sdpo-trl`'s teacher sees when a sibling succeeded, with a right demonstration);
+- `sdpo-feedback`: SDPO's reprompt with the reference solution as environment feedback and no demonstration
+  (`sdpo-trl-solution`'s teacher in a group without a success).
+
+TRL's templates are read from `SDPOConfig`'s defaults at run time, not copied.
+
+    python -m bench.sdpo_teacher            # 200 held-out problems, independent K = 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from bench.harness import REPO_ROOT, reports, results_dir
+
+MODEL = "data/tiny-qwen3-horizon-independent"
+DATA = "data/horizon/independent/k8/test.jsonl"
+
+
+def sdpo_templates() -> dict[str, str]:
+    """TRL's SDPO reprompt templates, as its config ships them."""
+    import dataclasses
+
+    from trl.experimental.sdpo import SDPOConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(SDPOConfig)}
+    return {k: defaults[k] for k in ("reprompt_template", "solution_template", "feedback_template")}
+
+
+def prompts_for(row: dict, templates: dict[str, str]) -> dict[str, list[dict]]:
+    """The four prompts of one problem, conversational, as the trainers build them."""
+    from gear_trl.data.math_tasks import GENERIC
+    from gear_trl.data.teacher import teacher_prompt
+    from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE
+
+    student = GENERIC(row)["prompt"]  # the prompt the trainer builds (`dataset_format: generic`), one user turn
+    question = student[-1]["content"]  # what SDPO's reprompt reads of it (its last user message's text)
+    solution = templates["solution_template"].format(successful_previous_attempt=row["reference_solution"])
+    feedback = templates["feedback_template"].format(feedback_raw=row["reference_solution"])
+    return {
+        "student": student,
+        "gear-solution": teacher_prompt(student, row["ground_truth"], DEFAULT_MATH_SOLUTION_TEMPLATE,
+                                        row["reference_solution"]),  # fmt: skip
+        "sdpo-demonstration": [{"role": "user", "content": templates["reprompt_template"].format(
+            prompt=question, solution=solution, feedback="")}],  # fmt: skip
+        "sdpo-feedback": [{"role": "user", "content": templates["reprompt_template"].format(
+            prompt=question, solution="", feedback=feedback)}],  # fmt: skip
+    }
+
+
+def main(argv: list[str] | None = None, log=print) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problems", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=50)
+    args = parser.parse_args(argv)
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from bench.horizon import max_completion_length
+    from gear_trl.rewards.horizon import decision_correct
+
+    wall = time.perf_counter()
+    rows = [json.loads(line) for line in (REPO_ROOT / DATA).read_text().splitlines()[: args.problems]]
+    tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / MODEL, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(REPO_ROOT / MODEL).eval()
+    templates = sdpo_templates()
+    all_prompts = [prompts_for(row, templates) for row in rows]
+    out: dict = {"kinds": {}}
+    for kind in all_prompts[0]:
+        right, decisions = 0, 0
+        for start in tqdm(range(0, len(rows), args.batch), desc=kind):
+            chunk = range(start, min(start + args.batch, len(rows)))
+            texts = [tokenizer.apply_chat_template(all_prompts[i][kind], add_generation_prompt=True, tokenize=False)
+                     for i in chunk]  # fmt: skip
+            batch = tokenizer(texts, return_tensors="pt", padding=True)
+            with torch.no_grad():
+                ids = model.generate(**batch, do_sample=False, max_new_tokens=max_completion_length(8),
+                                     pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+            for i, seq in zip(chunk, ids[:, batch["input_ids"].shape[1] :], strict=True):
+                text = tokenizer.decode(seq, skip_special_tokens=True)
+                marks = decision_correct(text, rows[i]["results"])
+                right += all(marks)
+                decisions += sum(marks)
+        out["kinds"][kind] = {"accuracy": right / len(rows), "decision_accuracy": decisions / (8 * len(rows))}
+        log(f"{kind}: problems right {right / len(rows):.3f}, decisions right {decisions / (8 * len(rows)):.3f}")
+    out.update(title="SDPO's teacher prompt against GEAR's on the horizon warm start (greedy, no training)",
+               model=MODEL, data=DATA, problems=len(rows), templates=templates, **reports.provenance(wall))  # fmt: skip
+    path = results_dir("credit_methods") / "sdpo_teacher.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    log(f"wrote {path}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
