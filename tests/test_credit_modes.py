@@ -176,3 +176,4 @@ def test_grpo_plus_agreement_blends_the_normalized_teacher_probability(tmp_path)
     torch.testing.assert_close(trace.distilled, want, atol=1e-5, rtol=1e-4)
     trainer.train()
     assert trainer.state.global_step == 2 and trainer.state.log_history[0]["gear/distill_share"] > 0
+    assert "- distillation_signal: `agreement`" in "\n".join(trainer._credit_card_lines())

@@ -56,6 +56,8 @@ class CreditCardMixin:
             settings.update(failed_prefix_weight=args.failed_prefix_weight)
         if args.uses_teacher:
             settings.update(distillation_weight=args.distillation_weight)
+            if args.distillation_weight > 0:  # which term is blended: two runs differing only in it differ here
+                settings.update(distillation_signal=args.distillation_signal)
         settings.update(
             rewards=", ".join(self.reward_func_names),
             num_generations=self.num_generations,
