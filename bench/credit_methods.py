@@ -85,8 +85,9 @@ ARMS = {
     "gear-distill-0.25": {"credit": "gear", "reference": True, "set": ["--distillation_weight", "0.25"]},
     "gear-distill-0.5": {"credit": "gear", "reference": True, "set": ["--distillation_weight", "0.5"]},
     "gear": {"credit": "gear", "reference": True},
-    "sdpo-trl": {"credit": "none", "sdpo": {"privileged_context": "none"}, "horizon_only": True},
-    "sdpo-trl-solution": {"credit": "none", "sdpo": {"privileged_context": "solution"}, "horizon_only": True},
+    # amendment 3: in independent-k8 only (the warm starts cannot read SDPO's reprompt: bench/sdpo_teacher.py)
+    "sdpo-trl": {"credit": "none", "sdpo": {"privileged_context": "none"}, "cells": ["independent-k8"]},
+    "sdpo-trl-solution": {"credit": "none", "sdpo": {"privileged_context": "solution"}, "cells": ["independent-k8"]},
     "rlsd-reference": {
         "credit": "rlsd",
         "reference": True,
@@ -134,7 +135,8 @@ def arms_of(cell: str) -> list[str]:
     """The arms the declaration runs in `cell`."""
     tools = cell == "calculator"
     return [a for a, spec in ARMS.items() if not (spec.get("tools_only") and not tools)
-            and not (spec.get("horizon_only") and tools) and not spec.get("explore")]  # fmt: skip
+            and not (spec.get("horizon_only") and tools) and not spec.get("explore")
+            and cell in spec.get("cells", [cell])]  # fmt: skip
 
 
 def job_for(cell: str, arm: str, seed: int, work_root: Path) -> dict:

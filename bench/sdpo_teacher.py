@@ -16,7 +16,8 @@ the warm start greedily on held-out problems under four prompts and scores each 
 
 TRL's templates are read from `SDPOConfig`'s defaults at run time, not copied.
 
-    python -m bench.sdpo_teacher            # 200 held-out problems, independent K = 8
+    python -m bench.sdpo_teacher                       # 200 held-out problems, independent K = 8
+    python -m bench.sdpo_teacher --cell chained-k4     # sdpo_teacher_chained-k4.json
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from bench.harness import REPO_ROOT, reports, results_dir
 
 MODEL = "data/tiny-qwen3-horizon-independent"
 DATA = "data/horizon/independent/k8/test.jsonl"
+CELLS = {
+    "independent-k8": (MODEL, DATA, 8),
+    "independent-k4": (MODEL, "data/horizon/independent/k4/test.jsonl", 4),
+    "chained-k4": ("data/tiny-qwen3-horizon-chained", "data/horizon/chained/k4/test.jsonl", 4),
+}
+"""The credit-methods study's horizon cells: warm start, held-out split, K."""
 
 
 def sdpo_templates() -> dict[str, str]:
@@ -66,7 +73,9 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=int, default=200)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--cell", choices=sorted(CELLS), default="independent-k8")
     args = parser.parse_args(argv)
+    model_path, data_path, k = CELLS[args.cell]
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -75,9 +84,9 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     from gear_trl.rewards.horizon import decision_correct
 
     wall = time.perf_counter()
-    rows = [json.loads(line) for line in (REPO_ROOT / DATA).read_text().splitlines()[: args.problems]]
-    tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / MODEL, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(REPO_ROOT / MODEL).eval()
+    rows = [json.loads(line) for line in (REPO_ROOT / data_path).read_text().splitlines()[: args.problems]]
+    tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / model_path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(REPO_ROOT / model_path).eval()
     templates = sdpo_templates()
     all_prompts = [prompts_for(row, templates) for row in rows]
     out: dict = {"kinds": {}}
@@ -89,18 +98,20 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                      for i in chunk]  # fmt: skip
             batch = tokenizer(texts, return_tensors="pt", padding=True)
             with torch.no_grad():
-                ids = model.generate(**batch, do_sample=False, max_new_tokens=max_completion_length(8),
+                ids = model.generate(**batch, do_sample=False, max_new_tokens=max_completion_length(k),
                                      pad_token_id=tokenizer.pad_token_id)  # fmt: skip
             for i, seq in zip(chunk, ids[:, batch["input_ids"].shape[1] :], strict=True):
                 text = tokenizer.decode(seq, skip_special_tokens=True)
                 marks = decision_correct(text, rows[i]["results"])
                 right += all(marks)
                 decisions += sum(marks)
-        out["kinds"][kind] = {"accuracy": right / len(rows), "decision_accuracy": decisions / (8 * len(rows))}
-        log(f"{kind}: problems right {right / len(rows):.3f}, decisions right {decisions / (8 * len(rows)):.3f}")
+        out["kinds"][kind] = {"accuracy": right / len(rows), "decision_accuracy": decisions / (k * len(rows))}
+        log(f"{kind}: problems right {right / len(rows):.3f}, decisions right {decisions / (k * len(rows)):.3f}")
     out.update(title="SDPO's teacher prompt against GEAR's on the horizon warm start (greedy, no training)",
-               model=MODEL, data=DATA, problems=len(rows), templates=templates, **reports.provenance(wall))  # fmt: skip
-    path = results_dir("credit_methods") / "sdpo_teacher.json"
+               cell=args.cell, model=model_path, data=data_path, problems=len(rows), templates=templates,
+               **reports.provenance(wall))  # fmt: skip
+    suffix = "" if args.cell == "independent-k8" else f"_{args.cell}"
+    path = results_dir("credit_methods") / f"sdpo_teacher{suffix}.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     log(f"wrote {path}")
     return out

@@ -53,6 +53,8 @@ PATHS = {
     "overhead.cuda_chunk2048": "bench/results/overhead/cuda_chunk2048.json",
     "warm_starts": "data/README.md",
     "credit_methods.sdpo_teacher": "bench/results/credit_methods/sdpo_teacher.json",
+    "credit_methods.sdpo_teacher_k4": "bench/results/credit_methods/sdpo_teacher_independent-k4.json",
+    "credit_methods.sdpo_teacher_chained": "bench/results/credit_methods/sdpo_teacher_chained-k4.json",
 }
 
 # The files whose blocks `--write` rewrites and the test checks.
@@ -726,13 +728,20 @@ def learning_lrprobe() -> str:
 def config_sdpo_teacher() -> str:
     """The warm start's greedy accuracy under the student's, GEAR's and SDPO's prompts (bench/sdpo_teacher.py)."""
     kinds = load("credit_methods.sdpo_teacher")["kinds"]
+    kinds_of = {k: load(k)["kinds"] for k in ("credit_methods.sdpo_teacher_k4", "credit_methods.sdpo_teacher_chained")}
     order = ("student", "gear-solution", "sdpo-demonstration", "sdpo-feedback")
     decisions = ", ".join(f"{kinds[k]['decision_accuracy']:.3f}" for k in order)
     acc = [f"{kinds[k]['accuracy']:.3f}" for k in order]
     return (
         f"{acc[0]} of them right on the plain prompt, {acc[1]} shown the reference solution in GEAR's teacher prompt, "
         f"{acc[2]} shown it as SDPO's successful demonstration and {acc[3]} as SDPO's environment feedback "
-        f"(decisions right: {decisions})"
+        f"(decisions right: {decisions}); on the `independent` K = 4 and `chained` K = 4 cells' warm starts "
+        + "; ".join(
+            f"{kinds_of[k]['student']['accuracy']:.3f} plain, {kinds_of[k]['gear-solution']['accuracy']:.3f} in GEAR's "
+            f"wording, {kinds_of[k]['sdpo-demonstration']['accuracy']:.3f} and {kinds_of[k]['sdpo-feedback']['accuracy']:.3f} "
+            "in SDPO's"
+            for k in ("credit_methods.sdpo_teacher_k4", "credit_methods.sdpo_teacher_chained")
+        )
     )
 
 

@@ -30,7 +30,8 @@ def test_the_declared_arms_become_jobs_with_their_settings(tmp_path):
         "none", "grpo-distill-0.25", "grpo-distill-0.5", "gear-distill-0.25", "gear-distill-0.5", "gear",
         "rlsd-reference", "gigpo", "gear-gigpo",
     ]  # fmt: skip
-    assert study.family_size() == 40  # the declaration's Holm family (amendment 1)
+    assert study.family_size() == 36  # the declaration's Holm family (amendments 1 and 3)
+    assert "sdpo-trl" not in study.arms_of("independent-k4") and "sdpo-trl-solution" not in study.arms_of("chained-k4")
     grpo_sd = study.job_for("independent-k8", "grpo-distill-0.25", 100, tmp_path)
     assert grpo_sd["mode"] == "none" and grpo_sd["max_steps"] == 60
     args = grpo_sd["overrides"]
@@ -45,12 +46,12 @@ def test_the_declared_arms_become_jobs_with_their_settings(tmp_path):
         ("--rlsd_lambda_decay_steps", "60"),
     ):
         assert rlsd["overrides"][rlsd["overrides"].index(flag) + 1] == value
-    sdpo = study.job_for("independent-k4", "sdpo-trl-solution", 100, tmp_path)
+    sdpo = study.job_for("independent-k8", "sdpo-trl-solution", 100, tmp_path)
     assert sdpo["sdpo"] == {"privileged_context": "solution"} and "--teacher_reference" not in sdpo["overrides"]
     assert study.job_for("independent-k8", "oracle-process", 100, tmp_path)["oracle"] == "process"
     calc = study.job_for("calculator", "gear-distill-0.5", 100, tmp_path)
     assert calc["eval"]["environment"] == "calculator" and "--teacher_reference" not in calc["overrides"]
-    assert study.spec_of(sdpo) != study.spec_of(study.job_for("independent-k4", "sdpo-trl", 100, tmp_path))
+    assert study.spec_of(sdpo) != study.spec_of(study.job_for("independent-k8", "sdpo-trl", 100, tmp_path))
 
 
 def test_confirmatory_seeds_are_declared_and_fresh():
@@ -70,7 +71,7 @@ def test_summary_by_hand():
         run(cell, "grpo-distill-0.25", 1, 0.15, 0.1), run(cell, "grpo-distill-0.25", 2, 0.25, 0.2),
         run(cell, "oracle-process", 1, 0.30, 0.1), run(cell, "oracle-process", 2, 0.40, 0.2),
     ]  # fmt: skip
-    out = study.summarize({cell: runs}, {1, 2}, family_size=40)[cell]
+    out = study.summarize({cell: runs}, {1, 2}, family_size=36)[cell]
     gear = out["arms"]["gear-distill-0.25"]["heldout"]
     assert gear["minus_none"]["mean"] == pytest.approx(0.15) and gear["minus_none"]["n_seeds"] == 2
     # ratio of means 0.15 / 0.20; every bootstrap resample lies in [0.10 / 0.20, 0.20 / 0.20]
@@ -80,13 +81,13 @@ def test_summary_by_hand():
     assert out["arms"]["gear-distill-0.25"]["reward"]["minus_none"]["mean"] == pytest.approx(0.1)
     attribution = out["attribution"]["distillation_weight=0.25"]["heldout"]
     assert attribution["mean"] == pytest.approx(0.10) and attribution["n_seeds"] == 2  # (0.05, 0.15)
-    # grpo-distill's two equal differences: no spread, p = 0; Holm over the declared 40 keeps it 0
+    # grpo-distill's two equal differences: no spread, p = 0; Holm over the declared 36 keeps it 0
     grpo = out["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]
     assert grpo["p"] == 0.0 and grpo["p_holm"] == 0.0
     # an arm with no runs: nothing to compare, its p NaN and NaN after Holm, counted in the family all the same
     missing = out["arms"]["gear"]["heldout"]["minus_none"]
     assert missing["n_seeds"] == 0 and math.isnan(missing["p_holm"])
-    assert gear["minus_none"]["p_holm"] == pytest.approx(min(1.0, 40 * gear["minus_none"]["p"]), rel=1e-6) or (
+    assert gear["minus_none"]["p_holm"] == pytest.approx(min(1.0, 36 * gear["minus_none"]["p"]), rel=1e-6) or (
         gear["minus_none"]["p_holm"] >= gear["minus_none"]["p"]
     )
     assert (
@@ -154,7 +155,7 @@ def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, 
 
 def test_exploration_arms_stay_out_of_the_declared_study(tmp_path):
     # issue 51 item 6's candidates run on exploration seeds only: never in a cell's declared arms or the Holm family
-    assert "grpo-agree-0.5" not in study.arms_of("independent-k8") and study.family_size() == 40
+    assert "grpo-agree-0.5" not in study.arms_of("independent-k8") and study.family_size() == 36
     job = study.job_for("independent-k8", "grpo-agree-0.5", 3, tmp_path)
     args = job["overrides"]
     assert job["mode"] == "none" and args[args.index("--distillation_signal") + 1] == "agreement"
