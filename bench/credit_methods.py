@@ -235,6 +235,16 @@ def paired(runs_: list[dict], arm: str, baseline: str, name: str, seeds) -> dict
     return {s: metric(mine[s], name) - metric(base[s], name) for s in sorted(set(mine) & set(base))}
 
 
+def compare(runs_: list[dict], arm: str, baseline: str, name: str, seeds) -> tuple[dict, dict[int, float]]:
+    """`arm` minus `baseline` on metric `name`, paired by seed: {mean, ci_low, ci_high, n_seeds, p} and the per-seed
+    differences."""
+    diffs = paired(runs_, arm, baseline, name, seeds)
+    interval = stats.paired_interval(list(diffs.values()))
+    record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+    record["p"] = stats.t_p_value(list(diffs.values()))
+    return record, diffs
+
+
 def summarize(
     runs_by_cell: dict[str, list[dict]], seeds, family_size: int | None = None, explore: bool = False
 ) -> dict:
@@ -254,10 +264,7 @@ def summarize(
                 continue
             entry = out["arms"].setdefault(arm, {})
             for name in METRICS:
-                diffs = paired(cell_runs, arm, "none", name, seeds)
-                interval = stats.paired_interval(list(diffs.values()))
-                record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
-                record["p"] = stats.t_p_value(list(diffs.values()))
+                record, diffs = compare(cell_runs, arm, "none", name, seeds)
                 entry[name] = {"minus_none": record}
                 if arm != CEILING:
                     tests[name].append((record, record["p"]))
@@ -273,10 +280,7 @@ def summarize(
                 f"distillation_weight={weight}", {"arm": gear_arm, "minus": grpo_arm}
             )
             for name in METRICS:
-                diffs = paired(cell_runs, gear_arm, grpo_arm, name, seeds)
-                interval = stats.paired_interval(list(diffs.values()))
-                record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
-                record["p"] = stats.t_p_value(list(diffs.values()))
+                record, _ = compare(cell_runs, gear_arm, grpo_arm, name, seeds)
                 entry[name] = record
                 tests[name].append((record, record["p"]))
     for name, family in tests.items():
@@ -329,10 +333,7 @@ def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
         for arm in (setting, control, CEILING):
             entry = out["arms"].setdefault(arm, {})
             for name in METRICS:
-                diffs = paired(cell_runs, arm, "none", name, seeds)
-                interval = stats.paired_interval(list(diffs.values()))
-                record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
-                record["p"] = stats.t_p_value(list(diffs.values()))
+                record, diffs = compare(cell_runs, arm, "none", name, seeds)
                 entry[name] = {"minus_none": record, "share_of_process_ceiling": None}
                 if arm == setting:
                     tests[name].append(record)
@@ -341,10 +342,7 @@ def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
                     entry[name]["share_of_process_ceiling"] = stats.bootstrap_ratio(diffs, ceiling[name])
         entry = out["attribution"].setdefault("distillation_signal", {"arm": setting, "minus": control})
         for name in METRICS:
-            diffs = paired(cell_runs, setting, control, name, seeds)
-            interval = stats.paired_interval(list(diffs.values()))
-            record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
-            record["p"] = stats.t_p_value(list(diffs.values()))
+            record, _ = compare(cell_runs, setting, control, name, seeds)
             entry[name] = record
             tests[name].append(record)
     declared = 2 * len(ITEM6["cells"])
