@@ -4,7 +4,8 @@ The credit-methods study's `sdpo-trl` arms collapse on `independent-k8` (trainin
 loss at its defaults is distillation alone, toward the policy shown SDPO's reprompt (TRL's `reprompt_template`,
 `solution_template`, `feedback_template`). The tiny warm start learned GEAR's teacher prompt in its SFT data
 (data/scripts/make_warm_start.py), not SDPO's, so SDPO's teacher may not use what its prompt shows. This probe decodes
-the warm start greedily on held-out problems under four prompts and scores each with the task's reward:
+the warm start greedily on held-out problems under four prompts and scores each with the task's reward, through
+the project's evaluation loop (`gear_trl.evaluation.loops.evaluate`):
 
 - `student`: the plain prompt (what the policy sees);
 - `gear-solution`: GEAR's teacher prompt with the reference solution (`teacher_reference: solution`, the default
@@ -76,37 +77,25 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     parser.add_argument("--cell", choices=sorted(CELLS), default="independent-k8")
     args = parser.parse_args(argv)
     model_path, data_path, k = CELLS[args.cell]
-    import torch
-    from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from bench.horizon import max_completion_length
-    from gear_trl.rewards.horizon import decision_correct
+    from gear_trl.evaluation.generation import load_model
+    from gear_trl.evaluation.loops import evaluate
+    from gear_trl.rewards.horizon import decision_correct, horizon_accuracy
 
     wall = time.perf_counter()
     rows = [json.loads(line) for line in (REPO_ROOT / data_path).read_text().splitlines()[: args.problems]]
-    tokenizer = AutoTokenizer.from_pretrained(REPO_ROOT / model_path, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(REPO_ROOT / model_path).eval()
+    model, tokenizer = load_model(str(REPO_ROOT / model_path), dtype="float32")
     templates = sdpo_templates()
     all_prompts = [prompts_for(row, templates) for row in rows]
     out: dict = {"kinds": {}}
     for kind in all_prompts[0]:
-        right, decisions = 0, 0
-        for start in tqdm(range(0, len(rows), args.batch), desc=kind):
-            chunk = range(start, min(start + args.batch, len(rows)))
-            texts = [tokenizer.apply_chat_template(all_prompts[i][kind], add_generation_prompt=True, tokenize=False)
-                     for i in chunk]  # fmt: skip
-            batch = tokenizer(texts, return_tensors="pt", padding=True)
-            with torch.no_grad():
-                ids = model.generate(**batch, do_sample=False, max_new_tokens=max_completion_length(k),
-                                     pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-            for i, seq in zip(chunk, ids[:, batch["input_ids"].shape[1] :], strict=True):
-                text = tokenizer.decode(seq, skip_special_tokens=True)
-                marks = decision_correct(text, rows[i]["results"])
-                right += all(marks)
-                decisions += sum(marks)
-        out["kinds"][kind] = {"accuracy": right / len(rows), "decision_accuracy": decisions / (k * len(rows))}
-        log(f"{kind}: problems right {right / len(rows):.3f}, decisions right {decisions / (k * len(rows)):.3f}")
+        dataset = [{"prompt": prompts[kind], "ground_truth": row["ground_truth"]}
+                   for prompts, row in zip(all_prompts, rows, strict=True)]  # fmt: skip
+        scored = evaluate(model, tokenizer, dataset, [horizon_accuracy], batch_size=args.batch,
+                          max_new_tokens=max_completion_length(k), temperature=0.0)  # fmt: skip
+        decisions = sum(sum(decision_correct(s["completion"], rows[s["index"]]["results"])) for s in scored["per_sample"])
+        out["kinds"][kind] = {"accuracy": scored["accuracy"], "decision_accuracy": decisions / (k * len(rows))}
+        log(f"{kind}: problems right {scored['accuracy']:.3f}, decisions right {decisions / (k * len(rows)):.3f}")
     out.update(title="SDPO's teacher prompt against GEAR's on the horizon warm start (greedy, no training)",
                cell=args.cell, model=model_path, data=data_path, problems=len(rows), templates=templates,
                **reports.provenance(wall))  # fmt: skip
