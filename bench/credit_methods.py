@@ -103,7 +103,8 @@ ARMS = {
         ],
     },
     "oracle-process": {"credit": "gear", "oracle": "process", "horizon_only": True},
-    # Item 6, exploration only (seeds 0-47, not in the declaration): `distillation_signal: agreement` on GRPO
+    # Item 6's candidates, tried on exploration seeds (never in families A and B): `distillation_signal: agreement`
+    # on GRPO; amendment 2 confirms grpo-agree-0.5 on its own seeds 200-215 (family C)
     "grpo-agree-0.5": {"credit": "none", "reference": True, "explore": True,
                        "set": ["--distillation_weight", "0.5", "--distillation_signal", "agreement"]},
     "grpo-agree-1.0": {"credit": "none", "reference": True, "explore": True,
@@ -314,11 +315,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def item6_complete(cell: str, cell_runs: list[dict]) -> bool:
-    have = {(r["label"], r["seed"]) for r in cell_runs}
-    return all((arm, seed) in have for arm in ITEM6["arms"] for seed in ITEM6_SEEDS)
-
-
 def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
     """Amendment 2's report: per complete cell, `grpo-agree-0.5`, `grpo-distill-0.5` and `oracle-process` minus
     `none` (`minus_none`, with the setting's share of the process ceiling), and `grpo-agree-0.5 - grpo-distill-0.5`;
@@ -358,7 +354,7 @@ def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
 
 def item6_report() -> dict:
     runs_by_cell = collect(ITEM6_SEEDS)
-    pending = {c: len(r) for c, r in runs_by_cell.items() if not item6_complete(c, r)}
+    pending = {c: len(r) for c, r in runs_by_cell.items() if not complete(r, ITEM6["arms"], ITEM6_SEEDS)}
     done = {c: r for c, r in runs_by_cell.items() if c not in pending}
     return {
         "title": "Item 6: GRPO + agreement (0.5) against GRPO, the process ceiling and GRPO + distillation (0.5)",
@@ -427,10 +423,10 @@ def collect(seeds) -> dict[str, list[dict]]:
     return found
 
 
-def complete(cell: str, cell_runs: list[dict]) -> bool:
-    """Whether every declared arm of `cell` has run on every confirmatory seed."""
+def complete(cell_runs: list[dict], arms, seeds) -> bool:
+    """Whether every arm of `arms` has run on every seed of `seeds` among a cell's runs."""
     have = {(r["label"], r["seed"]) for r in cell_runs}
-    return all((arm, seed) in have for arm in arms_of(cell) for seed in CONFIRMATORY)
+    return all((arm, seed) in have for arm in arms for seed in seeds)
 
 
 def report(seeds, confirmatory: bool) -> dict:
@@ -440,7 +436,7 @@ def report(seeds, confirmatory: bool) -> dict:
     runs_by_cell = collect(seeds)
     pending = {}
     if confirmatory:
-        pending = {c: len(r) for c, r in runs_by_cell.items() if not complete(c, r)}
+        pending = {c: len(r) for c, r in runs_by_cell.items() if not complete(r, arms_of(c), CONFIRMATORY)}
         runs_by_cell = {c: r for c, r in runs_by_cell.items() if c not in pending}
     declared = family_size() if confirmatory else None
     return {

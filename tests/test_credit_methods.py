@@ -101,7 +101,8 @@ def test_summary_by_hand():
 
 
 def test_the_declaration_was_committed_before_any_run():
-    """Every committed run is younger than the declaration (by the commit that added each, where git has them)."""
+    """Every committed run is younger than the declaration, and every run on item 6's seeds younger than amendment 2
+    (by the commit that added each, where git has them)."""
     import subprocess
 
     root = Path(study.RESULTS)
@@ -114,9 +115,14 @@ def test_the_declaration_was_committed_before_any_run():
     declared = first_commit_time(root / "declaration.md")
     if declared is None:
         pytest.skip("not a git checkout")
+    # item 6's seeds (amendment 2): declared by the commit that added the amendment
+    out = subprocess.run(["git", "log", "--format=%ct", "-S", "## Amendment 2", "--", "declaration.md"],
+                         capture_output=True, text=True, cwd=root, check=False).stdout.split()  # fmt: skip
+    amended = int(out[-1])
     for path in sorted((root / "runs").glob("*/*.json")):
         added = first_commit_time(path)
-        assert added is None or added >= declared, path
+        seed = int(path.stem.rsplit("__seed", 1)[1])
+        assert added is None or added >= (amended if seed in study.ITEM6_SEEDS else declared), path
 
 
 def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, monkeypatch):
@@ -196,7 +202,8 @@ def test_item6_confirmation_by_hand(tmp_path):
         runs += [run(cell, "none", seed, 0.10, 0.1), run(cell, "oracle-process", seed, 0.20 + wobble, 0.2),
                  run(cell, "grpo-agree-0.5", seed, 0.19 + wobble, 0.2),
                  run(cell, "grpo-distill-0.5", seed, 0.15, 0.15)]  # fmt: skip
-    assert study.item6_complete(cell, runs) and not study.item6_complete(cell, runs[:-1])
+    arms, seeds = study.ITEM6["arms"], study.ITEM6_SEEDS
+    assert study.complete(runs, arms, seeds) and not study.complete(runs[:-1], arms, seeds)
     out = study.summarize_item6({cell: runs})[cell]
     agree = out["arms"]["grpo-agree-0.5"]["heldout"]
     assert agree["minus_none"]["mean"] == pytest.approx(0.09375) and agree["minus_none"]["n_seeds"] == 16

@@ -6,7 +6,7 @@ distillation weight 1.0, reprompt templates). `privileged_context="solution"` pu
 SDPO's `privileged_context` column and turns on `include_environment_feedback`, so its teacher is shown the solution
 (as GEAR's `teacher_reference: solution` is), besides its default successful-sibling demonstrations.
 
-What still differs from GEAR's arms (docs/results/credit-methods.md says it too): the teacher prompt's wording (SDPO's
+What still differs from GEAR's arms (docs/configuration.md says it too): the teacher prompt's wording (SDPO's
 `reprompt_template` and `feedback_template`, not GEAR's `teacher_template`), its teacher (TRL's default EMA of the
 policy, update rate 0.05, against GEAR's live policy), the loss aggregation and clipping of TRL's SDPO loss (its
 `loss_type` and `distillation_is_clip` defaults), and that its distillation is a loss term rather than GEAR's blend

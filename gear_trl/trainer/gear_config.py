@@ -217,7 +217,8 @@ class GEARConfig(GRPOConfig):
             "pass GEAR already runs: SDPO's sampled-token reverse-KL distillation written as an advantage (TRL's "
             "SDPOTrainer `distillation_weight`, the same gradient on policy with loss_type grpo), so a failed rollout's token the teacher "
             "supports is pushed up, which no weight >= 0 can do. In [0, 1]; 0.0 = the paper's GEAR (our default); "
-            "1.0 = distillation alone. Any mode; with `credit: none` the teacher pass runs for it alone (GRPO plus "
+            "1.0 = distillation alone (`distillation_signal` chooses another term than delta_t). Any mode; with "
+            "`credit: none` the teacher pass runs for it alone (GRPO plus "
             "self-distillation). Logged as gear/distill_share. Why it exists: "
             "docs/results/horizon.md."
         },
@@ -232,7 +233,8 @@ class GEARConfig(GRPOConfig):
             "num_generations, the largest advantage GRPO's group normalization gives); where the teacher puts all "
             "its mass on the right token this is that token's correctness normalized as GRPO normalizes a group's "
             "outcomes, in expectation over the student, i.e. the `oracle-process` ceiling's shape. Needs "
-            "`distillation_weight > 0` and `divergence: full`. Why it exists: docs/results/credit-methods.md.",
+            "`distillation_weight > 0` and `divergence: full`. Why it exists: the credit-methods study, "
+            "bench/results/credit_methods/declaration.md (amendment 2).",
             "choices": ["log_ratio", "agreement"],
         },
     )
