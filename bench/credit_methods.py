@@ -312,6 +312,9 @@ def markdown(report: dict) -> str:
         for entry in data["attribution"].values():
             lines.append(f"| {cell} | {entry['arm']} - {entry['minus']} | {cell_text(entry['heldout'])} | "
                          f"{cell_text(entry['reward'])} | |")  # fmt: skip
+    for cell, count in report.get("cells_pending", {}).items():
+        lines.append(f"| {cell} | under way: {count} of {report['runs_declared'][cell]} declared runs in, "
+                     "none read | | | |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -354,13 +357,16 @@ def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
 
 def item6_report() -> dict:
     runs_by_cell = collect(ITEM6_SEEDS)
-    pending = {c: len(r) for c, r in runs_by_cell.items() if not complete(r, ITEM6["arms"], ITEM6_SEEDS)}
-    done = {c: r for c, r in runs_by_cell.items() if c not in pending}
+    declared = {c: len(ITEM6["arms"]) * len(ITEM6_SEEDS) for c in ITEM6["cells"]}
+    pending = {c: _count(runs_by_cell.get(c, []), ITEM6["arms"], ITEM6_SEEDS) for c in ITEM6["cells"]
+               if not complete(runs_by_cell.get(c, []), ITEM6["arms"], ITEM6_SEEDS)}  # fmt: skip
+    done = {c: r for c, r in runs_by_cell.items() if c in declared and c not in pending}
     return {
         "title": "Item 6: GRPO + agreement (0.5) against GRPO, the process ceiling and GRPO + distillation (0.5)",
         "declaration": "bench/results/credit_methods/declaration.md (amendment 2)",
         "seeds": ITEM6_SEEDS,
         "window": WINDOW,
+        "runs_declared": declared,
         "cells_pending": pending,
         "runs": {cell: len(r) for cell, r in done.items()},
         "cells": summarize_item6(done),
@@ -378,8 +384,12 @@ def plot(report: dict, path: Path) -> list[str]:
 
     cells = [c for c, data in report["cells"].items() if any(
         e["heldout"]["minus_none"]["n_seeds"] for e in data["arms"].values())]  # fmt: skip
-    fig, axes = plt.subplots(1, max(len(cells), 1), figsize=(4.2 * max(len(cells), 1), 4.6), squeeze=False)
-    for ax, cell in zip(axes[0], cells, strict=False):
+    ncols = min(max(len(cells), 1), 4)
+    nrows = max(math.ceil(len(cells) / ncols), 1)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 0.6 + 4.0 * nrows), squeeze=False)
+    for ax in axes.flat[len(cells):]:
+        ax.set_visible(False)
+    for ax, cell in zip(axes.flat, cells, strict=False):
         arms = [a for a, e in report["cells"][cell]["arms"].items() if e["heldout"]["minus_none"]["n_seeds"]]
         for y, arm in enumerate(arms):
             rec = report["cells"][cell]["arms"][arm]["heldout"]["minus_none"]
@@ -400,11 +410,42 @@ def plot(report: dict, path: Path) -> list[str]:
         ax.set_title(f"{cell} (up to {seeds} seeds)", fontsize=9)
         ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
         ax.grid(alpha=0.3, axis="x")
-    fig.suptitle(textwrap.fill(report["title"], 40 * max(len(cells), 1)), fontsize=9)
+    fig.suptitle(textwrap.fill(report["title"], 40 * ncols), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return cells
+
+
+FINDINGS_PLOT = "credit_methods_findings"
+"""The results page's one plot (docs/results/credit-methods.md): both confirmatory reports' complete cells."""
+
+
+def write_report(name: str, result: dict, log) -> dict:
+    """`name`.json and .md in the results folder, and its plot where a cell is complete (a confirmatory report with
+    no complete cell holds only its run counts)."""
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown(result))
+    if result["cells"]:
+        plot(result, RESULTS / f"{name}.png")
+    complete_runs = sum(result["runs"].values())
+    log(f"wrote {RESULTS / name}.json and .md ({complete_runs} runs in complete cells; "
+        f"pending: {result.get('cells_pending') or 'none'})")  # fmt: skip
+    return result
+
+
+def findings_plot(declared: dict, item6: dict, path: Path) -> list[str]:
+    """The page's plot: `plot` over the declared study's complete cells and item 6's (titled `<cell>, seeds
+    200-215`), in one figure; nothing is drawn (and an old figure is removed) while no cell is complete."""
+    cells = dict(declared["cells"])
+    seeds = f"seeds {item6['seeds'][0]}-{item6['seeds'][-1]}"
+    cells.update({f"{cell}, {seeds}": data for cell, data in item6["cells"].items()})
+    if not cells:
+        path.unlink(missing_ok=True)
+        return []
+    title = (f"Each arm minus GRPO on held-out accuracy: the declared study (seeds {declared['seeds'][0]}-"
+             f"{declared['seeds'][-1]}) and item 6's confirmation ({seeds})")  # fmt: skip
+    return plot({"title": title, "cells": cells}, path)
 
 
 def family_size() -> int:
@@ -429,17 +470,26 @@ def complete(cell_runs: list[dict], arms, seeds) -> bool:
     return all((arm, seed) in have for arm in arms for seed in seeds)
 
 
+def _count(cell_runs: list[dict], arms, seeds) -> int:
+    """How many of the declared (arm, seed) runs are among a cell's runs."""
+    have = {(r["label"], r["seed"]) for r in cell_runs}
+    return sum((arm, seed) in have for arm in arms for seed in seeds)
+
+
 def report(seeds, confirmatory: bool) -> dict:
     """The report on `seeds`. A confirmatory report holds only the cells whose declared runs are all in (the others
-    are listed in `cells_pending` with their run counts, and no figure of theirs is computed: nothing is read of a
-    cell's confirmatory runs before it is whole)."""
+    are listed in `cells_pending` with how many of their `runs_declared` are in, and no figure of theirs is computed:
+    nothing is read of a cell's confirmatory runs before it is whole)."""
     runs_by_cell = collect(seeds)
-    pending = {}
+    pending, planned = {}, {}
     if confirmatory:
-        pending = {c: len(r) for c, r in runs_by_cell.items() if not complete(r, arms_of(c), CONFIRMATORY)}
+        planned = {c: len(arms_of(c)) * len(CONFIRMATORY) for c in CELLS}
+        pending = {c: _count(runs_by_cell.get(c, []), arms_of(c), CONFIRMATORY) for c in CELLS
+                   if not complete(runs_by_cell.get(c, []), arms_of(c), CONFIRMATORY)}  # fmt: skip
         runs_by_cell = {c: r for c, r in runs_by_cell.items() if c not in pending}
     declared = family_size() if confirmatory else None
     return {
+        "runs_declared": planned,
         "cells_pending": pending,
         "title": "Credit methods: each arm minus GRPO, paired by seed"
         + (" (confirmatory seeds)" if confirmatory else " (exploration)"),
@@ -489,33 +539,28 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     for confirmatory, name in ((True, "credit_methods"), (False, "credit_methods_exploration")):
         chosen = CONFIRMATORY if confirmatory else list(EXPLORATION)
         result = {**report(chosen, confirmatory), **reports.provenance(wall)}
-        if not any(result["runs"].values()):
-            if result.get("cells_pending"):
-                log(f"confirmatory runs so far, no cell complete: {result['cells_pending']} (no report written)")
+        if not confirmatory and not any(result["runs"].values()):
             continue
-        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
-        (RESULTS / f"{name}.md").write_text(markdown(result))
-        plot(result, RESULTS / f"{name}.png")
-        log(f"wrote {RESULTS / name}.json and .md ({sum(result['runs'].values())} runs)")
-        out[name] = result
-    item6_result = {**item6_report(), **reports.provenance(wall)}
-    if item6_result["runs"]:
-        (RESULTS / "credit_methods_item6.json").write_text(json.dumps(item6_result, indent=1) + "\n")
-        (RESULTS / "credit_methods_item6.md").write_text(markdown(item6_result))
-        plot(item6_result, RESULTS / "credit_methods_item6.png")
-        out["credit_methods_item6"] = item6_result
-    elif item6_result["cells_pending"]:
-        log(f"item 6 runs so far, no cell complete: {item6_result['cells_pending']} (no report written)")
+        out[name] = write_report(name, result, log)
+    out["credit_methods_item6"] = write_report("credit_methods_item6", {**item6_report(), **reports.provenance(wall)}, log)
+    drawn = findings_plot(out["credit_methods"], out["credit_methods_item6"], RESULTS / f"{FINDINGS_PLOT}.png")
+    if drawn:
+        log(f"wrote {RESULTS / FINDINGS_PLOT}.png ({', '.join(drawn)})")
     if out:  # the folder's manifest lists what it holds (bench.harness.index)
         manifest_path = RESULTS / "manifest.json"
         manifest = json.loads(manifest_path.read_text())
         for name in out:
             manifest["files"][f"{name}.json"] = (
-                "the report: per cell and arm, each metric minus GRPO (mean, 95% interval, "
+                "the report: per complete cell and arm, each metric minus GRPO (mean, 95% interval, p, Holm-adjusted "
+                "p, seeds) and the share of the process ceiling; the cells still running, with their run counts"
             )
-            manifest["files"][f"{name}.json"] += "p, Holm-adjusted p, seeds) and the share of the process ceiling"
             manifest["files"][f"{name}.md"] = "its table"
-            manifest["files"][f"{name}.png"] = "its plot: held-out accuracy minus GRPO per cell and arm"
+            if (RESULTS / f"{name}.png").exists():
+                manifest["files"][f"{name}.png"] = "its plot: held-out accuracy minus GRPO per cell and arm"
+        if (RESULTS / f"{FINDINGS_PLOT}.png").exists():
+            manifest["files"][f"{FINDINGS_PLOT}.png"] = (
+                "the results page's plot: the declared study's and item 6's complete cells, one panel each"
+            )
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
         from bench.harness import index
 

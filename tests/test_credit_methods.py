@@ -145,18 +145,36 @@ def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, 
     monkeypatch.setattr(study, "RUNS_DIR", results / "runs")
     monkeypatch.setattr(index, "main", lambda argv: 0)
     out = study.main(["--report-only"], log=lambda *a: None)
-    assert list(out) == ["credit_methods"]  # no exploration run kept: no exploration report
+    # no exploration run kept: no exploration report; item 6's report holds its run counts only
+    assert list(out) == ["credit_methods", "credit_methods_item6"]
     report = json.loads((results / "credit_methods.json").read_text())
     gear = report["cells"]["independent-k8"]["arms"]["gear"]["heldout"]["minus_none"]
     assert gear["mean"] == pytest.approx(0.1) and gear["n_seeds"] == 16 and report["seeds"] == study.CONFIRMATORY
-    # a cell not complete is not read: listed as pending, no figure of it
-    assert report["cells_pending"] == {"independent-k4": 1} and "independent-k4" not in report["cells"]
+    # a cell not complete is not read: listed as pending with how many of its declared runs are in, no figure of it
+    assert report["cells_pending"] == {"independent-k4": 1, "chained-k4": 0, "calculator": 0}
+    assert "independent-k4" not in report["cells"] and report["runs_declared"]["independent-k4"] == 8 * 16
+    assert "independent-k4 | under way: 1 of 128 declared runs in" in (results / "credit_methods.md").read_text()
+    item6 = json.loads((results / "credit_methods_item6.json").read_text())
+    assert item6["cells"] == {} and item6["cells_pending"] == {c: 0 for c in study.ITEM6["cells"]}
     assert set(json.loads((results / "manifest.json").read_text())["files"]) == {
-        "credit_methods.json",
-        "credit_methods.md",
-        "credit_methods.png",
-    }
-    assert (results / "credit_methods.png").read_bytes()[:4] == b"\x89PNG"
+        "credit_methods.json", "credit_methods.md", "credit_methods.png", "credit_methods_item6.json",
+        "credit_methods_item6.md", "credit_methods_findings.png",
+    }  # fmt: skip
+    for name in ("credit_methods", "credit_methods_findings"):
+        assert (results / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (results / "credit_methods_item6.png").exists()  # no complete cell: nothing drawn
+
+
+def test_the_findings_plot_draws_both_reports_complete_cells(tmp_path):
+    cell = "independent-k8"
+    declared = [run(cell, a, s, 0.1 + 0.01 * (a == "gear"), 0.1) for a in study.arms_of(cell) for s in (100, 101, 102)]
+    item6 = [run(cell, a, s, 0.1 + (s % 2) / 100, 0.1) for a in study.ITEM6["arms"] for s in (200, 201, 202)]
+    reports = ({"seeds": [100, 115], "cells": study.summarize({cell: declared}, {100, 101, 102})},
+               {"seeds": [200, 215], "cells": study.summarize_item6({cell: item6})})  # fmt: skip
+    drawn = study.findings_plot(*reports, tmp_path / "page.png")
+    assert drawn == [cell, f"{cell}, seeds 200-215"] and (tmp_path / "page.png").stat().st_size > 1000
+    assert study.findings_plot({"seeds": [100], "cells": {}}, {"seeds": [200], "cells": {}}, tmp_path / "page.png") == []
+    assert not (tmp_path / "page.png").exists()  # no complete cell: an old figure is not left behind
 
 
 def test_exploration_arms_stay_out_of_the_declared_study(tmp_path):
@@ -219,3 +237,43 @@ def test_item6_confirmation_by_hand(tmp_path):
         study.main(["--cell", "independent-k8", "--arms", "gear", "--seeds", "200"])
     with pytest.raises(SystemExit):
         study.main(["--cell", "independent-k8", "--seeds", "100", "200"])
+
+
+def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
+    """docs/results_blocks.py's credit-methods blocks on hand-made reports: a complete cell's rows and findings
+    (attribution, item 6's verdict against the ceiling and the control), a pending cell's run count only."""
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_test")
+    cell = "independent-k8"
+    declared_runs = []
+    for seed in study.CONFIRMATORY:
+        for arm in study.arms_of(cell):
+            gain = {"gear-distill-0.5": 0.05, "grpo-distill-0.5": 0.01, "oracle-process": 0.06}.get(arm, 0.0)
+            declared_runs.append(run(cell, arm, seed, 0.1 + gain + (seed % 3) / 1000 * (arm != "none"), 0.1))
+    item6_runs = []
+    for seed in study.ITEM6_SEEDS:
+        wobble = (seed % 4) / 400
+        item6_runs += [run(cell, "none", seed, 0.10, 0.1), run(cell, "oracle-process", seed, 0.20 + wobble, 0.2),
+                       run(cell, "grpo-agree-0.5", seed, 0.19 + wobble, 0.2), run(cell, "grpo-distill-0.5", seed, 0.15, 0.15)]  # fmt: skip
+    reports = {
+        "credit_methods": {"seeds": study.CONFIRMATORY, "runs_declared": {cell: 160, "calculator": 144},
+                           "cells_pending": {"calculator": 7},
+                           "cells": study.summarize({cell: declared_runs}, set(study.CONFIRMATORY), family_size=36)},
+        "credit_methods.item6": {"seeds": study.ITEM6_SEEDS, "runs_declared": {cell: 64, "chained-k4": 64},
+                                 "cells_pending": {"chained-k4": 0}, "cells": study.summarize_item6({cell: item6_runs})},
+    }  # fmt: skip
+    monkeypatch.setattr(blocks, "load", reports.__getitem__)
+    table = blocks.credit_methods_table()
+    assert "| `independent-k8` | `gear-distill-0.5` - `grpo-distill-0.5` | 100-115 | +0.040 [" in table
+    assert "| `independent-k8` | `grpo-agree-0.5` | 200-215 | +0.094 [" in table
+    assert "| `calculator` | under way: 7 of 144 declared runs in, none read | 100-115 |" in table
+    findings = blocks.credit_methods_findings()
+    assert "`grpo-agree-0.5` reaches 80% of the process ceiling" in findings
+    assert "0.90 [" in findings  # its share of the ceiling, 0.09375 / 0.10375
+    assert "w = 0.5: +0.040 [" in findings and "holds, above" in findings
+    assert "w = 0.25: +0.000 [" in findings and "no difference resolved" in findings
+    assert "`calculator` (7 of 144)" in findings and "`chained-k4`, item 6 (0 of 64)" in findings
+    readme = blocks.readme_credit_methods()
+    assert readme.startswith("`independent-k8`: GRPO + agreement +0.094 [") and "2 of 4 declared cells complete" in readme
+    assert len(readme.split()) <= 30
