@@ -52,6 +52,8 @@ PATHS = {
     "overhead.cuda_chunk512": "bench/results/overhead/cuda_chunk512.json",
     "overhead.cuda_chunk2048": "bench/results/overhead/cuda_chunk2048.json",
     "warm_starts": "data/README.md",
+    "credit_methods": "bench/results/credit_methods/credit_methods.json",  # seeds 100-115, the declared study
+    "credit_methods.item6": "bench/results/credit_methods/credit_methods_item6.json",  # seeds 200-215, amendment 2
     "credit_methods.sdpo_teacher": "bench/results/credit_methods/sdpo_teacher.json",
     "credit_methods.sdpo_teacher_k4": "bench/results/credit_methods/sdpo_teacher_independent-k4.json",
     "credit_methods.sdpo_teacher_chained": "bench/results/credit_methods/sdpo_teacher_chained-k4.json",
@@ -61,6 +63,7 @@ PATHS = {
 FILES = (
     "README.md",
     "docs/results/index.md",
+    "docs/results/credit-methods.md",
     "docs/results/horizon.md",
     "docs/results/headroom.md",
     "docs/results/learning.md",
@@ -148,8 +151,6 @@ def horizon_rows() -> list[tuple[str, str, str, dict, dict]]:
         ("`oracle-process`", "label oracle: each decision's own correctness as its advantage", "0-7", *own("oracle-process")),
         ("`oracle-gear`", "label oracle: GEAR's weighting fed perfect labels", "0-7", *own("oracle-gear")),
         ("`gear-solution`", "GEAR at its defaults, teacher shown the solution", "0-7", *own("gear-solution")),
-        ("`gear-signed`", "GEAR's signal signed by the teacher (ours)", "0-31 pooled",
-         pooled("gear-signed", SIGNED_KEYS), pooled("gear-signed", SIGNED_KEYS, REWARD)),
         ("`gear-distill-0.25`", "`gear-solution` + `distillation_weight: 0.25`", "32-47 (declared test)",
          arm("gear-distill-0.25", key="horizon.rep3")[HELD], arm("gear-distill-0.25", key="horizon.rep3")[REWARD]),
         ("`gear-distill-0.25`", "the same", "0-7 and 32-47 pooled",
@@ -157,9 +158,6 @@ def horizon_rows() -> list[tuple[str, str, str, dict, dict]]:
         ("`gear-distill`", "`gear-solution` + `distillation_weight: 0.5`", "0-47 pooled",
          pooled("gear-distill", DISTILL_KEYS), pooled("gear-distill", DISTILL_KEYS, REWARD)),
         ("`gear-distill-1.0`", "distillation alone (TRL's SDPO default)", "0-7", *own("gear-distill-1.0")),
-        ("`oracle-prefix-raw`", "label oracle: a failed rollout's correct prefix at weight 0", "0-7",
-         *own("oracle-prefix-raw")),
-        ("`oracle-prefix`", "the same, rescaled to mean 1 (the issue's ceiling)", "0-7", *own("oracle-prefix")),
     ]  # fmt: skip
     return rows
 
@@ -188,16 +186,8 @@ def horizon_findings() -> str:
     versus = weights_025_minus_05()
     blend_fresh = arm("gear-distill", key="horizon.rep3_weights")[HELD]
     blend_pool = pooled("gear-distill", DISTILL_KEYS)
-    signed_pool = pooled("gear-signed", SIGNED_KEYS)
-    blend_32 = pooled("gear-distill", SIGNED_KEYS)
-    prefix_chained = ", ".join(f"{chained[k]['arms']['oracle-prefix'][HELD]['mean']:+.3f}" for k in (2, 4, 8))
     gear_chained = ", ".join(ci(chained[k]["arms"]["oracle-gear"][HELD]) for k in (2, 4, 8))
-    reps = [arm(a, key=k)[HELD] for a, k in (("gear-signed", "horizon.rep1"), ("gear-distill", "horizon.rep1"),
-                                              ("gear-signed", "horizon.rep2"), ("gear-distill", "horizon.rep2"))]  # fmt: skip
-    keep = arm("oracle-prefix-keep-close", "independent", 4)[HELD]
-    drop = arm("gear-drop-prefix", "chained", 4)[HELD]
-    raw = [arm("oracle-prefix-raw", "independent", k)[HELD] for k in (4, 8)]
-    raw_reward = [arm("oracle-prefix-raw", "chained", k)[REWARD] for k in (4, 8)]
+    reps = [arm("gear-distill", key=k)[HELD] for k in ("horizon.rep1", "horizon.rep2")]
     return "\n".join([
         f"- **GEAR's weighting alone ties GRPO, even fed perfect labels.** `oracle-gear` (GEAR's segments and weights "
         f"given a signal of 1 from the first wrong token on) ends {ci(arm('oracle-gear')[HELD])} held-out at "
@@ -215,24 +205,11 @@ def horizon_findings() -> str:
         f"the solution teacher, {ci(light)} held-out on the {light['n_seeds']} fresh seeds 32-47 ({above(light)} "
         f"above GRPO), {ci(light_pool)} pooled with seeds 0-7. The option blends the teacher's sampled-token "
         "log-ratio into the advantage, `(1 - w) A_t + w (log pT - log pS)`, so the gain may be the distillation's "
-        "rather than GEAR's weighting (open, below).",
+        "rather than GEAR's weighting: the [credit-methods study](credit-methods.md) asks.",
         f"- **No difference resolved between 0.25 and 0.5; at 1.0 the gain is gone.** 0.25 - 0.5 on seeds 32-47: "
         f"{ci(versus)} held-out (declared). 0.5 gains {ci(blend_fresh)} there and {ci(blend_pool)} over its "
-        f"48 seeds, but failed both of its own declared replications (seeds 8-15: {ci(reps[1])}; 16-31: "
-        f"{ci(reps[3])}). Distillation alone (1.0) {ci(arm('gear-distill-1.0')[HELD])}.",
-        f"- `gear-signed` (ours): a small gain, {ci(signed_pool)} held-out pooled over 32 seeds, that failed both "
-        f"declared replications ({ci(reps[0])}, {ci(reps[2])}); against it `gear-distill` gains "
-        f"{ci(paired([a - b for a, b in zip(blend_32['values'], signed_pool['values'], strict=True)]))} "
-        "over the same 32 seeds.",
-        f"- **The mean-1 rescaled prefix oracle, meant as the ceiling, is below GRPO everywhere**: `oracle-prefix` "
-        f"held-out {prefix_chained} at `chained` K = 2, 4, 8; at `independent` K = 4 it collapses "
-        f"({ci(arm('oracle-prefix', 'independent', 4)[HELD])}) by unlearning to stop after K lines, which giving a "
-        f"failed rollout's close GRPO's weight back mostly undoes (`oracle-prefix-keep-close` {ci(keep)}, still "
-        "below). Dropping that blame instead of moving it (`oracle-prefix-raw`, no rescale) gains a little: "
-        f"{ci(raw[0])} and {ci(raw[1])} held-out at `independent` K = 4 and 8, {ci(raw_reward[0])} and "
-        f"{ci(raw_reward[1])} in training reward at `chained` K = 4 and 8.",
-        f"- Its real-teacher twin, `failed_prefix_weight: 0` (`gear-drop-prefix`, `chained` K = 4), falls below GRPO: "
-        f"{ci(drop)} held-out; the live teacher localizes worse as the policy trains.",
+        f"48 seeds, but failed both of its own declared replications (seeds 8-15: {ci(reps[0])}; 16-31: "
+        f"{ci(reps[1])}). Distillation alone (1.0) {ci(arm('gear-distill-1.0')[HELD])}.",
         f"- GRPO learns in every cell (`chained` K = 4: {chained[4]['none_accuracy']['start']:.3f} -> "
         f"{chained[4]['none_accuracy']['end']:.3f}; `independent` K = 8: "
         f"{independent[8]['none_accuracy']['start']:.3f} -> {independent[8]['none_accuracy']['end']:.3f}, early "
@@ -745,7 +722,117 @@ def config_sdpo_teacher() -> str:
     )
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The credit-methods study (issue 51): bench/credit_methods.py writes a report's figures only for the cells whose
+# declared runs are all in; the others are listed with their run counts.
+# ---------------------------------------------------------------------------------------------------------------------
+
+CM_CEILING, CM_SETTING, CM_CONTROL = "oracle-process", "grpo-agree-0.5", "grpo-distill-0.5"
+
+
+def _seeds(report: dict) -> str:
+    return f"{report['seeds'][0]}-{report['seeds'][-1]}"
+
+
+def _holm(record: dict) -> str:
+    p = record.get("p_holm")
+    return "" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def _share(entry: dict) -> str:
+    share = entry.get("share_of_process_ceiling")
+    return "" if not share else f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}]"
+
+
+def _cm_rows(report: dict) -> list[str]:
+    """A report's rows of the page's table: each complete cell's arms and attributions, then its pending cells."""
+    seeds, rows = _seeds(report), []
+    for cell_name, data in report["cells"].items():
+        for name, entry in data["arms"].items():
+            held, rew = entry["heldout"]["minus_none"], entry["reward"]["minus_none"]
+            rows.append(f"| `{cell_name}` | `{name}` | {seeds} | {ci(held)} | {_holm(held)} | {ci(rew)} | "
+                        f"{_holm(rew)} | {_share(entry['heldout'])} |")  # fmt: skip
+        for entry in data["attribution"].values():
+            held, rew = entry["heldout"], entry["reward"]
+            rows.append(f"| `{cell_name}` | `{entry['arm']}` - `{entry['minus']}` | {seeds} | {ci(held)} | "
+                        f"{_holm(held)} | {ci(rew)} | {_holm(rew)} | |")  # fmt: skip
+    for cell_name, count in report["cells_pending"].items():
+        rows.append(f"| `{cell_name}` | under way: {count} of {report['runs_declared'][cell_name]} declared runs "
+                    "in, none read | " + f"{seeds} | | | | | |")  # fmt: skip
+    return rows
+
+
+def credit_methods_table() -> str:
+    """The page's one table: the declared study (seeds 100-115) and item 6's confirmation (seeds 200-215), each arm
+    minus GRPO paired by seed, Holm-adjusted p within its declared family, share of the process ceiling."""
+    declared, item6 = load("credit_methods"), load("credit_methods.item6")
+    return "\n".join([
+        "| cell | arm (or difference) | seeds | held-out - GRPO | Holm p | final-window reward - GRPO | Holm p | "
+        "share of `oracle-process` (held-out) |",
+        "|---|---|---|---|---|---|---|---|",
+        *_cm_rows(declared),
+        *_cm_rows(item6),
+    ])  # fmt: skip
+
+
+def _holds(record: dict) -> bool:
+    return record.get("p_holm", 1.0) < 0.05
+
+
+def _verdict(record: dict) -> str:
+    if not _holds(record):
+        return "no difference resolved"
+    return "holds, above" if record["mean"] > 0 else "holds, below"
+
+
+def credit_methods_findings() -> str:
+    """What the complete cells say, in the declaration's terms; the cells still running are named."""
+    declared, item6 = load("credit_methods"), load("credit_methods.item6")
+    lines = []
+    for cell_name, data in declared["cells"].items():
+        parts = [f"w = {key.split('=')[1]}: {ci(e['heldout'])} (Holm p {_holm(e['heldout'])}, {_verdict(e['heldout'])})"
+                 for key, e in data["attribution"].items()]  # fmt: skip
+        lines.append(f"- **`{cell_name}`, whose gain:** GEAR + distillation minus GRPO + distillation at the same "
+                     f"weight, held-out: {'; '.join(parts)}.")  # fmt: skip
+    for cell_name, data in item6["cells"].items():
+        agree = data["arms"][CM_SETTING]["heldout"]
+        ceiling = data["arms"][CM_CEILING]["heldout"]["minus_none"]
+        versus = data["attribution"]["distillation_signal"]["heldout"]
+        share = agree["share_of_process_ceiling"]
+        share_text = (f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}] of it" if share
+                      else "no share (the ceiling's interval does not lie above 0)")  # fmt: skip
+        lines.append(
+            f"- **`{cell_name}`, item 6 (seeds {_seeds(item6)}):** `{CM_SETTING}` "
+            f"{'reaches' if data['reaches_80'] else 'does not reach'} 80% of the process ceiling: "
+            f"{ci(agree['minus_none'])} held-out over GRPO (Holm p {_holm(agree['minus_none'])}), the ceiling "
+            f"{ci(ceiling)}, {share_text}; against `{CM_CONTROL}` (SDPO's log-ratio at the same weight) {ci(versus)} "
+            f"(Holm p {_holm(versus)}, {_verdict(versus)})."
+        )
+    pending = [f"`{c}` ({n} of {declared['runs_declared'][c]})" for c, n in declared["cells_pending"].items()]
+    pending += [f"`{c}`, item 6 ({n} of {item6['runs_declared'][c]})" for c, n in item6["cells_pending"].items()]
+    if pending:
+        lines.append(f"- **Still running** (runs in; no figure of a cell is read before all its runs are in): "
+                     f"{', '.join(pending)}.")  # fmt: skip
+    return "\n".join(lines)
+
+
+def readme_credit_methods() -> str:
+    declared, item6 = load("credit_methods"), load("credit_methods.item6")
+    bits = []
+    for cell_name, data in item6["cells"].items():
+        agree = data["arms"][CM_SETTING]["heldout"]
+        share = agree["share_of_process_ceiling"]
+        bits.append(f"`{cell_name}`: GRPO + agreement {ci(agree['minus_none'])}"
+                    + (f", {share['mean']:.2f} of the ceiling" if share else ""))  # fmt: skip
+    done = len(declared["cells"]) + len(item6["cells"])
+    total = len(declared["runs_declared"]) + len(item6["runs_declared"])
+    return "; ".join([*bits, f"{done} of {total} declared cells complete"])
+
+
 BLOCKS = {
+    "credit_methods.table": credit_methods_table,
+    "credit_methods.findings": credit_methods_findings,
+    "readme.credit_methods": readme_credit_methods,
     "config.sdpo_teacher": config_sdpo_teacher,
     "config.drop_prefix": config_drop_prefix,
     "config.distill": config_distill,
