@@ -86,26 +86,6 @@ def performance_cuda() -> str:
     return (RESULTS / "overhead" / "cuda_summary.md").read_text(encoding="utf-8").rstrip("\n")
 
 
-def headroom() -> str:
-    """The headroom study's committed table (bench/headroom.py writes it from its JSON): the full run's if there is
-    one, else an unfinished full run's (`--cached-only`), else the quick check's."""
-    for name in ("headroom/headroom.md", "headroom/headroom_partial.md", "headroom/headroom_quick.md"):
-        if (RESULTS / name).exists():
-            text = (RESULTS / name).read_text(encoding="utf-8")
-            return f"From `bench/results/{name}`:\n\n" + _demote(text)
-    return "No headroom results are committed yet."
-
-
-def horizon() -> str:
-    """The horizon study's committed tables (bench/horizon.py writes them from its JSON): the full run's if there is
-    one, else an unfinished full run's (`--cached-only`), else the quick check's. The page shows the plot at its top."""
-    for name in ("horizon/horizon.md", "horizon/horizon_partial.md", "horizon/horizon_quick.md"):
-        if (RESULTS / name).exists():
-            text = (RESULTS / name).read_text(encoding="utf-8")
-            return f"From `bench/results/{name}`:\n\n" + _demote(text)
-    return "No horizon results are committed yet."
-
-
 def quickstart() -> str:
     """The README's Python quickstart, the block tests/test_readme.py runs."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
@@ -129,8 +109,6 @@ GENERATORS = {
     "learning_tools_knobs": lambda: _learning_table("learning/tools_knobs.md"),
     "performance": performance,
     "performance_cuda": performance_cuda,
-    "headroom": headroom,
-    "horizon": horizon,
 }
 
 
