@@ -405,7 +405,7 @@ def plot(report: dict, path: Path) -> list[str]:
             ax.legend(fontsize=7, loc="upper left")
         ax.axvline(0, color="black", lw=0.8)
         ax.set_yticks(range(len(arms)), arms, fontsize=7)
-        ax.invert_yaxis()
+        ax.set_ylim(len(arms) - 0.5, -1.1)  # first arm at the top, a free row above it for the legend
         seeds = max(report["cells"][cell]["arms"][a]["heldout"]["minus_none"]["n_seeds"] for a in arms)
         ax.set_title(f"{cell} (up to {seeds} seeds)", fontsize=9)
         ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)

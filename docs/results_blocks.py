@@ -54,6 +54,7 @@ PATHS = {
     "warm_starts": "data/README.md",
     "credit_methods": "bench/results/credit_methods/credit_methods.json",  # seeds 100-115, the declared study
     "credit_methods.item6": "bench/results/credit_methods/credit_methods_item6.json",  # seeds 200-215, amendment 2
+    "credit_methods.exploration": "bench/results/credit_methods/credit_methods_exploration.json",  # seeds 0-7
     "credit_methods.sdpo_teacher": "bench/results/credit_methods/sdpo_teacher.json",
     "credit_methods.sdpo_teacher_k4": "bench/results/credit_methods/sdpo_teacher_independent-k4.json",
     "credit_methods.sdpo_teacher_chained": "bench/results/credit_methods/sdpo_teacher_chained-k4.json",
@@ -702,6 +703,22 @@ def learning_lrprobe() -> str:
     )
 
 
+def config_agreement() -> str:
+    """Item 6's confirmation so far (credit_methods_item6.json): each complete cell's gain and share, the rest pending."""
+    item6 = load("credit_methods.item6")
+    done = []
+    for cell_name, data in item6["cells"].items():
+        agree = data["arms"][CM_SETTING]["heldout"]
+        versus = data["attribution"]["distillation_signal"]["heldout"]
+        share = agree["share_of_process_ceiling"]
+        done.append(f"at `{cell_name}` (seeds {_seeds(item6)}) GRPO with it at 0.5 gained {ci(agree['minus_none'])} "
+                    f"held-out over GRPO (Holm p {_holm(agree['minus_none'])})"
+                    + (f", {share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}] of the process ceiling" if share else "")
+                    + f", and {ci(versus)} over the log-ratio at the same weight (Holm p {_holm(versus)})")  # fmt: skip
+    pending = ", ".join(f"`{c}`" for c in item6["cells_pending"])
+    return "; ".join(done or ["no cell of it is complete yet"]) + (f"; still running: {pending}" if pending else "")
+
+
 def config_sdpo_teacher() -> str:
     """The warm start's greedy accuracy under the student's, GEAR's and SDPO's prompts (bench/sdpo_teacher.py)."""
     kinds = load("credit_methods.sdpo_teacher")["kinds"]
@@ -785,6 +802,20 @@ def _verdict(record: dict) -> str:
     return "holds, above" if record["mean"] > 0 else "holds, below"
 
 
+def _explored(cell_name: str) -> str:
+    """Item 6's setting on the exploration seeds it was found on, for comparison with its confirmation."""
+    explored = load("credit_methods.exploration")
+    entry = explored["cells"].get(cell_name, {}).get("arms", {}).get(CM_SETTING)
+    if not entry:
+        return ""
+    share, found = entry["heldout"]["share_of_process_ceiling"], entry["heldout"]["minus_none"]
+    fresh = load("credit_methods.item6")["cells"][cell_name]["arms"][CM_SETTING]["heldout"]["minus_none"]
+    return (f" On the {found['n_seeds']} exploration seeds it was found on it gained {ci(found)}"
+            + (f", {share['mean']:.2f} of the ceiling" if share else "")
+            + ("; less on the fresh seeds (a search's winner, measured again)." if fresh["mean"] < found["mean"]
+               else "."))  # fmt: skip
+
+
 def credit_methods_findings() -> str:
     """What the complete cells say, in the declaration's terms; the cells still running are named."""
     declared, item6 = load("credit_methods"), load("credit_methods.item6")
@@ -806,7 +837,7 @@ def credit_methods_findings() -> str:
             f"{'reaches' if data['reaches_80'] else 'does not reach'} 80% of the process ceiling: "
             f"{ci(agree['minus_none'])} held-out over GRPO (Holm p {_holm(agree['minus_none'])}), the ceiling "
             f"{ci(ceiling)}, {share_text}; against `{CM_CONTROL}` (SDPO's log-ratio at the same weight) {ci(versus)} "
-            f"(Holm p {_holm(versus)}, {_verdict(versus)})."
+            f"(Holm p {_holm(versus)}, {_verdict(versus)}).{_explored(cell_name)}"
         )
     pending = [f"`{c}` ({n} of {declared['runs_declared'][c]})" for c, n in declared["cells_pending"].items()]
     pending += [f"`{c}`, item 6 ({n} of {item6['runs_declared'][c]})" for c, n in item6["cells_pending"].items()]
@@ -822,8 +853,8 @@ def readme_credit_methods() -> str:
     for cell_name, data in item6["cells"].items():
         agree = data["arms"][CM_SETTING]["heldout"]
         share = agree["share_of_process_ceiling"]
-        bits.append(f"`{cell_name}`: GRPO + agreement {ci(agree['minus_none'])}"
-                    + (f", {share['mean']:.2f} of the ceiling" if share else ""))  # fmt: skip
+        bits.append(f"`{cell_name}`, fresh seeds: GRPO + agreement {ci(agree['minus_none'])} (Holm p "
+                    f"{_holm(agree['minus_none'])})" + (f", {share['mean']:.2f} of the ceiling" if share else ""))  # fmt: skip
     done = len(declared["cells"]) + len(item6["cells"])
     total = len(declared["runs_declared"]) + len(item6["runs_declared"])
     return "; ".join([*bits, f"{done} of {total} declared cells complete"])
@@ -833,6 +864,7 @@ BLOCKS = {
     "credit_methods.table": credit_methods_table,
     "credit_methods.findings": credit_methods_findings,
     "readme.credit_methods": readme_credit_methods,
+    "config.agreement": config_agreement,
     "config.sdpo_teacher": config_sdpo_teacher,
     "config.drop_prefix": config_drop_prefix,
     "config.distill": config_distill,

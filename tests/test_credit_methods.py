@@ -263,6 +263,12 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
         "credit_methods.item6": {"seeds": study.ITEM6_SEEDS, "runs_declared": {cell: 64, "chained-k4": 64},
                                  "cells_pending": {"chained-k4": 0}, "cells": study.summarize_item6({cell: item6_runs})},
     }  # fmt: skip
+    explored = [r for r in item6_runs if r["label"] in ("none", "oracle-process", "grpo-agree-0.5") and r["seed"] < 208]
+    for r in explored:  # the exploration seeds' copy of the setting, a larger gain
+        heldout = r["eval"]["sampled_accuracy"] + 0.02 * (r["label"] == "grpo-agree-0.5")
+        declared_runs.append(dict(r, seed=r["seed"] - 200, eval={"sampled_accuracy": heldout}))
+    reports["credit_methods.exploration"] = {"seeds": list(range(48)), "cells": study.summarize(
+        {cell: [r for r in declared_runs if r["seed"] < 8]}, set(range(8)), explore=True)}  # fmt: skip
     monkeypatch.setattr(blocks, "load", reports.__getitem__)
     table = blocks.credit_methods_table()
     assert "| `independent-k8` | `gear-distill-0.5` - `grpo-distill-0.5` | 100-115 | +0.040 [" in table
@@ -274,6 +280,10 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "w = 0.5: +0.040 [" in findings and "holds, above" in findings
     assert "w = 0.25: +0.000 [" in findings and "no difference resolved" in findings
     assert "`calculator` (7 of 144)" in findings and "`chained-k4`, item 6 (0 of 64)" in findings
+    assert "On the 8 exploration seeds it was found on it gained +0.114 [" in findings and "measured again" in findings
+    assert blocks.config_agreement().startswith("at `independent-k8` (seeds 200-215) GRPO with it at 0.5 gained +0.094")
+    assert blocks.config_agreement().endswith("; still running: `chained-k4`")
     readme = blocks.readme_credit_methods()
-    assert readme.startswith("`independent-k8`: GRPO + agreement +0.094 [") and "2 of 4 declared cells complete" in readme
+    assert readme.startswith("`independent-k8`, fresh seeds: GRPO + agreement +0.094 [") and "(Holm p " in readme
+    assert "2 of 4 declared cells complete" in readme
     assert len(readme.split()) <= 30
