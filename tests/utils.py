@@ -164,8 +164,9 @@ def report_and_leave(trainer, mine: dict, report: str) -> None:
     Ranks enter teardown together: without the barrier rank 1 could destroy its process group while rank 0 still wrote
     the report, the suspected cause of a rare abort at exit ("terminate called without an active exception", ~1 in
     100 runs). And they leave without interpreter finalization: that abort was seen in all three two-rank scripts (once
-    each, ~1 in 100 runs, after the rank's work) before the barrier, whose effect one day's runs cannot show. These
-    scripts test the ranks' work, which the report carries; tool_lockstep.py keeps the normal exit."""
+    each, ~1 in 100 runs, after the rank's work) before the barrier, and once after it in tool_lockstep.py, which kept
+    the normal exit and now leaves through gear_trl.train's `leave_without_finalization`. These scripts test the ranks'
+    work, which the report carries."""
     import json
     import os
     import sys

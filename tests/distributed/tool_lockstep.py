@@ -50,10 +50,14 @@ def main() -> None:
     dist.all_gather_object(everyone, mine)
     if rank == 0:
         Path(known.report).write_text(json.dumps(everyone))
-    # Enter teardown together. Without it rank 1 could destroy its process group while rank 0 still wrote the report:
-    # the suspected cause of a rare abort at exit ("terminate called without an active exception", ~1 in 100 runs).
+    # Enter teardown together, then leave as gear_trl.train leaves a multi-process run: the barrier alone did not stop
+    # the rare abort at exit ("terminate called without an active exception"; seen here once more on 2026-11-29, after
+    # both ranks had trained and the report was written), whose cause gear_trl.train.leave_without_finalization states.
     dist.barrier()
-    trainer.accelerator.end_training()  # as gear_trl.train does: no abort at exit
+    trainer.accelerator.end_training()
+    from gear_trl.train import leave_without_finalization
+
+    leave_without_finalization(0)
 
 
 if __name__ == "__main__":
