@@ -312,8 +312,8 @@ def markdown(report: dict) -> str:
         for entry in data["attribution"].values():
             lines.append(f"| {cell} | {entry['arm']} - {entry['minus']} | {cell_text(entry['heldout'])} | "
                          f"{cell_text(entry['reward'])} | |")  # fmt: skip
-    for cell, count in report.get("cells_pending", {}).items():
-        lines.append(f"| {cell} | under way: {count} of {report['runs_declared'][cell]} declared runs in, "
+    for cell, runs_in in report.get("cells_pending", {}).items():
+        lines.append(f"| {cell} | under way: {runs_in} of {report['runs_declared'][cell]} declared runs in, "
                      "none read | | | |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -357,9 +357,7 @@ def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
 
 def item6_report() -> dict:
     runs_by_cell = collect(ITEM6_SEEDS)
-    declared = {c: len(ITEM6["arms"]) * len(ITEM6_SEEDS) for c in ITEM6["cells"]}
-    pending = {c: _count(runs_by_cell.get(c, []), ITEM6["arms"], ITEM6_SEEDS) for c in ITEM6["cells"]
-               if not complete(runs_by_cell.get(c, []), ITEM6["arms"], ITEM6_SEEDS)}  # fmt: skip
+    declared, pending = pending_cells(runs_by_cell, lambda cell: ITEM6["arms"], ITEM6["cells"], ITEM6_SEEDS)
     done = {c: r for c, r in runs_by_cell.items() if c in declared and c not in pending}
     return {
         "title": "Item 6: GRPO + agreement (0.5) against GRPO, the process ceiling and GRPO + distillation (0.5)",
@@ -464,16 +462,22 @@ def collect(seeds) -> dict[str, list[dict]]:
     return found
 
 
-def complete(cell_runs: list[dict], arms, seeds) -> bool:
-    """Whether every arm of `arms` has run on every seed of `seeds` among a cell's runs."""
-    have = {(r["label"], r["seed"]) for r in cell_runs}
-    return all((arm, seed) in have for arm in arms for seed in seeds)
-
-
-def _count(cell_runs: list[dict], arms, seeds) -> int:
-    """How many of the declared (arm, seed) runs are among a cell's runs."""
+def count(cell_runs: list[dict], arms, seeds) -> int:
+    """How many of the (arm, seed) runs of `arms` x `seeds` are among a cell's runs."""
     have = {(r["label"], r["seed"]) for r in cell_runs}
     return sum((arm, seed) in have for arm in arms for seed in seeds)
+
+
+def complete(cell_runs: list[dict], arms, seeds) -> bool:
+    """Whether every arm of `arms` has run on every seed of `seeds` among a cell's runs."""
+    return count(cell_runs, arms, seeds) == len(arms) * len(seeds)
+
+
+def pending_cells(runs_by_cell: dict[str, list[dict]], arms_of_cell, cells, seeds) -> tuple[dict, dict]:
+    """({cell: runs declared}, {cell: runs in} for the cells not yet complete) over the declared `cells`."""
+    declared = {c: len(arms_of_cell(c)) * len(seeds) for c in cells}
+    counts = {c: count(runs_by_cell.get(c, []), arms_of_cell(c), seeds) for c in cells}
+    return declared, {c: n for c, n in counts.items() if n < declared[c]}
 
 
 def report(seeds, confirmatory: bool) -> dict:
@@ -483,9 +487,7 @@ def report(seeds, confirmatory: bool) -> dict:
     runs_by_cell = collect(seeds)
     pending, planned = {}, {}
     if confirmatory:
-        planned = {c: len(arms_of(c)) * len(CONFIRMATORY) for c in CELLS}
-        pending = {c: _count(runs_by_cell.get(c, []), arms_of(c), CONFIRMATORY) for c in CELLS
-                   if not complete(runs_by_cell.get(c, []), arms_of(c), CONFIRMATORY)}  # fmt: skip
+        planned, pending = pending_cells(runs_by_cell, arms_of, CELLS, CONFIRMATORY)
         runs_by_cell = {c: r for c, r in runs_by_cell.items() if c not in pending}
     declared = family_size() if confirmatory else None
     return {

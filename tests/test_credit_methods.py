@@ -285,5 +285,5 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert blocks.config_agreement().endswith("; still running: `chained-k4`")
     readme = blocks.readme_credit_methods()
     assert readme.startswith("`independent-k8`, fresh seeds: GRPO + agreement +0.094 [") and "(Holm p " in readme
-    assert "2 of 4 declared cells complete" in readme
+    assert ", 80% reached;" in readme and "2 of 4 declared cells complete" in readme
     assert len(readme.split()) <= 30
