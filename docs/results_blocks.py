@@ -762,7 +762,7 @@ def _share(entry: dict) -> str:
 
 
 def _cm_rows(report: dict) -> list[str]:
-    """A report's rows of the page's table: each complete cell's arms and attributions, then its pending cells."""
+    """A report's rows of the page's table: each complete cell's arms and attributions."""
     seeds, rows = _seeds(report), []
     for cell_name, data in report["cells"].items():
         for name, entry in data["arms"].items():
@@ -773,10 +773,13 @@ def _cm_rows(report: dict) -> list[str]:
             held, rew = entry["heldout"], entry["reward"]
             rows.append(f"| `{cell_name}` | `{entry['arm']}` - `{entry['minus']}` | {seeds} | {ci(held)} | "
                         f"{_holm(held)} | {ci(rew)} | {_holm(rew)} | |")  # fmt: skip
-    for cell_name, count in report["cells_pending"].items():
-        rows.append(f"| `{cell_name}` | under way: {count} of {report['runs_declared'][cell_name]} declared runs "
-                    "in, none read | " + f"{seeds} | | | | | |")  # fmt: skip
     return rows
+
+
+def _cm_pending_rows(report: dict) -> list[str]:
+    """A report's cells still running, by how many of their declared runs are in."""
+    return [f"| `{cell_name}` | under way: {runs_in} of {report['runs_declared'][cell_name]} declared runs in, none "
+            f"read | {_seeds(report)} | | | | | |" for cell_name, runs_in in report["cells_pending"].items()]  # fmt: skip
 
 
 def credit_methods_table() -> str:
@@ -789,6 +792,8 @@ def credit_methods_table() -> str:
         "|---|---|---|---|---|---|---|---|",
         *_cm_rows(declared),
         *_cm_rows(item6),
+        *_cm_pending_rows(declared),
+        *_cm_pending_rows(item6),
     ])  # fmt: skip
 
 
@@ -854,7 +859,8 @@ def readme_credit_methods() -> str:
         agree = data["arms"][CM_SETTING]["heldout"]
         share = agree["share_of_process_ceiling"]
         bits.append(f"`{cell_name}`, fresh seeds: GRPO + agreement {ci(agree['minus_none'])} (Holm p "
-                    f"{_holm(agree['minus_none'])})" + (f", {share['mean']:.2f} of the ceiling" if share else ""))  # fmt: skip
+                    f"{_holm(agree['minus_none'])})" + (f", {share['mean']:.2f} of the ceiling" if share else "")
+                    + (", 80% reached" if data["reaches_80"] else ", short of 80%"))  # fmt: skip
     done = len(declared["cells"]) + len(item6["cells"])
     total = len(declared["runs_declared"]) + len(item6["runs_declared"])
     return "; ".join([*bits, f"{done} of {total} declared cells complete"])

@@ -233,8 +233,8 @@ class GEARConfig(GRPOConfig):
             "num_generations, the largest advantage GRPO's group normalization gives); where the teacher puts all "
             "its mass on the right token this is that token's correctness normalized as GRPO normalizes a group's "
             "outcomes, in expectation over the student, i.e. the `oracle-process` ceiling's shape. Needs "
-            "`distillation_weight > 0` and `divergence: full`. Why it exists: the credit-methods study, "
-            "bench/results/credit_methods/declaration.md (amendment 2).",
+            "`distillation_weight > 0` and `divergence: full`. Why it exists, and how it has fared on fresh seeds: "
+            "docs/results/credit-methods.md.",
             "choices": ["log_ratio", "agreement"],
         },
     )
