@@ -159,20 +159,20 @@ def assistant_loss_text(tokenizer, row: dict) -> tuple[list[int], list[int], str
 
 
 def report_and_leave(trainer, mine: dict, report: str) -> None:
-    """End of a two-rank script: gather every rank's `mine`, rank 0 writes them to `report` (JSON), and leave.
+    """End of a two-rank script: gather every rank's `mine`, rank 0 writes them to `report` (JSON), and leave as
+    gear_trl.train leaves a multi-process run (`leave_without_finalization`).
 
     Ranks enter teardown together: without the barrier rank 1 could destroy its process group while rank 0 still wrote
-    the report, the suspected cause of a rare abort at exit ("terminate called without an active exception", ~1 in
-    100 runs). And they leave without interpreter finalization: that abort was seen in all three two-rank scripts (once
-    each, ~1 in 100 runs, after the rank's work) before the barrier, and once after it in tool_lockstep.py, which kept
-    the normal exit and now leaves through gear_trl.train's `leave_without_finalization`. These scripts test the ranks'
-    work, which the report carries."""
+    the report. Leaving without interpreter finalization is what stops the rare abort at exit ("terminate called
+    without an active exception", ~1 in 100 runs, seen in every two-rank script after the rank's work, once after the
+    barrier); `leave_without_finalization` states its cause. These scripts test the ranks' work, which the report
+    carries."""
     import json
-    import os
-    import sys
     from pathlib import Path
 
     import torch.distributed as dist
+
+    from gear_trl.train import leave_without_finalization
 
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
@@ -180,9 +180,7 @@ def report_and_leave(trainer, mine: dict, report: str) -> None:
         Path(report).write_text(json.dumps(everyone))
     dist.barrier()
     trainer.accelerator.end_training()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave_without_finalization(0)
 
 
 class StandInModel:

@@ -4,7 +4,6 @@ distributed engine. Run by tests/test_distributed.py through `accelerate launch`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from trl import GRPOTrainer
 
 from tests.scripted import call_text, scripted_trainer
+from tests.utils import report_and_leave
 
 RECIPE = "recipes/tiny/config_tool_use.yaml"
 ROUNDS = {0: 3, 1: 1}
@@ -46,18 +46,7 @@ def main() -> None:
     rank = dist.get_rank()
     turns = [sum(m["role"] == "assistant" for m in c) for c in trainer._rollout.completions]
     mine = {"rank": rank, "generate_calls": generate_calls[0], "turns": turns, "step": trainer.state.global_step}
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    if rank == 0:
-        Path(known.report).write_text(json.dumps(everyone))
-    # Enter teardown together, then leave as gear_trl.train leaves a multi-process run: the barrier alone did not stop
-    # the rare abort at exit ("terminate called without an active exception"; seen here once more on 2026-11-29, after
-    # both ranks had trained and the report was written), whose cause gear_trl.train.leave_without_finalization states.
-    dist.barrier()
-    trainer.accelerator.end_training()
-    from gear_trl.train import leave_without_finalization
-
-    leave_without_finalization(0)
+    report_and_leave(trainer, mine, known.report)
 
 
 if __name__ == "__main__":
