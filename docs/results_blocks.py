@@ -821,6 +821,41 @@ def _explored(cell_name: str) -> str:
                else "."))  # fmt: skip
 
 
+_GRPO_DISTILL = ("grpo-distill-0.25", "grpo-distill-0.5")
+_OTHER_ARMS = {
+    "gear": "GEAR at the paper's values",
+    "rlsd-reference": "RLSD's reference schedule",
+    "sdpo-trl": "TRL's `SDPOTrainer` as it ships",
+    "sdpo-trl-solution": "the same with the solution as its context",
+    "gigpo": "GiGPO",
+    "gear-gigpo": "GEAR + GiGPO",
+}
+
+
+def _arm_phrase(data: dict, arm: str) -> str:
+    """`<what> <difference> (Holm p, verdict[, share of the ceiling])` for one arm of a complete cell."""
+    entry = data["arms"][arm]["heldout"]
+    share = entry["share_of_process_ceiling"]
+    what, diff = _OTHER_ARMS.get(arm, f"`{arm}`"), entry["minus_none"]
+    share_text = f", {share['mean']:.2f} of the ceiling" if share and diff["mean"] > 0 else ""
+    why = ("; the warm starts cannot read its reprompt, `bench/sdpo_teacher.py`"
+           if arm.startswith("sdpo-trl") and diff["mean"] < 0 else "")  # fmt: skip
+    return f"{what} {ci(diff)} (Holm p {_holm(diff)}, {_verdict(diff)}{share_text}{why})"
+
+
+def _whose(data: dict) -> str:
+    """The cell's answer in the declaration's terms (its outcomes 1-3 need two cells; this is one cell's part)."""
+    if _attribution_holds(data):
+        return "GEAR's weights add to the distillation on this cell."
+    distill = [a for a in _GRPO_DISTILL if a in data["arms"]]
+    held = [a for a in distill if _holds(data["arms"][a]["heldout"]["minus_none"])
+            and data["arms"][a]["heldout"]["minus_none"]["mean"] > 0]  # fmt: skip
+    phrases = "; ".join(_arm_phrase(data, a) for a in distill)
+    if held:
+        return f"GRPO + distillation over GRPO: {phrases}. On this cell the gain is the distillation's."
+    return f"GRPO + distillation over GRPO: {phrases}. Neither part resolved a gain on this cell."
+
+
 def credit_methods_findings() -> str:
     """What the complete cells say, in the declaration's terms; the cells still running are named."""
     declared, item6 = load("credit_methods"), load("credit_methods.item6")
@@ -829,7 +864,9 @@ def credit_methods_findings() -> str:
         parts = [f"w = {key.split('=')[1]}: {ci(e['heldout'])} (Holm p {_holm(e['heldout'])}, {_verdict(e['heldout'])})"
                  for key, e in data["attribution"].items()]  # fmt: skip
         lines.append(f"- **`{cell_name}`, whose gain:** GEAR + distillation minus GRPO + distillation at the same "
-                     f"weight, held-out: {'; '.join(parts)}.")  # fmt: skip
+                     f"weight, held-out: {'; '.join(parts)}. {_whose(data)}")  # fmt: skip
+        lines.append(f"- **`{cell_name}`, the other arms over GRPO (held-out):** "
+                     + "; ".join(_arm_phrase(data, arm) for arm in _OTHER_ARMS if arm in data["arms"]) + ".")
     for cell_name, data in item6["cells"].items():
         agree = data["arms"][CM_SETTING]["heldout"]
         ceiling = data["arms"][CM_CEILING]["heldout"]["minus_none"]
@@ -852,18 +889,34 @@ def credit_methods_findings() -> str:
     return "\n".join(lines)
 
 
+def _best_real_arm(data: dict) -> tuple[str, dict]:
+    """A complete cell's real arm (not the ceiling) with the highest held-out mean over GRPO."""
+    real = {a: e for a, e in data["arms"].items() if a != CM_CEILING}
+    name = max(real, key=lambda a: real[a]["heldout"]["minus_none"]["mean"])
+    return name, real[name]["heldout"]
+
+
+def _attribution_holds(data: dict) -> bool:
+    return any(_holds(e["heldout"]) and e["heldout"]["mean"] > 0 for e in data["attribution"].values())
+
+
 def readme_credit_methods() -> str:
-    declared, item6 = load("credit_methods"), load("credit_methods.item6")
-    bits = []
-    for cell_name, data in item6["cells"].items():
-        agree = data["arms"][CM_SETTING]["heldout"]
-        share = agree["share_of_process_ceiling"]
-        bits.append(f"`{cell_name}`, fresh seeds: GRPO + agreement {ci(agree['minus_none'])} (Holm p "
-                    f"{_holm(agree['minus_none'])})" + (f", {share['mean']:.2f} of the ceiling" if share else "")
-                    + (", 80% reached" if data["reaches_80"] else ", short of 80%"))  # fmt: skip
-    done = len(declared["cells"]) + len(item6["cells"])
-    total = len(declared["runs_declared"]) + len(item6["runs_declared"])
-    return "; ".join([*bits, f"{done} of {total} declared cells complete"])
+    """At most 30 words: the declared study's complete cells, whether GEAR's weights add to the same distillation
+    there (Holm p < 0.05, above 0, at either weight), and with one cell complete its best real arm and share."""
+    declared = load("credit_methods")
+    cells, total = declared["cells"], len(declared["runs_declared"])
+    if not cells:
+        return f"0 of {total} cells done"
+    adds = sum(_attribution_holds(data) for data in cells.values())
+    head = f"{', '.join(f'`{c}`' for c in cells)} ({len(cells)} of {total} cells done): "
+    verdict = ("GEAR's weights add nothing resolved to the same distillation" if not adds
+               else f"GEAR's weights add to the same distillation in {adds} of {len(cells)} cells")  # fmt: skip
+    if len(cells) > 1:
+        return head + verdict
+    best, entry = _best_real_arm(next(iter(cells.values())))
+    share = entry["share_of_process_ceiling"]
+    return (f"{head}{verdict}; best: `{best}` {ci(entry['minus_none'])}"
+            + (f", {share['mean']:.2f} of the ceiling" if share else ""))  # fmt: skip
 
 
 BLOCKS = {

@@ -101,8 +101,9 @@ def test_summary_by_hand():
 
 
 def test_the_declaration_was_committed_before_any_run():
-    """Every committed run is younger than the declaration, and every run on item 6's seeds younger than amendment 2
-    (by the commit that added each, where git has them)."""
+    """Every committed run is younger than the declaration, every run on item 6's seeds younger than amendment 2, and
+    every declared run of a cell after `independent-k8` younger than amendment 4 (the arm cuts decided once that cell
+    was read), by the commit that added each, where git has them."""
     import subprocess
 
     root = Path(study.RESULTS)
@@ -115,14 +116,22 @@ def test_the_declaration_was_committed_before_any_run():
     declared = first_commit_time(root / "declaration.md")
     if declared is None:
         pytest.skip("not a git checkout")
-    # item 6's seeds (amendment 2): declared by the commit that added the amendment
-    out = subprocess.run(["git", "log", "--format=%ct", "-S", "## Amendment 2", "--", "declaration.md"],
-                         capture_output=True, text=True, cwd=root, check=False).stdout.split()  # fmt: skip
-    amended = int(out[-1])
+    def amended(number: int) -> int:  # the commit that added the amendment's heading
+        out = subprocess.run(["git", "log", "--format=%ct", "-S", f"## Amendment {number} ", "--", "declaration.md"],
+                             capture_output=True, text=True, cwd=root, check=False).stdout.split()  # fmt: skip
+        return int(out[-1])
+
+    item6, later_cells = amended(2), amended(4)
     for path in sorted((root / "runs").glob("*/*.json")):
         added = first_commit_time(path)
-        seed = int(path.stem.rsplit("__seed", 1)[1])
-        assert added is None or added >= (amended if seed in study.ITEM6_SEEDS else declared), path
+        seed, cell = int(path.stem.rsplit("__seed", 1)[1]), path.parent.name
+        if seed in study.ITEM6_SEEDS:
+            floor = item6
+        elif seed in study.CONFIRMATORY and cell != "independent-k8":
+            floor = later_cells
+        else:
+            floor = declared
+        assert added is None or added >= floor, path
 
 
 def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, monkeypatch):
@@ -283,7 +292,23 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "On the 8 exploration seeds it was found on it gained +0.114 [" in findings and "measured again" in findings
     assert blocks.config_agreement().startswith("at `independent-k8` (seeds 200-215) GRPO with it at 0.5 gained +0.094")
     assert blocks.config_agreement().endswith("; still running: `chained-k4`")
+    assert "GEAR's weights add to the distillation on this cell." in findings
+    assert "the other arms over GRPO (held-out):** GEAR at the paper's values +0.001 [" in findings
+    assert "RLSD's reference schedule" in findings and "TRL's `SDPOTrainer` as it ships" in findings
     readme = blocks.readme_credit_methods()
-    assert readme.startswith("`independent-k8`, fresh seeds: GRPO + agreement +0.094 [") and "(Holm p " in readme
-    assert ", 80% reached;" in readme and "2 of 4 declared cells complete" in readme
+    assert readme.startswith("`independent-k8` (1 of 2 cells done): GEAR's weights add to the same distillation in 1")
+    assert "; best: `gear-distill-0.5` +0.051 [" in readme and ", 0.84 of the ceiling" in readme  # 0.051 / 0.061
     assert len(readme.split()) <= 30
+    # the same cell where GEAR's weights add nothing: the gain is the distillation's, said so
+    def lifted(r):  # grpo-distill-0.5 within a seed-dependent hair of gear-distill-0.5
+        lift = (0.04 + (r["seed"] % 2 - 0.5) / 500) * (r["label"] == "grpo-distill-0.5")
+        return dict(r, eval={"sampled_accuracy": r["eval"]["sampled_accuracy"] + lift})
+
+    flat = [lifted(r) for r in declared_runs if r["seed"] in study.CONFIRMATORY]
+    reports["credit_methods"]["cells"] = study.summarize({cell: flat}, set(study.CONFIRMATORY), family_size=36)
+    findings = blocks.credit_methods_findings()
+    assert "w = 0.5: +0.000 [-0.001, +0.001] (Holm p 1.000, no difference resolved)" in findings
+    assert "On this cell the gain is the distillation's." in findings
+    assert blocks.readme_credit_methods().startswith(
+        "`independent-k8` (1 of 2 cells done): GEAR's weights add nothing resolved to the same distillation; best: `"
+    )
