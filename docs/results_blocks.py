@@ -178,6 +178,19 @@ def horizon_table() -> str:
     return "\n".join(lines)
 
 
+def _credit_methods_answer(cell_name: str) -> str:
+    """The credit-methods study's attribution at `cell_name` in one sentence, or that it is still running."""
+    data = load("credit_methods")["cells"].get(cell_name)
+    link = "[credit-methods study](credit-methods.md)"
+    if not data:
+        return f"the {link} asks."
+    gear = data["attribution"]["distillation_weight=0.25"]["heldout"]
+    grpo = data["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]
+    adds = "add to it" if _holds(gear) and gear["mean"] > 0 else "add nothing resolved"
+    return (f"on fresh seeds the {link} found the same distillation on GRPO's uniform advantage gains "
+            f"{ci(grpo)} and GEAR's weights {adds} ({ci(gear)} at 0.25, Holm p {_holm(gear)}).")
+
+
 def horizon_findings() -> str:
     chained = {k: cell("chained", k) for k in (2, 4, 8)}
     independent = {k: cell("independent", k) for k in (2, 4, 8)}
@@ -206,7 +219,7 @@ def horizon_findings() -> str:
         f"the solution teacher, {ci(light)} held-out on the {light['n_seeds']} fresh seeds 32-47 ({above(light)} "
         f"above GRPO), {ci(light_pool)} pooled with seeds 0-7. The option blends the teacher's sampled-token "
         "log-ratio into the advantage, `(1 - w) A_t + w (log pT - log pS)`, so the gain may be the distillation's "
-        "rather than GEAR's weighting: the [credit-methods study](credit-methods.md) asks.",
+        f"rather than GEAR's weighting: {_credit_methods_answer('independent-k8')}",
         f"- **No difference resolved between 0.25 and 0.5; at 1.0 the gain is gone.** 0.25 - 0.5 on seeds 32-47: "
         f"{ci(versus)} held-out (declared). 0.5 gains {ci(blend_fresh)} there and {ci(blend_pool)} over its "
         f"48 seeds, but failed both of its own declared replications (seeds 8-15: {ci(reps[0])}; 16-31: "
@@ -900,6 +913,19 @@ def _attribution_holds(data: dict) -> bool:
     return any(_holds(e["heldout"]) and e["heldout"]["mean"] > 0 for e in data["attribution"].values())
 
 
+def config_attribution() -> str:
+    """docs/configuration.md's account of whose gain the blend is, per complete cell of the declared study."""
+    declared = load("credit_methods")
+    parts = []
+    for cell_name, data in declared["cells"].items():
+        weights = ", ".join(f"{ci(e['heldout'])} at {key.split('=')[1]} (Holm p {_holm(e['heldout'])})"
+                            for key, e in data["attribution"].items())  # fmt: skip
+        parts.append(f"at `{cell_name}` (seeds {_seeds(declared)}) GEAR + distillation minus GRPO + distillation "
+                     f"is {weights} held-out. {_whose(data)}")  # fmt: skip
+    pending = ", ".join(f"`{c}`" for c in declared["cells_pending"])
+    return " ".join(parts) + (f" Still running: {pending}." if pending else "")
+
+
 def readme_credit_methods() -> str:
     """At most 30 words: the declared study's complete cells, whether GEAR's weights add to the same distillation
     there (Holm p < 0.05, above 0, at either weight), and with one cell complete its best real arm and share."""
@@ -924,6 +950,7 @@ BLOCKS = {
     "credit_methods.findings": credit_methods_findings,
     "readme.credit_methods": readme_credit_methods,
     "config.agreement": config_agreement,
+    "config.attribution": config_attribution,
     "config.sdpo_teacher": config_sdpo_teacher,
     "config.drop_prefix": config_drop_prefix,
     "config.distill": config_distill,

@@ -293,6 +293,9 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert blocks.config_agreement().startswith("at `independent-k8` (seeds 200-215) GRPO with it at 0.5 gained +0.094")
     assert blocks.config_agreement().endswith("; still running: `chained-k4`")
     assert "GEAR's weights add to the distillation on this cell." in findings
+    attribution = blocks.config_attribution()
+    assert attribution.startswith("at `independent-k8` (seeds 100-115) GEAR + distillation minus GRPO + distillation")
+    assert "GEAR's weights add to the distillation on this cell. Still running: `calculator`." in attribution
     assert "the other arms over GRPO (held-out):** GEAR at the paper's values +0.001 [" in findings
     assert "RLSD's reference schedule" in findings and "TRL's `SDPOTrainer` as it ships" in findings
     readme = blocks.readme_credit_methods()
