@@ -726,7 +726,8 @@ def config_agreement() -> str:
         share = agree["share_of_process_ceiling"]
         done.append(f"at `{cell_name}` (seeds {_seeds(item6)}) GRPO with it at 0.5 gained {ci(agree['minus_none'])} "
                     f"held-out over GRPO (Holm p {_holm(agree['minus_none'])})"
-                    + (f", {share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}] of the process ceiling" if share else "")
+                    + (f", {share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}] of the process ceiling" if share
+                       else ", with no process ceiling above GRPO there to share")
                     + f", and {ci(versus)} over the log-ratio at the same weight (Holm p {_holm(versus)})")  # fmt: skip
     pending = ", ".join(f"`{c}`" for c in item6["cells_pending"])
     return "; ".join(done or ["no cell of it is complete yet"]) + (f"; still running: {pending}" if pending else "")

@@ -315,3 +315,27 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert blocks.readme_credit_methods().startswith(
         "`independent-k8` (1 of 2 cells done): GEAR's weights add nothing resolved to the same distillation; best: `"
     )
+
+
+def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
+    """Amendment 2's outcome 2: where `oracle-process` does not beat GRPO there is no share to report, and the
+    configuration page and the findings say so instead of printing a ratio of noise."""
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_noceiling")
+    cell = "independent-k4"
+    item6_runs = []
+    for seed in study.ITEM6_SEEDS:
+        wobble = (seed % 4 - 1.5) / 400  # the ceiling straddles GRPO
+        item6_runs += [run(cell, "none", seed, 0.50, 0.5), run(cell, "oracle-process", seed, 0.50 + wobble, 0.5),
+                       run(cell, "grpo-agree-0.5", seed, 0.51 + wobble, 0.5), run(cell, "grpo-distill-0.5", seed, 0.50, 0.5)]  # fmt: skip
+    item6 = {"seeds": study.ITEM6_SEEDS, "runs_declared": {cell: 64}, "cells_pending": {},
+             "cells": study.summarize_item6({cell: item6_runs})}  # fmt: skip
+    assert item6["cells"][cell]["arms"]["grpo-agree-0.5"]["heldout"]["share_of_process_ceiling"] is None
+    reports = {"credit_methods": {"seeds": study.CONFIRMATORY, "runs_declared": {}, "cells_pending": {}, "cells": {}},
+               "credit_methods.item6": item6, "credit_methods.exploration": {"cells": {}}}  # fmt: skip
+    monkeypatch.setattr(blocks, "load", reports.__getitem__)
+    assert ", with no process ceiling above GRPO there to share, and " in blocks.config_agreement()
+    findings = blocks.credit_methods_findings()
+    assert "`grpo-agree-0.5` does not reach 80% of the process ceiling" in findings
+    assert "no share (the ceiling's interval does not lie above 0)" in findings
