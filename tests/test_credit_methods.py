@@ -116,6 +116,7 @@ def test_the_declaration_was_committed_before_any_run():
     declared = first_commit_time(root / "declaration.md")
     if declared is None:
         pytest.skip("not a git checkout")
+
     def amended(number: int) -> int:  # the commit that added the amendment's heading
         out = subprocess.run(["git", "log", "--format=%ct", "-S", f"## Amendment {number} ", "--", "declaration.md"],
                              capture_output=True, text=True, cwd=root, check=False).stdout.split()  # fmt: skip
@@ -302,6 +303,7 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert readme.startswith("`independent-k8` (1 of 2 cells done): GEAR's weights add to the same distillation in 1")
     assert "; best: `gear-distill-0.5` +0.051 [" in readme and ", 0.84 of the ceiling" in readme  # 0.051 / 0.061
     assert len(readme.split()) <= 30
+
     # the same cell where GEAR's weights add nothing: the gain is the distillation's, said so
     def lifted(r):  # grpo-distill-0.5 within a seed-dependent hair of gear-distill-0.5
         lift = (0.04 + (r["seed"] % 2 - 0.5) / 500) * (r["label"] == "grpo-distill-0.5")
