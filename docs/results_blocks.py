@@ -771,7 +771,11 @@ def _holm(record: dict) -> str:
 
 
 def _share(entry: dict) -> str:
+    """An arm's share of the ceiling, or "below GRPO" where its mean gain is not above 0 (a ratio of a loss to the
+    ceiling's gain is arithmetic, not a share; the report keeps it)."""
     share = entry.get("share_of_process_ceiling")
+    if share and entry["minus_none"]["mean"] <= 0:
+        return "below GRPO"
     return "" if not share else f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}]"
 
 
@@ -870,6 +874,59 @@ def _whose(data: dict) -> str:
     return f"GRPO + distillation over GRPO: {phrases}. Neither part resolved a gain on this cell."
 
 
+def _declared_outcome(declared: dict) -> str:
+    """The declaration's outcomes 1-3 (bench/results/credit_methods/declaration.md), per weight w, from the complete
+    cells: decided once no pending cell could change it (each needs two cells), else the counts so far."""
+    cells, pending = declared["cells"], len(declared["cells_pending"])
+
+    def counts(w: str) -> tuple[int, int]:
+        adds = sum(_holds(d["attribution"][f"distillation_weight={w}"]["heldout"])
+                   and d["attribution"][f"distillation_weight={w}"]["heldout"]["mean"] > 0 for d in cells.values())
+        distill = sum(_holds(d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"])
+                      and d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"]["mean"] > 0 for d in cells.values())
+        return adds, distill  # fmt: skip
+
+    weights = ("0.25", "0.5")
+    tally = {w: counts(w) for w in weights}
+    so_far = "; ".join(f"at {w} GEAR's weights add in {a} and GRPO + distillation holds over GRPO in {d}"
+                       for w, (a, d) in tally.items())  # fmt: skip
+    head = f"{len(cells)} of {len(cells) + pending} cells done ({so_far})"
+    adds = [w for w, (a, _) in tally.items() if a >= 2]
+    if adds:
+        return f"{head}: outcome 1, GEAR's weights add to the distillation at {' and '.join(adds)}"
+    if any(a + pending >= 2 for a, _ in tally.values()):
+        return f"{head}: not decided yet; every outcome needs two cells"
+    distill = [w for w, (_, d) in tally.items() if d >= 2]
+    if distill:
+        return (f"{head}: outcome 2, the gain is the distillation's; the recommendation is GRPO + distillation "
+                f"at {' and '.join(distill)}")  # fmt: skip
+    if any(d + pending >= 2 for _, d in tally.values()):
+        return f"{head}: GEAR's weights cannot hold on two cells; whether GRPO + distillation does is not decided yet"
+    return f"{head}: outcome 3, no setting is recommended; the recipes keep the paper's defaults"
+
+
+def _item6_outcome(item6: dict) -> str:
+    """Amendment 2's outcomes 1-2 from item 6's complete cells: reaches 80% of the ceiling in two cells; failing that,
+    the recommendation follows `grpo-agree-0.5 - none` holding (above 0) in two."""
+    cells, pending = item6["cells"], len(item6["cells_pending"])
+    reaches = [c for c, d in cells.items() if d["reaches_80"]]
+    gains = [c for c, d in cells.items() if _holds(d["arms"][CM_SETTING]["heldout"]["minus_none"])
+             and d["arms"][CM_SETTING]["heldout"]["minus_none"]["mean"] > 0]  # fmt: skip
+    ceilings = [c for c, d in cells.items() if d["arms"][CM_SETTING]["heldout"]["share_of_process_ceiling"]]
+    head = (f"{len(cells)} of {len(cells) + pending} cells done: reaches 80% in {len(reaches)}, a ceiling above GRPO "
+            f"in {len(ceilings)}, holds over GRPO in {len(gains)}")  # fmt: skip
+    if len(reaches) >= 2:
+        return f"{head}: item 6 is met; `{CM_SETTING}` becomes the recommendation for reference-teacher runs"
+    if len(reaches) + pending >= 2:
+        return f"{head}: not decided yet"
+    if len(gains) >= 2:
+        return (f"{head}: item 6 is not met (no second cell can reach 80%), but the gain over GRPO holds in two cells, "
+                f"so `{CM_SETTING}` becomes the recommendation for reference-teacher runs")  # fmt: skip
+    if len(gains) + pending >= 2:
+        return f"{head}: item 6 is not met (no second cell can reach 80%); the recommendation is not decided yet"
+    return f"{head}: item 6 is not met and the gain over GRPO does not hold in two cells; nothing is recommended"
+
+
 def credit_methods_findings() -> str:
     """What the complete cells say, in the declaration's terms; the cells still running are named."""
     declared, item6 = load("credit_methods"), load("credit_methods.item6")
@@ -895,6 +952,10 @@ def credit_methods_findings() -> str:
             f"{ci(ceiling)}, {share_text}; against `{CM_CONTROL}` (SDPO's log-ratio at the same weight) {ci(versus)} "
             f"(Holm p {_holm(versus)}, {_verdict(versus)}).{_explored(cell_name)}"
         )
+    if declared["cells"]:
+        lines.append(f"- **What the declaration decides so far:** {_declared_outcome(declared)}.")
+    if item6["cells"]:
+        lines.append(f"- **Item 6 (amendment 2) so far:** {_item6_outcome(item6)}.")
     pending = [f"`{c}` ({n} of {declared['runs_declared'][c]})" for c, n in declared["cells_pending"].items()]
     pending += [f"`{c}`, item 6 ({n} of {item6['runs_declared'][c]})" for c, n in item6["cells_pending"].items()]
     if pending:
@@ -939,7 +1000,9 @@ def readme_credit_methods() -> str:
     verdict = ("GEAR's weights add nothing resolved to the same distillation" if not adds
                else f"GEAR's weights add to the same distillation in {adds} of {len(cells)} cells")  # fmt: skip
     if len(cells) > 1:
-        return head + verdict
+        distill = sum(any(_holds(d["arms"][a]["heldout"]["minus_none"]) and d["arms"][a]["heldout"]["minus_none"]["mean"] > 0
+                          for a in _GRPO_DISTILL) for d in cells.values())  # fmt: skip
+        return f"{head}{verdict}; GRPO + distillation beats GRPO in {distill} of {len(cells)}"
     best, entry = _best_real_arm(next(iter(cells.values())))
     share = entry["share_of_process_ceiling"]
     return (f"{head}{verdict}; best: `{best}` {ci(entry['minus_none'])}"

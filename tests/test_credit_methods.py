@@ -259,7 +259,8 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     declared_runs = []
     for seed in study.CONFIRMATORY:
         for arm in study.arms_of(cell):
-            gain = {"gear-distill-0.5": 0.05, "grpo-distill-0.5": 0.01, "oracle-process": 0.06}.get(arm, 0.0)
+            gain = {"gear-distill-0.5": 0.05, "grpo-distill-0.5": 0.01, "oracle-process": 0.06,
+                    "rlsd-reference": -0.01}.get(arm, 0.0)  # fmt: skip
             declared_runs.append(run(cell, arm, seed, 0.1 + gain + (seed % 3) / 1000 * (arm != "none"), 0.1))
     item6_runs = []
     for seed in study.ITEM6_SEEDS:
@@ -284,6 +285,8 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "| `independent-k8` | `gear-distill-0.5` - `grpo-distill-0.5` | 100-115 | +0.040 [" in table
     assert "| `independent-k8` | `grpo-agree-0.5` | 200-215 | +0.094 [" in table
     assert "| `calculator` | under way: 7 of 144 declared runs in, none read | 100-115 |" in table
+    rlsd = next(line for line in table.splitlines() if "| `rlsd-reference` |" in line)
+    assert rlsd.endswith("| below GRPO |")  # no share printed for an arm whose mean is below GRPO
     findings = blocks.credit_methods_findings()
     assert "`grpo-agree-0.5` reaches 80% of the process ceiling" in findings
     assert "0.90 [" in findings  # its share of the ceiling, 0.09375 / 0.10375
@@ -317,6 +320,18 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert blocks.readme_credit_methods().startswith(
         "`independent-k8` (1 of 2 cells done): GEAR's weights add nothing resolved to the same distillation; best: `"
     )
+    # a second cell where nothing beats GRPO: the row counts the cells instead of naming one cell's best arm
+    flat_k4 = [dict(r, cell="independent-k4", eval={"sampled_accuracy": 0.1 + (r["seed"] % 3) / 1000})
+               for r in flat if r["label"] in study.arms_of("independent-k4")]  # fmt: skip
+    reports["credit_methods"]["runs_declared"]["independent-k4"] = 128
+    reports["credit_methods"]["cells"] = study.summarize(
+        {cell: flat, "independent-k4": flat_k4}, set(study.CONFIRMATORY), family_size=36)
+    readme = blocks.readme_credit_methods()
+    assert readme == ("`independent-k8`, `independent-k4` (2 of 3 cells done): GEAR's weights add nothing resolved to "
+                      "the same distillation; GRPO + distillation beats GRPO in 1 of 2")  # fmt: skip
+    assert len(readme.split()) <= 30
+    assert "- **What the declaration decides so far:** 2 of 3 cells done (at 0.25 GEAR's weights add in 0" in (
+        blocks.credit_methods_findings())
 
 
 def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
@@ -341,3 +356,57 @@ def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
     findings = blocks.credit_methods_findings()
     assert "`grpo-agree-0.5` does not reach 80% of the process ceiling" in findings
     assert "no share (the ceiling's interval does not lie above 0)" in findings
+
+
+def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_change_them():
+    """The declaration's outcomes 1-3 and amendment 2's, each needing two cells, on hand-made complete cells: an
+    outcome is named once the remaining cells cannot change it, and "not decided" before."""
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_outcomes")
+
+    def rec(mean, p):
+        return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "p_holm": p}
+
+    def cell(adds_p, distill_p):  # the same at both weights
+        return {"attribution": {f"distillation_weight={w}": {"heldout": rec(0.02, adds_p)} for w in ("0.25", "0.5")},
+                "arms": {f"grpo-distill-{w}": {"heldout": {"minus_none": rec(0.04, distill_p)}} for w in ("0.25", "0.5")}}  # fmt: skip
+
+    def declared(cells, pending):
+        return {"cells": dict(enumerate(cells)), "cells_pending": dict.fromkeys(range(len(cells), len(cells) + pending), 0)}  # fmt: skip
+
+    null, real = 0.9, 0.01
+    assert blocks._declared_outcome(declared([cell(null, real)], 3)).endswith("not decided yet; every outcome needs two cells")  # fmt: skip
+    assert "outcome 1, GEAR's weights add to the distillation at 0.25 and 0.5" in blocks._declared_outcome(
+        declared([cell(real, real), cell(real, null)], 2))
+    # one cell left, GEAR's weights held in one: a second could still come, so nothing is decided
+    assert blocks._declared_outcome(declared([cell(null, real), cell(null, real), cell(real, null)], 1)).endswith(
+        "not decided yet; every outcome needs two cells")
+    # held in none with one left: attribution cannot reach two; distillation held in two
+    out = blocks._declared_outcome(declared([cell(null, real), cell(null, real), cell(null, null)], 1))
+    assert out.endswith("outcome 2, the gain is the distillation's; the recommendation is GRPO + distillation at 0.25 and 0.5")  # fmt: skip
+    assert "at 0.25 GEAR's weights add in 0 and GRPO + distillation holds over GRPO in 2" in out
+    assert "whether GRPO + distillation does is not decided yet" in blocks._declared_outcome(
+        declared([cell(null, real), cell(null, null), cell(null, null)], 1))
+    assert blocks._declared_outcome(declared([cell(null, real)] + [cell(null, null)] * 3, 0)).endswith(
+        "outcome 3, no setting is recommended; the recipes keep the paper's defaults")
+    # a held difference below 0 is not "adds"
+    below = cell(real, real)
+    below["attribution"]["distillation_weight=0.5"]["heldout"]["mean"] = -0.02
+    below["attribution"]["distillation_weight=0.25"]["heldout"]["mean"] = -0.02
+    assert "outcome 2" in blocks._declared_outcome(declared([below, below], 0))
+
+    def item6_cell(reaches, share, gain_p):
+        arm = {"heldout": {"minus_none": rec(0.05, gain_p), "share_of_process_ceiling": rec(0.9, 0) if share else None}}
+        return {"reaches_80": reaches, "arms": {"grpo-agree-0.5": arm}}
+
+    met = blocks._item6_outcome(declared([item6_cell(True, True, real), item6_cell(True, True, real)], 1))
+    assert met.startswith("2 of 3 cells done: reaches 80% in 2, a ceiling above GRPO in 2, holds over GRPO in 2")
+    assert met.endswith("item 6 is met; `grpo-agree-0.5` becomes the recommendation for reference-teacher runs")
+    assert blocks._item6_outcome(declared([item6_cell(False, True, null)], 2)).endswith("not decided yet")
+    no_ceiling = declared([item6_cell(True, True, real), item6_cell(False, False, real), item6_cell(False, False, null)], 0)  # fmt: skip
+    assert "item 6 is not met (no second cell can reach 80%), but the gain over GRPO holds in two cells" in (
+        blocks._item6_outcome(no_ceiling))
+    assert blocks._item6_outcome(declared([item6_cell(False, True, real), item6_cell(False, False, null)], 1)).endswith(
+        "item 6 is not met (no second cell can reach 80%); the recommendation is not decided yet")
+    assert blocks._item6_outcome(declared([item6_cell(False, True, null)] * 3, 0)).endswith("nothing is recommended")
