@@ -945,6 +945,8 @@ def credit_methods_findings() -> str:
         share = agree["share_of_process_ceiling"]
         share_text = (f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}] of it" if share
                       else "no share (the ceiling's interval does not lie above 0)")  # fmt: skip
+        if share and share["ci_high"] - share["ci_low"] > 1:  # a ratio over a small ceiling: say why it is so wide
+            share_text += " (the ceiling is small here, so the share's interval is wide)"
         lines.append(
             f"- **`{cell_name}`, item 6 (seeds {_seeds(item6)}):** `{CM_SETTING}` "
             f"{'reaches' if data['reaches_80'] else 'does not reach'} 80% of the process ceiling: "

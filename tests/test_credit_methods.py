@@ -356,6 +356,18 @@ def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
     findings = blocks.credit_methods_findings()
     assert "`grpo-agree-0.5` does not reach 80% of the process ceiling" in findings
     assert "no share (the ceiling's interval does not lie above 0)" in findings
+    assert "the share's interval is wide" not in findings
+
+    # a ceiling just above GRPO: the share exists, but a ratio over a small gain is wide, and the page says why
+    for r in item6_runs:
+        if r["label"] == "oracle-process":
+            r["eval"] = {"sampled_accuracy": 0.504 + (r["seed"] % 4 - 1.5) / 1000}
+        if r["label"] == "grpo-agree-0.5":
+            r["eval"] = {"sampled_accuracy": 0.505 + (r["seed"] % 3 - 1) / 200}
+    item6["cells"] = study.summarize_item6({cell: item6_runs})
+    share = item6["cells"][cell]["arms"]["grpo-agree-0.5"]["heldout"]["share_of_process_ceiling"]
+    assert share and share["ci_high"] - share["ci_low"] > 1
+    assert "(the ceiling is small here, so the share's interval is wide)" in blocks.credit_methods_findings()
 
 
 def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_change_them():
