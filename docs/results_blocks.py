@@ -186,7 +186,7 @@ def _credit_methods_answer(cell_name: str) -> str:
         return f"the {link} asks."
     gear = data["attribution"]["distillation_weight=0.25"]["heldout"]
     grpo = data["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]
-    adds = "add to it" if _holds(gear) and gear["mean"] > 0 else "add nothing resolved"
+    adds = "add to it" if _gains(gear) else "add nothing resolved"
     return (f"on fresh seeds the {link} found the same distillation on GRPO's uniform advantage gains "
             f"{ci(grpo)} and GEAR's weights {adds} ({ci(gear)} at 0.25, Holm p {_holm(gear)}).")
 
@@ -819,6 +819,11 @@ def _holds(record: dict) -> bool:
     return record.get("p_holm", 1.0) < 0.05
 
 
+def _gains(record: dict) -> bool:
+    """Holds (Holm p < 0.05) with its mean above 0: the declaration's "holds (> 0)"."""
+    return _holds(record) and record["mean"] > 0
+
+
 def _verdict(record: dict) -> str:
     if not _holds(record):
         return "no difference resolved"
@@ -866,8 +871,7 @@ def _whose(data: dict) -> str:
     if _attribution_holds(data):
         return "GEAR's weights add to the distillation on this cell."
     distill = [a for a in _GRPO_DISTILL if a in data["arms"]]
-    held = [a for a in distill if _holds(data["arms"][a]["heldout"]["minus_none"])
-            and data["arms"][a]["heldout"]["minus_none"]["mean"] > 0]  # fmt: skip
+    held = [a for a in distill if _gains(data["arms"][a]["heldout"]["minus_none"])]
     phrases = "; ".join(_arm_phrase(data, a) for a in distill)
     if held:
         return f"GRPO + distillation over GRPO: {phrases}. On this cell the gain is the distillation's."
@@ -880,11 +884,9 @@ def _declared_outcome(declared: dict) -> str:
     cells, pending = declared["cells"], len(declared["cells_pending"])
 
     def counts(w: str) -> tuple[int, int]:
-        adds = sum(_holds(d["attribution"][f"distillation_weight={w}"]["heldout"])
-                   and d["attribution"][f"distillation_weight={w}"]["heldout"]["mean"] > 0 for d in cells.values())
-        distill = sum(_holds(d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"])
-                      and d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"]["mean"] > 0 for d in cells.values())
-        return adds, distill  # fmt: skip
+        adds = sum(_gains(d["attribution"][f"distillation_weight={w}"]["heldout"]) for d in cells.values())
+        distill = sum(_gains(d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"]) for d in cells.values())
+        return adds, distill
 
     weights = ("0.25", "0.5")
     tally = {w: counts(w) for w in weights}
@@ -906,12 +908,12 @@ def _declared_outcome(declared: dict) -> str:
 
 
 def _item6_outcome(item6: dict) -> str:
-    """Amendment 2's outcomes 1-2 from item 6's complete cells: reaches 80% of the ceiling in two cells; failing that,
-    the recommendation follows `grpo-agree-0.5 - none` holding (above 0) in two."""
+    """Amendment 2's outcomes 1-2 from item 6's complete cells: reaches 80% of the ceiling in two cells; failing that
+    only because the other cells have no ceiling above GRPO, the recommendation follows `grpo-agree-0.5 - none`
+    holding (above 0) in two. A cell with a ceiling where the setting falls short is neither outcome: said so."""
     cells, pending = item6["cells"], len(item6["cells_pending"])
     reaches = [c for c, d in cells.items() if d["reaches_80"]]
-    gains = [c for c, d in cells.items() if _holds(d["arms"][CM_SETTING]["heldout"]["minus_none"])
-             and d["arms"][CM_SETTING]["heldout"]["minus_none"]["mean"] > 0]  # fmt: skip
+    gains = [c for c, d in cells.items() if _gains(d["arms"][CM_SETTING]["heldout"]["minus_none"])]
     ceilings = [c for c, d in cells.items() if d["arms"][CM_SETTING]["heldout"]["share_of_process_ceiling"]]
     head = (f"{len(cells)} of {len(cells) + pending} cells done: reaches 80% in {len(reaches)}, a ceiling above GRPO "
             f"in {len(ceilings)}, holds over GRPO in {len(gains)}")  # fmt: skip
@@ -919,6 +921,10 @@ def _item6_outcome(item6: dict) -> str:
         return f"{head}: item 6 is met; `{CM_SETTING}` becomes the recommendation for reference-teacher runs"
     if len(reaches) + pending >= 2:
         return f"{head}: not decided yet"
+    short = [f"`{c}`" for c in ceilings if c not in reaches]
+    if short:
+        return (f"{head}: item 6 is not met, and since it falls short of a ceiling above GRPO at {', '.join(short)}, "
+                "amendment 2's outcome 2 (no ceiling elsewhere) does not apply; no recommendation follows from item 6")  # fmt: skip
     if len(gains) >= 2:
         return (f"{head}: item 6 is not met (no second cell can reach 80%), but the gain over GRPO holds in two cells, "
                 f"so `{CM_SETTING}` becomes the recommendation for reference-teacher runs")  # fmt: skip
@@ -974,7 +980,7 @@ def _best_real_arm(data: dict) -> tuple[str, dict]:
 
 
 def _attribution_holds(data: dict) -> bool:
-    return any(_holds(e["heldout"]) and e["heldout"]["mean"] > 0 for e in data["attribution"].values())
+    return any(_gains(e["heldout"]) for e in data["attribution"].values())
 
 
 def config_attribution() -> str:
@@ -1002,8 +1008,7 @@ def readme_credit_methods() -> str:
     verdict = ("GEAR's weights add nothing resolved to the same distillation" if not adds
                else f"GEAR's weights add to the same distillation in {adds} of {len(cells)} cells")  # fmt: skip
     if len(cells) > 1:
-        distill = sum(any(_holds(d["arms"][a]["heldout"]["minus_none"]) and d["arms"][a]["heldout"]["minus_none"]["mean"] > 0
-                          for a in _GRPO_DISTILL) for d in cells.values())  # fmt: skip
+        distill = sum(any(_gains(d["arms"][a]["heldout"]["minus_none"]) for a in _GRPO_DISTILL) for d in cells.values())
         return f"{head}{verdict}; GRPO + distillation beats GRPO in {distill} of {len(cells)}"
     best, entry = _best_real_arm(next(iter(cells.values())))
     share = entry["share_of_process_ceiling"]

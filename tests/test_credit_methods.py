@@ -419,6 +419,10 @@ def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_chang
     no_ceiling = declared([item6_cell(True, True, real), item6_cell(False, False, real), item6_cell(False, False, null)], 0)  # fmt: skip
     assert "item 6 is not met (no second cell can reach 80%), but the gain over GRPO holds in two cells" in (
         blocks._item6_outcome(no_ceiling))
-    assert blocks._item6_outcome(declared([item6_cell(False, True, real), item6_cell(False, False, null)], 1)).endswith(
+    assert blocks._item6_outcome(declared([item6_cell(False, False, real), item6_cell(False, False, null)], 1)).endswith(
         "item 6 is not met (no second cell can reach 80%); the recommendation is not decided yet")
-    assert blocks._item6_outcome(declared([item6_cell(False, True, null)] * 3, 0)).endswith("nothing is recommended")
+    assert blocks._item6_outcome(declared([item6_cell(False, False, null)] * 3, 0)).endswith("nothing is recommended")
+    # short of a ceiling that exists (as at independent-k8): outcome 2 is for cells without one, so it does not apply
+    short = blocks._item6_outcome(declared([item6_cell(False, True, real), item6_cell(False, False, real)], 1))
+    assert short.endswith("item 6 is not met, and since it falls short of a ceiling above GRPO at `0`, amendment 2's "
+                          "outcome 2 (no ceiling elsewhere) does not apply; no recommendation follows from item 6")  # fmt: skip
