@@ -453,13 +453,14 @@ def family_size() -> int:
 
 
 def collect(seeds) -> dict[str, list[dict]]:
-    """The committed runs of every cell on `seeds`, by cell."""
+    """The committed runs of every cell on `seeds`, by cell, the cells in the declaration's order (`CELLS`)."""
     found: dict[str, list[dict]] = {}
     for path in sorted(RUNS_DIR.glob("*/*.json")):
         run = json.loads(path.read_text())
         if run["seed"] in seeds:
             found.setdefault(run["cell"], []).append(run)
-    return found
+    order = list(CELLS)
+    return dict(sorted(found.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
 
 
 def count(cell_runs: list[dict], arms, seeds) -> int:

@@ -779,14 +779,23 @@ def _share(entry: dict) -> str:
     return "" if not share else f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}]"
 
 
+def _ceiling_resolved(data: dict) -> bool:
+    """Whether a complete cell's process ceiling lies above GRPO (its held-out interval above 0): only then is a
+    share of it given."""
+    return data["arms"][CM_CEILING]["heldout"]["minus_none"]["ci_low"] > 0
+
+
 def _cm_rows(report: dict) -> list[str]:
     """A report's rows of the page's table: each complete cell's arms and attributions."""
     seeds, rows = _seeds(report), []
     for cell_name, data in report["cells"].items():
         for name, entry in data["arms"].items():
             held, rew = entry["heldout"]["minus_none"], entry["reward"]["minus_none"]
+            share = _share(entry["heldout"])
+            if name != CM_CEILING and not _ceiling_resolved(data):
+                share = "no ceiling above GRPO"
             rows.append(f"| `{cell_name}` | `{name}` | {seeds} | {ci(held)} | {_holm(held)} | {ci(rew)} | "
-                        f"{_holm(rew)} | {_share(entry['heldout'])} |")  # fmt: skip
+                        f"{_holm(rew)} | {share} |")  # fmt: skip
         for entry in data["attribution"].values():
             held, rew = entry["heldout"], entry["reward"]
             rows.append(f"| `{cell_name}` | `{entry['arm']}` - `{entry['minus']}` | {seeds} | {ci(held)} | "
@@ -875,7 +884,12 @@ def _whose(data: dict) -> str:
     phrases = "; ".join(_arm_phrase(data, a) for a in distill)
     if held:
         return f"GRPO + distillation over GRPO: {phrases}. On this cell the gain is the distillation's."
-    return f"GRPO + distillation over GRPO: {phrases}. Neither part resolved a gain on this cell."
+    room = ""
+    if not _ceiling_resolved(data):
+        room = (f" The process ceiling itself is not resolved above GRPO here "
+                f"({ci(data['arms'][CM_CEILING]['heldout']['minus_none'])}): the cell leaves little for any credit "
+                "scheme to gain.")  # fmt: skip
+    return f"GRPO + distillation over GRPO: {phrases}. Neither part resolved a gain on this cell.{room}"
 
 
 def _declared_outcome(declared: dict) -> str:
@@ -990,7 +1004,7 @@ def config_attribution() -> str:
     for cell_name, data in declared["cells"].items():
         weights = ", ".join(f"{ci(e['heldout'])} at {key.split('=')[1]} (Holm p {_holm(e['heldout'])})"
                             for key, e in data["attribution"].items())  # fmt: skip
-        parts.append(f"at `{cell_name}` (seeds {_seeds(declared)}) GEAR + distillation minus GRPO + distillation "
+        parts.append(f"At `{cell_name}` (seeds {_seeds(declared)}) GEAR + distillation minus GRPO + distillation "
                      f"is {weights} held-out. {_whose(data)}")  # fmt: skip
     pending = ", ".join(f"`{c}`" for c in declared["cells_pending"])
     return " ".join(parts) + (f" Still running: {pending}." if pending else "")

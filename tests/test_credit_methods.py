@@ -220,6 +220,18 @@ def test_exploration_runs_with_the_horizon_studys_inputs_are_read_from_it(tmp_pa
     assert study.cached(study.job_for("independent-k8", "grpo-distill-0.25", 5, tmp_path)) is None
 
 
+def test_collected_runs_come_in_the_declarations_cell_order(tmp_path, monkeypatch):
+    """The reports list cells as the declaration orders them (`CELLS`), not as their folders sort."""
+    import json
+
+    monkeypatch.setattr(study, "RUNS_DIR", tmp_path)
+    for cell in ("independent-k4", "calculator", "independent-k8"):  # alphabetical: calculator, k4, k8
+        (tmp_path / cell).mkdir()
+        (tmp_path / cell / "none__seed100.json").write_text(json.dumps(run(cell, "none", 100, 0.1, 0.1)))
+    assert list(study.collect({100})) == ["independent-k8", "independent-k4", "calculator"]
+    assert list(study.collect({101})) == []
+
+
 def test_item6_confirmation_by_hand(tmp_path):
     """Amendment 2: family C (agree - none, agree - grpo-distill-0.5 per cell, Holm over 6) and 'reaches 80%'."""
     assert study.ITEM6_SEEDS == list(range(200, 216)) and not set(study.ITEM6_SEEDS) & set(study.CONFIRMATORY)
@@ -298,7 +310,7 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert blocks.config_agreement().endswith("; still running: `chained-k4`")
     assert "GEAR's weights add to the distillation on this cell." in findings
     attribution = blocks.config_attribution()
-    assert attribution.startswith("at `independent-k8` (seeds 100-115) GEAR + distillation minus GRPO + distillation")
+    assert attribution.startswith("At `independent-k8` (seeds 100-115) GEAR + distillation minus GRPO + distillation")
     assert "GEAR's weights add to the distillation on this cell. Still running: `calculator`." in attribution
     assert "the other arms over GRPO (held-out):** GEAR at the paper's values +0.001 [" in findings
     assert "RLSD's reference schedule" in findings and "TRL's `SDPOTrainer` as it ships" in findings
@@ -330,8 +342,18 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert readme == ("`independent-k8`, `independent-k4` (2 of 3 cells done): GEAR's weights add nothing resolved to "
                       "the same distillation; GRPO + distillation beats GRPO in 1 of 2")  # fmt: skip
     assert len(readme.split()) <= 30
-    assert "- **What the declaration decides so far:** 2 of 3 cells done (at 0.25 GEAR's weights add in 0" in (
-        blocks.credit_methods_findings())
+    findings = blocks.credit_methods_findings()
+    assert "- **What the declaration decides so far:** 2 of 3 cells done (at 0.25 GEAR's weights add in 0" in findings
+    # at K = 4 the ceiling ties GRPO: no share is printed, and the findings say the cell leaves little to gain
+    k4_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k4`, whose gain"))
+    assert "The process ceiling itself is not resolved above GRPO here (+0.000 [" in k4_line
+    k8_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k8`, whose gain"))
+    assert "not resolved above GRPO" not in k8_line
+    table = blocks.credit_methods_table().splitlines()
+    assert next(r for r in table if "| `independent-k4` | `gear` |" in r).endswith("| no ceiling above GRPO |")
+    assert next(r for r in table if "| `independent-k4` | `oracle-process` |" in r).endswith("|  |")
+    assert next(r for r in table if "| `independent-k8` | `grpo-distill-0.5` |" in r).endswith("] |")
+    assert ". At `independent-k4` (seeds 100-115)" in blocks.config_attribution()  # each cell its own sentence
 
 
 def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
