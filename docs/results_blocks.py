@@ -730,7 +730,14 @@ def config_agreement() -> str:
                        else ", with no process ceiling above GRPO there to share")
                     + f", and {ci(versus)} over the log-ratio at the same weight (Holm p {_holm(versus)})")  # fmt: skip
     pending = ", ".join(f"`{c}`" for c in item6["cells_pending"])
-    return "; ".join(done or ["no cell of it is complete yet"]) + (f"; still running: {pending}" if pending else "")
+    if pending:
+        return "; ".join(done or ["no cell of it is complete yet"]) + f"; still running: {pending}. It stays an option"
+    reaches = [c for c, d in item6["cells"].items() if d["reaches_80"]]
+    verdict = (f"item 6 is met, so it is the setting the docs recommend for reference-teacher runs (the defaults stay "
+               f"the paper's)" if len(reaches) >= 2 else
+               f"it reaches 80% of the ceiling in {len(reaches)} of {len(item6['cells'])} cells, so item 6 is not met "
+               "and it stays an option, not a recommendation")  # fmt: skip
+    return "; ".join(done) + f". {verdict[0].upper()}{verdict[1:]}"
 
 
 def config_sdpo_teacher() -> str:
@@ -922,6 +929,29 @@ def _declared_outcome(declared: dict) -> str:
 
 
 def _item6_outcome(item6: dict) -> str:
+    """Amendment 2's outcomes 1-2 (`_item6_decision`) and, once every cell is read, its outcome 3 per cell."""
+    cells, pending = item6["cells"], len(item6["cells_pending"])
+    if not pending:  # amendment 2's outcome 3, per cell, once all are read
+        versus = _agreement_versus_log_ratio(cells)
+        return f"{_item6_decision(item6)}. {versus[0].upper()}{versus[1:]}"
+    return _item6_decision(item6)
+
+
+def _agreement_versus_log_ratio(cells: dict) -> str:
+    """Amendment 2's outcome 3 said plainly: where `grpo-agree-0.5 - grpo-distill-0.5` holds, the gain over
+    self-distillation is the agreement term's; elsewhere no difference between the two terms was resolved."""
+    above = [f"`{c}`" for c, d in cells.items() if _gains(d["attribution"]["distillation_signal"]["heldout"])]
+    rest = [f"`{c}`" for c, d in cells.items() if f"`{c}`" not in above]
+    parts = []
+    if above:
+        parts.append(f"against SDPO's log-ratio at the same weight the agreement term holds above at {', '.join(above)}"
+                     ": there the gain over self-distillation is the agreement term's")  # fmt: skip
+    if rest:
+        parts.append(f"at {', '.join(rest)} no difference between the two terms was resolved")
+    return "; ".join(parts)
+
+
+def _item6_decision(item6: dict) -> str:
     """Amendment 2's outcomes 1-2 from item 6's complete cells: reaches 80% of the ceiling in two cells; failing that
     only because the other cells have no ceiling above GRPO, the recommendation follows `grpo-agree-0.5 - none`
     holding (above 0) in two. A cell with a ceiling where the setting falls short is neither outcome: said so."""
@@ -977,7 +1007,8 @@ def credit_methods_findings() -> str:
     if declared["cells"]:
         lines.append(f"- **What the declaration decides so far:** {_declared_outcome(declared)}.")
     if item6["cells"]:
-        lines.append(f"- **Item 6 (amendment 2) so far:** {_item6_outcome(item6)}.")
+        state = "so far" if item6["cells_pending"] else "decided"
+        lines.append(f"- **Item 6 (amendment 2), {state}:** {_item6_outcome(item6)}.")
     pending = [f"`{c}` ({n} of {declared['runs_declared'][c]})" for c, n in declared["cells_pending"].items()]
     pending += [f"`{c}`, item 6 ({n} of {item6['runs_declared'][c]})" for c, n in item6["cells_pending"].items()]
     if pending:

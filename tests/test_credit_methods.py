@@ -307,7 +307,7 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "`calculator` (7 of 144)" in findings and "`chained-k4`, item 6 (0 of 64)" in findings
     assert "On the 8 exploration seeds it was found on it gained +0.114 [" in findings and "measured again" in findings
     assert blocks.config_agreement().startswith("at `independent-k8` (seeds 200-215) GRPO with it at 0.5 gained +0.094")
-    assert blocks.config_agreement().endswith("; still running: `chained-k4`")
+    assert blocks.config_agreement().endswith("; still running: `chained-k4`. It stays an option")
     assert "GEAR's weights add to the distillation on this cell." in findings
     attribution = blocks.config_attribution()
     assert attribution.startswith("At `independent-k8` (seeds 100-115) GEAR + distillation minus GRPO + distillation")
@@ -375,6 +375,8 @@ def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
                "credit_methods.item6": item6, "credit_methods.exploration": {"cells": {}}}  # fmt: skip
     monkeypatch.setattr(blocks, "load", reports.__getitem__)
     assert ", with no process ceiling above GRPO there to share, and " in blocks.config_agreement()
+    assert blocks.config_agreement().endswith(
+        ". It reaches 80% of the ceiling in 0 of 1 cells, so item 6 is not met and it stays an option, not a recommendation")
     findings = blocks.credit_methods_findings()
     assert "`grpo-agree-0.5` does not reach 80% of the process ceiling" in findings
     assert "no share (the ceiling's interval does not lie above 0)" in findings
@@ -390,6 +392,12 @@ def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
     share = item6["cells"][cell]["arms"]["grpo-agree-0.5"]["heldout"]["share_of_process_ceiling"]
     assert share and share["ci_high"] - share["ci_low"] > 1
     assert "(the ceiling is small here, so the share's interval is wide)" in blocks.credit_methods_findings()
+    assert "- **Item 6 (amendment 2), decided:** 1 of 1 cells done" in blocks.credit_methods_findings()
+    # reaching 80% in two cells: the configuration page names it the recommendation, the defaults unchanged
+    reached = dict(item6["cells"][cell], reaches_80=True)
+    item6["cells"] = {cell: reached, "independent-k8": reached}
+    assert blocks.config_agreement().endswith(". Item 6 is met, so it is the setting the docs recommend for "
+                                              "reference-teacher runs (the defaults stay the paper's)")  # fmt: skip
 
 
 def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_change_them():
@@ -430,9 +438,10 @@ def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_chang
     below["attribution"]["distillation_weight=0.25"]["heldout"]["mean"] = -0.02
     assert "outcome 2" in blocks._declared_outcome(declared([below, below], 0))
 
-    def item6_cell(reaches, share, gain_p):
+    def item6_cell(reaches, share, gain_p, versus_p=0.9):
         arm = {"heldout": {"minus_none": rec(0.05, gain_p), "share_of_process_ceiling": rec(0.9, 0) if share else None}}
-        return {"reaches_80": reaches, "arms": {"grpo-agree-0.5": arm}}
+        versus = {"heldout": rec(0.02, versus_p)}
+        return {"reaches_80": reaches, "arms": {"grpo-agree-0.5": arm}, "attribution": {"distillation_signal": versus}}
 
     met = blocks._item6_outcome(declared([item6_cell(True, True, real), item6_cell(True, True, real)], 1))
     assert met.startswith("2 of 3 cells done: reaches 80% in 2, a ceiling above GRPO in 2, holds over GRPO in 2")
@@ -443,7 +452,16 @@ def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_chang
         blocks._item6_outcome(no_ceiling))
     assert blocks._item6_outcome(declared([item6_cell(False, False, real), item6_cell(False, False, null)], 1)).endswith(
         "item 6 is not met (no second cell can reach 80%); the recommendation is not decided yet")
-    assert blocks._item6_outcome(declared([item6_cell(False, False, null)] * 3, 0)).endswith("nothing is recommended")
+    assert blocks._item6_outcome(declared([item6_cell(False, False, null)] * 3, 0)).endswith(
+        "nothing is recommended. At `0`, `1`, `2` no difference between the two terms was resolved")
+    # every cell read: outcome 3 says, per cell, whether the agreement term beats the log-ratio at the same weight
+    decided = blocks._item6_outcome(declared([item6_cell(False, True, real, real), item6_cell(False, False, null),
+                                              item6_cell(True, True, real, real)], 0))  # fmt: skip
+    assert decided.endswith("no recommendation follows from item 6. Against SDPO's log-ratio at the same weight the "
+                            "agreement term holds above at `0`, `2`: there the gain over self-distillation is the "
+                            "agreement term's; at `1` no difference between the two terms was resolved")  # fmt: skip
+    # while a cell is pending, outcome 3 is not said yet
+    assert "log-ratio" not in blocks._item6_outcome(declared([item6_cell(False, True, real, real)], 2))
     # short of a ceiling that exists (as at independent-k8): outcome 2 is for cells without one, so it does not apply
     short = blocks._item6_outcome(declared([item6_cell(False, True, real), item6_cell(False, False, real)], 1))
     assert short.endswith("item 6 is not met, and since it falls short of a ceiling above GRPO at `0`, amendment 2's "
