@@ -940,8 +940,9 @@ def _item6_outcome(item6: dict) -> str:
 def _agreement_versus_log_ratio(cells: dict) -> str:
     """Amendment 2's outcome 3 said plainly: where `grpo-agree-0.5 - grpo-distill-0.5` holds, the gain over
     self-distillation is the agreement term's; elsewhere no difference between the two terms was resolved."""
-    above = [f"`{c}`" for c, d in cells.items() if _gains(d["attribution"]["distillation_signal"]["heldout"])]
-    rest = [f"`{c}`" for c, d in cells.items() if f"`{c}`" not in above]
+    holds = {c: _gains(d["attribution"]["distillation_signal"]["heldout"]) for c, d in cells.items()}
+    above = [f"`{c}`" for c, h in holds.items() if h]
+    rest = [f"`{c}`" for c, h in holds.items() if not h]
     parts = []
     if above:
         parts.append(f"against SDPO's log-ratio at the same weight the agreement term holds above at {', '.join(above)}"
@@ -975,6 +976,17 @@ def _item6_decision(item6: dict) -> str:
     if len(gains) + pending >= 2:
         return f"{head}: item 6 is not met (no second cell can reach 80%); the recommendation is not decided yet"
     return f"{head}: item 6 is not met and the gain over GRPO does not hold in two cells; nothing is recommended"
+
+
+def credit_methods_item6_lead() -> str:
+    """The page's opening line on item 6: how many of its cells reach 80% of the ceiling, and whether it is met."""
+    item6 = load("credit_methods.item6")
+    cells, total = item6["cells"], len(item6["runs_declared"])
+    reaches = sum(d["reaches_80"] for d in cells.values())
+    if item6["cells_pending"]:
+        return f"`{CM_SETTING}` reaches 80% of the ceiling in {reaches} of {len(cells)} cells read ({total} declared)"
+    return (f"`{CM_SETTING}` reaches 80% of the ceiling in {reaches} of {total} cells: "
+            + ("met" if reaches >= 2 else "not met, so nothing is recommended from it"))  # fmt: skip
 
 
 def credit_methods_findings() -> str:
@@ -1064,6 +1076,7 @@ def readme_credit_methods() -> str:
 BLOCKS = {
     "credit_methods.table": credit_methods_table,
     "credit_methods.findings": credit_methods_findings,
+    "credit_methods.item6_lead": credit_methods_item6_lead,
     "readme.credit_methods": readme_credit_methods,
     "config.agreement": config_agreement,
     "config.attribution": config_attribution,

@@ -308,6 +308,7 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "On the 8 exploration seeds it was found on it gained +0.114 [" in findings and "measured again" in findings
     assert blocks.config_agreement().startswith("at `independent-k8` (seeds 200-215) GRPO with it at 0.5 gained +0.094")
     assert blocks.config_agreement().endswith("; still running: `chained-k4`. It stays an option")
+    assert blocks.credit_methods_item6_lead() == "`grpo-agree-0.5` reaches 80% of the ceiling in 1 of 1 cells read (2 declared)"
     assert "GEAR's weights add to the distillation on this cell." in findings
     attribution = blocks.config_attribution()
     assert attribution.startswith("At `independent-k8` (seeds 100-115) GEAR + distillation minus GRPO + distillation")
@@ -393,11 +394,15 @@ def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
     assert share and share["ci_high"] - share["ci_low"] > 1
     assert "(the ceiling is small here, so the share's interval is wide)" in blocks.credit_methods_findings()
     assert "- **Item 6 (amendment 2), decided:** 1 of 1 cells done" in blocks.credit_methods_findings()
+    assert blocks.credit_methods_item6_lead() == (
+        "`grpo-agree-0.5` reaches 80% of the ceiling in 1 of 1 cells: not met, so nothing is recommended from it")
     # reaching 80% in two cells: the configuration page names it the recommendation, the defaults unchanged
     reached = dict(item6["cells"][cell], reaches_80=True)
     item6["cells"] = {cell: reached, "independent-k8": reached}
     assert blocks.config_agreement().endswith(". Item 6 is met, so it is the setting the docs recommend for "
                                               "reference-teacher runs (the defaults stay the paper's)")  # fmt: skip
+    item6["runs_declared"]["independent-k8"] = 64
+    assert blocks.credit_methods_item6_lead() == "`grpo-agree-0.5` reaches 80% of the ceiling in 2 of 2 cells: met"
 
 
 def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_change_them():
