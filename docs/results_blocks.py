@@ -495,7 +495,7 @@ def performance_table() -> str:
 
 
 def performance_findings() -> str:
-    cpu_targets, cuda_targets = load("overhead.cpu")["targets"], load("overhead.cuda")["targets"]
+    cpu_targets = load("overhead.cpu")["targets"]
     missed = [f"`{t['target']}` at {t['shape']}" for t in cpu_targets if not t["holds"]]
     sharing = _target("overhead.cpu", "teacher_prefix_sharing", "long_prompt")
     sdpo = _target("overhead.cpu", "divergence_vs_sdpo_full_logits", "vocab")
@@ -647,7 +647,7 @@ def learning_table() -> str:
 
 def learning_findings() -> str:
     math_, tools = load("learning"), load("learning.tools")
-    ms, ts = math_["summary"], tools["summary"]
+    ms = math_["summary"]
     mstart, tstart = math_["start"]["eval"], tools["start"]["eval"]
     sites = {name: load(f"credit_sites.{key}") for name, key in (("arithmetic", "arith"), ("the calculator", "tools"))}
     knobs, tknobs = load("learning.knobs")["summary"], load("learning.tools_knobs")["summary"]
@@ -733,8 +733,8 @@ def config_agreement() -> str:
     if pending:
         return "; ".join(done or ["no cell of it is complete yet"]) + f"; still running: {pending}. It stays an option"
     reaches = [c for c, d in item6["cells"].items() if d["reaches_80"]]
-    verdict = (f"item 6 is met, so it is the setting the docs recommend for reference-teacher runs (the defaults stay "
-               f"the paper's)" if len(reaches) >= 2 else
+    verdict = ("item 6 is met, so it is the setting the docs recommend for reference-teacher runs (the defaults stay "
+               "the paper's)" if len(reaches) >= 2 else
                f"it reaches 80% of the ceiling in {len(reaches)} of {len(item6['cells'])} cells, so item 6 is not met "
                "and it stays an option, not a recommendation")  # fmt: skip
     return "; ".join(done) + f". {verdict[0].upper()}{verdict[1:]}"
