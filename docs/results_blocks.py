@@ -861,6 +861,7 @@ def _explored(cell_name: str) -> str:
 
 
 _GRPO_DISTILL = ("grpo-distill-0.25", "grpo-distill-0.5")
+_GEAR_DISTILL = ("gear-distill-0.25", "gear-distill-0.5")
 _OTHER_ARMS = {
     "gear": "GEAR at the paper's values",
     "rlsd-reference": "RLSD's reference schedule",
@@ -892,11 +893,22 @@ def _whose(data: dict) -> str:
     if held:
         return f"GRPO + distillation over GRPO: {phrases}. On this cell the gain is the distillation's."
     room = ""
+    costs = [a for a in (*_GRPO_DISTILL, *_GEAR_DISTILL) if a in data["arms"] and _loses(data["arms"][a]["heldout"])]
+    if costs:  # where the blend costs accuracy, say so plainly (the GEAR + distillation figures are not phrased above)
+        room = (" Self-distillation costs held-out accuracy here: "
+                + "; ".join(f"`{a}` {ci(data['arms'][a]['heldout']['minus_none'])} (Holm p "
+                            f"{_holm(data['arms'][a]['heldout']['minus_none'])})" for a in costs)
+                + " below GRPO.")  # fmt: skip
     if not _ceiling_resolved(data):
-        room = (f" The process ceiling itself is not resolved above GRPO here "
-                f"({ci(data['arms'][CM_CEILING]['heldout']['minus_none'])}): the cell leaves little for any credit "
-                "scheme to gain.")  # fmt: skip
+        room += (f" The process ceiling itself is not resolved above GRPO here "
+                 f"({ci(data['arms'][CM_CEILING]['heldout']['minus_none'])}): the cell leaves little for any credit "
+                 "scheme to gain.")  # fmt: skip
     return f"GRPO + distillation over GRPO: {phrases}. Neither part resolved a gain on this cell.{room}"
+
+
+def _loses(entry: dict) -> bool:
+    """An arm's `minus_none` holds (Holm p < 0.05) with its mean below 0."""
+    return _holds(entry["minus_none"]) and entry["minus_none"]["mean"] < 0
 
 
 def _declared_outcome(declared: dict) -> str:
@@ -1054,19 +1066,21 @@ def config_attribution() -> str:
 
 
 def readme_credit_methods() -> str:
-    """At most 30 words: the declared study's complete cells, whether GEAR's weights add to the same distillation
-    there (Holm p < 0.05, above 0, at either weight), and with one cell complete its best real arm and share."""
+    """At most 24 words (the README row's 30 with its link): how many of the declared study's cells are read, whether
+    GEAR's weights add to the same distillation there (Holm p < 0.05, above 0, at either weight), and in how many
+    GRPO + distillation beats GRPO or loses to it (either weight); with one cell read, its best real arm and share."""
     declared = load("credit_methods")
     cells, total = declared["cells"], len(declared["runs_declared"])
     if not cells:
         return f"0 of {total} cells done"
     adds = sum(_attribution_holds(data) for data in cells.values())
-    head = f"{', '.join(f'`{c}`' for c in cells)} ({len(cells)} of {total} cells done): "
+    head = f"{len(cells)} of {total} cells read: "  # the page names them; the row's budget is 30 words with its link
     verdict = ("GEAR's weights add nothing resolved to the same distillation" if not adds
                else f"GEAR's weights add to the same distillation in {adds} of {len(cells)} cells")  # fmt: skip
     if len(cells) > 1:
         distill = sum(any(_gains(d["arms"][a]["heldout"]["minus_none"]) for a in _GRPO_DISTILL) for d in cells.values())
-        return f"{head}{verdict}; GRPO + distillation beats GRPO in {distill} of {len(cells)}"
+        loses = sum(any(_loses(d["arms"][a]["heldout"]) for a in _GRPO_DISTILL) for d in cells.values())
+        return f"{head}{verdict}; GRPO + distillation beats GRPO in {distill}" + (f", loses in {loses}" if loses else "")
     best, entry = _best_real_arm(next(iter(cells.values())))
     share = entry["share_of_process_ceiling"]
     return (f"{head}{verdict}; best: `{best}` {ci(entry['minus_none'])}"

@@ -261,6 +261,9 @@ def test_item6_confirmation_by_hand(tmp_path):
         study.main(["--cell", "independent-k8", "--seeds", "100", "200"])
 
 
+_GEAR_DISTILL = ("gear-distill-0.25", "gear-distill-0.5")
+
+
 def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     """docs/results_blocks.py's credit-methods blocks on hand-made reports: a complete cell's rows and findings
     (attribution, item 6's verdict against the ceiling and the control), a pending cell's run count only."""
@@ -316,7 +319,7 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "the other arms over GRPO (held-out):** GEAR at the paper's values +0.001 [" in findings
     assert "RLSD's reference schedule" in findings and "TRL's `SDPOTrainer` as it ships" in findings
     readme = blocks.readme_credit_methods()
-    assert readme.startswith("`independent-k8` (1 of 2 cells done): GEAR's weights add to the same distillation in 1")
+    assert readme.startswith("1 of 2 cells read: GEAR's weights add to the same distillation in 1")
     assert "; best: `gear-distill-0.5` +0.051 [" in readme and ", 0.84 of the ceiling" in readme  # 0.051 / 0.061
     assert len(readme.split()) <= 30
 
@@ -331,7 +334,7 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert "w = 0.5: +0.000 [-0.001, +0.001] (Holm p 1.000, no difference resolved)" in findings
     assert "On this cell the gain is the distillation's." in findings
     assert blocks.readme_credit_methods().startswith(
-        "`independent-k8` (1 of 2 cells done): GEAR's weights add nothing resolved to the same distillation; best: `"
+        "1 of 2 cells read: GEAR's weights add nothing resolved to the same distillation; best: `"
     )
     # a second cell where nothing beats GRPO: the row counts the cells instead of naming one cell's best arm
     flat_k4 = [dict(r, cell="independent-k4", eval={"sampled_accuracy": 0.1 + (r["seed"] % 3) / 1000})
@@ -340,8 +343,8 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     reports["credit_methods"]["cells"] = study.summarize(
         {cell: flat, "independent-k4": flat_k4}, set(study.CONFIRMATORY), family_size=36)
     readme = blocks.readme_credit_methods()
-    assert readme == ("`independent-k8`, `independent-k4` (2 of 3 cells done): GEAR's weights add nothing resolved to "
-                      "the same distillation; GRPO + distillation beats GRPO in 1 of 2")  # fmt: skip
+    assert readme == ("2 of 3 cells read: GEAR's weights add nothing resolved to the same distillation; "
+                      "GRPO + distillation beats GRPO in 1")  # fmt: skip
     assert len(readme.split()) <= 30
     findings = blocks.credit_methods_findings()
     assert "- **What the declaration decides so far:** 2 of 3 cells done (at 0.25 GEAR's weights add in 0" in findings
@@ -355,6 +358,22 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert next(r for r in table if "| `independent-k4` | `oracle-process` |" in r).endswith("|  |")
     assert next(r for r in table if "| `independent-k8` | `grpo-distill-0.5` |" in r).endswith("] |")
     assert ". At `independent-k4` (seeds 100-115)" in blocks.config_attribution()  # each cell its own sentence
+    assert "Self-distillation costs" not in findings
+    # where a blend falls below GRPO (Holm p < 0.05), the cell's answer says so, GEAR + distillation's figure too
+    costly = [dict(r, eval={"sampled_accuracy": r["eval"]["sampled_accuracy"]
+                            - (0.03 + (r["seed"] % 2) / 500) * (r["label"] in ("grpo-distill-0.5", *_GEAR_DISTILL))})
+              for r in flat_k4]  # fmt: skip
+    reports["credit_methods"]["cells"] = study.summarize(
+        {cell: flat, "independent-k4": costly}, set(study.CONFIRMATORY), family_size=36)
+    findings = blocks.credit_methods_findings()
+    k4_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k4`, whose gain"))
+    assert ("Neither part resolved a gain on this cell. Self-distillation costs held-out accuracy here: "
+            "`grpo-distill-0.5` -0.031 [") in k4_line  # fmt: skip
+    assert "; `gear-distill-0.25` -0.031 [" in k4_line and "; `gear-distill-0.5` -0.031 [" in k4_line
+    assert " below GRPO. The process ceiling itself" in k4_line
+    k8_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k8`, whose gain"))
+    assert "Self-distillation costs" not in k8_line
+    assert blocks.readme_credit_methods().endswith("; GRPO + distillation beats GRPO in 1, loses in 1")
 
 
 def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
