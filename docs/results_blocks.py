@@ -840,6 +840,17 @@ def _gains(record: dict) -> bool:
     return _holds(record) and record["mean"] > 0
 
 
+def _loses(record: dict) -> bool:
+    """Holds (Holm p < 0.05) with its mean below 0."""
+    return _holds(record) and record["mean"] < 0
+
+
+def _may_gain(record: dict) -> bool:
+    """Could hold above 0 once every comparison of the family is in: Holm's adjusted p only falls as the declared
+    family fills (missing comparisons count as the largest p's) and never below the unadjusted `p`."""
+    return record["mean"] > 0 and record.get("p", record["p_holm"]) < 0.05
+
+
 def _verdict(record: dict) -> str:
     if not _holds(record):
         return "no difference resolved"
@@ -893,12 +904,11 @@ def _whose(data: dict) -> str:
     if held:
         return f"GRPO + distillation over GRPO: {phrases}. On this cell the gain is the distillation's."
     room = ""
-    costs = [a for a in (*_GRPO_DISTILL, *_GEAR_DISTILL) if a in data["arms"] and _loses(data["arms"][a]["heldout"])]
-    if costs:  # where the blend costs accuracy, say so plainly (the GEAR + distillation figures are not phrased above)
-        room = (" Self-distillation costs held-out accuracy here: "
-                + "; ".join(f"`{a}` {ci(data['arms'][a]['heldout']['minus_none'])} (Holm p "
-                            f"{_holm(data['arms'][a]['heldout']['minus_none'])})" for a in costs)
-                + " below GRPO.")  # fmt: skip
+    costs = [a for a in (*_GRPO_DISTILL, *_GEAR_DISTILL) if a in data["arms"] and _loses(data["arms"][a]["heldout"]["minus_none"])]  # fmt: skip
+    if costs:  # where a blend costs accuracy, say so plainly; the GRPO blends' figures are given just above
+        named = [f"`{a}`" if a in _GRPO_DISTILL else f"`{a}` {ci(data['arms'][a]['heldout']['minus_none'])} "
+                 f"(Holm p {_holm(data['arms'][a]['heldout']['minus_none'])})" for a in costs]  # fmt: skip
+        room = f" Self-distillation costs held-out accuracy here: {'; '.join(named)} below GRPO."
     if not _ceiling_resolved(data):
         room += (f" The process ceiling itself is not resolved above GRPO here "
                  f"({ci(data['arms'][CM_CEILING]['heldout']['minus_none'])}): the cell leaves little for any credit "
@@ -906,36 +916,35 @@ def _whose(data: dict) -> str:
     return f"GRPO + distillation over GRPO: {phrases}. Neither part resolved a gain on this cell.{room}"
 
 
-def _loses(entry: dict) -> bool:
-    """An arm's `minus_none` holds (Holm p < 0.05) with its mean below 0."""
-    return _holds(entry["minus_none"]) and entry["minus_none"]["mean"] < 0
-
-
 def _declared_outcome(declared: dict) -> str:
     """The declaration's outcomes 1-3 (bench/results/credit_methods/declaration.md), per weight w, from the complete
     cells: decided once no pending cell could change it (each needs two cells), else the counts so far."""
     cells, pending = declared["cells"], len(declared["cells_pending"])
 
-    def counts(w: str) -> tuple[int, int]:
-        adds = sum(_gains(d["attribution"][f"distillation_weight={w}"]["heldout"]) for d in cells.values())
-        distill = sum(_gains(d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"]) for d in cells.values())
+    def records(w: str) -> tuple[list[dict], list[dict]]:
+        adds = [d["attribution"][f"distillation_weight={w}"]["heldout"] for d in cells.values()]
+        distill = [d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"] for d in cells.values()]
         return adds, distill
 
+    def reachable(recs: list[dict]) -> int:  # cells where it holds now, or could once the pending cells enter Holm
+        return sum(map(_may_gain, recs)) + pending if pending else sum(map(_gains, recs))
+
     weights = ("0.25", "0.5")
-    tally = {w: counts(w) for w in weights}
+    recs = {w: records(w) for w in weights}
+    tally = {w: (sum(map(_gains, a)), sum(map(_gains, d))) for w, (a, d) in recs.items()}
     so_far = "; ".join(f"at {w} GEAR's weights add in {a} and GRPO + distillation holds over GRPO in {d}"
                        for w, (a, d) in tally.items())  # fmt: skip
     head = f"{len(cells)} of {len(cells) + pending} cells done ({so_far})"
     adds = [w for w, (a, _) in tally.items() if a >= 2]
     if adds:
         return f"{head}: outcome 1, GEAR's weights add to the distillation at {' and '.join(adds)}"
-    if any(a + pending >= 2 for a, _ in tally.values()):
+    if any(reachable(a) >= 2 for a, _ in recs.values()):
         return f"{head}: not decided yet; every outcome needs two cells"
     distill = [w for w, (_, d) in tally.items() if d >= 2]
     if distill:
         return (f"{head}: outcome 2, the gain is the distillation's; the recommendation is GRPO + distillation "
                 f"at {' and '.join(distill)}")  # fmt: skip
-    if any(d + pending >= 2 for _, d in tally.values()):
+    if any(reachable(d) >= 2 for _, d in recs.values()):
         return f"{head}: GEAR's weights cannot hold on two cells; whether GRPO + distillation does is not decided yet"
     return f"{head}: outcome 3, no setting is recommended; the recipes keep the paper's defaults"
 
@@ -1079,7 +1088,7 @@ def readme_credit_methods() -> str:
                else f"GEAR's weights add to the same distillation in {adds} of {len(cells)} cells")  # fmt: skip
     if len(cells) > 1:
         distill = sum(any(_gains(d["arms"][a]["heldout"]["minus_none"]) for a in _GRPO_DISTILL) for d in cells.values())
-        loses = sum(any(_loses(d["arms"][a]["heldout"]) for a in _GRPO_DISTILL) for d in cells.values())
+        loses = sum(any(_loses(d["arms"][a]["heldout"]["minus_none"]) for a in _GRPO_DISTILL) for d in cells.values())
         return f"{head}{verdict}; GRPO + distillation beats GRPO in {distill}" + (f", loses in {loses}" if loses else "")
     best, entry = _best_real_arm(next(iter(cells.values())))
     share = entry["share_of_process_ceiling"]
