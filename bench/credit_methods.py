@@ -312,6 +312,10 @@ def markdown(report: dict) -> str:
         for entry in data["attribution"].values():
             lines.append(f"| {cell} | {entry['arm']} - {entry['minus']} | {cell_text(entry['heldout'])} | "
                          f"{cell_text(entry['reward'])} | |")  # fmt: skip
+    for cell, arms in report.get("followup", {}).items():  # amendment 5's family D, Holm within it
+        for arm, entry in arms.items():
+            lines.append(f"| {cell} | {arm} - {entry['minus']} (family D) | {cell_text(entry['heldout'])} | "
+                         f"{cell_text(entry['reward'])} | |")  # fmt: skip
     for cell, runs_in in report.get("cells_pending", {}).items():
         lines.append(f"| {cell} | under way: {runs_in} of {report['runs_declared'][cell]} declared runs in, "
                      "none read | | | |")  # fmt: skip
@@ -353,6 +357,58 @@ def summarize_item6(runs_by_cell: dict[str, list[dict]]) -> dict:
         share = entry["share_of_process_ceiling"]
         out["reaches_80"] = bool(share and share["mean"] >= 0.8 and entry["minus_none"]["p_holm"] < 0.05)
     return cells
+
+
+FIELD_ARMS = ("sdpo-trl", "sdpo-trl-solution", "rlsd-reference")
+"""Outcome 4's field implementations (amendment 5: family D, each minus the recommended arm)."""
+
+
+def _holds_above(record: dict) -> bool:
+    """The declaration's "holds (> 0)": Holm-adjusted p < 0.05 with the mean above 0."""
+    return record.get("p_holm", 1.0) < 0.05 and record["mean"] > 0
+
+
+def recommendation(cells: dict) -> dict:
+    """The declared outcomes 1-3 from every cell's report (`summarize`), with amendment 5's choice of weight:
+    {outcome, arm (None for outcome 3), held: {w: cells where it holds above 0}, mean: {w: its difference from its
+    control averaged over every cell}}. Outcome 1 when GEAR + distillation holds over GRPO + distillation at some w on
+    two cells or more; else outcome 2 when GRPO + distillation holds over GRPO on two or more; else 3. Among
+    qualifying weights: more cells held, then the higher average."""
+    outcomes = (
+        (1, "gear-distill-{}", lambda data, w: data["attribution"][f"distillation_weight={w}"]["heldout"]),
+        (2, "grpo-distill-{}", lambda data, w: data["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"]),
+    )
+    for number, arm, record in outcomes:
+        held = {w: sum(_holds_above(record(data, w)) for data in cells.values()) for w in ATTRIBUTION}
+        mean = {w: sum(record(data, w)["mean"] for data in cells.values()) / len(cells) for w in ATTRIBUTION}
+        qualify = [w for w in ATTRIBUTION if held[w] >= 2]
+        if qualify:
+            best = max(qualify, key=lambda w: (held[w], mean[w]))
+            return {"outcome": number, "arm": arm.format(best), "held": held, "mean": mean}
+    return {"outcome": 3, "arm": None, "held": held, "mean": mean}
+
+
+def followup(runs_by_cell: dict[str, list[dict]], recommended: str, seeds) -> dict:
+    """Amendment 5's family D: {cell: {field arm: {metric: record}}} for each field arm (`FIELD_ARMS`) minus the
+    recommended arm, in every cell both ran in, paired by seed; Holm within the family, per metric, with each record's
+    `beats` (Holm p < 0.05, mean above 0: outcome 4 in that cell)."""
+    out: dict = {}
+    tests: dict[str, list[dict]] = {name: [] for name in METRICS}
+    for cell, cell_runs in runs_by_cell.items():
+        ran = {r["label"] for r in cell_runs}
+        for arm in FIELD_ARMS:
+            if arm not in ran or recommended not in ran:
+                continue
+            entry = out.setdefault(cell, {}).setdefault(arm, {"minus": recommended})
+            for name in METRICS:
+                record, _ = compare(cell_runs, arm, recommended, name, seeds)
+                entry[name] = record
+                tests[name].append(record)
+    for family in tests.values():
+        for record, p_holm in zip(family, stats.holm([r["p"] for r in family]), strict=True):
+            record["p_holm"] = p_holm
+            record["beats"] = _holds_above(record)
+    return out
 
 
 def item6_report() -> dict:
@@ -484,14 +540,15 @@ def pending_cells(runs_by_cell: dict[str, list[dict]], arms_of_cell, cells, seed
 def report(seeds, confirmatory: bool) -> dict:
     """The report on `seeds`. A confirmatory report holds only the cells whose declared runs are all in (the others
     are listed in `cells_pending` with how many of their `runs_declared` are in, and no figure of theirs is computed:
-    nothing is read of a cell's confirmatory runs before it is whole)."""
+    nothing is read of a cell's confirmatory runs before it is whole). Once every declared cell is in, it also holds
+    the declared outcome (`recommendation`) and, where a setting is recommended, amendment 5's family D (`followup`)."""
     runs_by_cell = collect(seeds)
     pending, planned = {}, {}
     if confirmatory:
         planned, pending = pending_cells(runs_by_cell, arms_of, CELLS, CONFIRMATORY)
         runs_by_cell = {c: r for c, r in runs_by_cell.items() if c not in pending}
     declared = family_size() if confirmatory else None
-    return {
+    out = {
         "runs_declared": planned,
         "cells_pending": pending,
         "title": "Credit methods: each arm minus GRPO, paired by seed"
@@ -502,6 +559,11 @@ def report(seeds, confirmatory: bool) -> dict:
         "runs": {cell: len(r) for cell, r in runs_by_cell.items()},
         "cells": summarize(runs_by_cell, set(seeds), family_size=declared, explore=not confirmatory),
     }
+    if confirmatory and runs_by_cell and not pending:  # every cell read: the declared outcome and its follow-up
+        out["recommendation"] = recommendation(out["cells"])
+        if out["recommendation"]["arm"]:
+            out["followup"] = followup(runs_by_cell, out["recommendation"]["arm"], set(seeds))
+    return out
 
 
 def make_parser() -> argparse.ArgumentParser:

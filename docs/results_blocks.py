@@ -942,11 +942,30 @@ def _declared_outcome(declared: dict) -> str:
         return f"{head}: not decided yet; every outcome needs two cells"
     distill = [w for w, (_, d) in tally.items() if d >= 2]
     if distill:
+        chosen = (declared.get("recommendation") or {}).get("arm")
+        pick = (f" (both weights qualify; amendment 5 picks `{chosen}`: more cells held, then the higher average)"
+                if len(distill) > 1 and chosen else "")  # fmt: skip
         return (f"{head}: outcome 2, the gain is the distillation's; the recommendation is GRPO + distillation "
-                f"at {' and '.join(distill)}")  # fmt: skip
+                f"at {' and '.join(distill)}{pick}")  # fmt: skip
     if any(reachable(d) >= 2 for _, d in recs.values()):
         return f"{head}: GEAR's weights cannot hold on two cells; whether GRPO + distillation does is not decided yet"
     return f"{head}: outcome 3, no setting is recommended; the recipes keep the paper's defaults"
+
+
+def _field_versus_recommended(declared: dict) -> str:
+    """Outcome 4 (amendment 5's family D): where a field implementation beats the recommended setting, the docs say it
+    is the better choice there; elsewhere each difference, plainly."""
+    chosen = declared["recommendation"]["arm"]
+    beats, rest = [], []
+    for cell_name, arms in declared["followup"].items():
+        for arm, entry in arms.items():
+            text = f"{_OTHER_ARMS.get(arm, arm)} at `{cell_name}` {ci(entry['heldout'])} (Holm p {_holm(entry['heldout'])})"
+            (beats if entry["heldout"]["beats"] else rest).append(text)
+    head = f"the field's implementations minus `{chosen}`, held-out, Holm within family D"
+    if beats:
+        return (f"{head}: outcome 4, the field's implementation is the better choice where it beats it: "
+                f"{'; '.join(beats)}" + (f". No difference above 0 resolved for {'; '.join(rest)}" if rest else ""))  # fmt: skip
+    return f"{head}: none beats it ({'; '.join(rest)}), so outcome 4 does not apply"
 
 
 def _item6_outcome(item6: dict) -> str:
@@ -1038,7 +1057,10 @@ def credit_methods_findings() -> str:
             f"(Holm p {_holm(versus)}, {_verdict(versus)}).{_explored(cell_name)}"
         )
     if declared["cells"]:
-        lines.append(f"- **What the declaration decides so far:** {_declared_outcome(declared)}.")
+        state = "so far" if declared["cells_pending"] else "decided"
+        lines.append(f"- **What the declaration decides {state}:** {_declared_outcome(declared)}.")
+    if declared.get("followup"):
+        lines.append(f"- **Outcome 4 (amendment 5):** {_field_versus_recommended(declared)}.")
     if item6["cells"]:
         state = "so far" if item6["cells_pending"] else "decided"
         lines.append(f"- **Item 6 (amendment 2), {state}:** {_item6_outcome(item6)}.")

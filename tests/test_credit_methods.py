@@ -505,3 +505,94 @@ def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_chang
     short = blocks._item6_outcome(declared([item6_cell(False, True, real), item6_cell(False, False, real)], 1))
     assert short.endswith("item 6 is not met, and since it falls short of a ceiling above GRPO at `0`, amendment 2's "
                           "outcome 2 (no ceiling elsewhere) does not apply; no recommendation follows from item 6")  # fmt: skip
+
+
+def _cell(adds: dict, distill: dict) -> dict:
+    """A report cell with, per weight, the attribution's and GRPO + distillation's held-out (mean, p_holm)."""
+    return {
+        "attribution": {f"distillation_weight={w}": {"heldout": {"mean": m, "p_holm": p}} for w, (m, p) in adds.items()},
+        "arms": {f"grpo-distill-{w}": {"heldout": {"minus_none": {"mean": m, "p_holm": p}}} for w, (m, p) in distill.items()},
+    }  # fmt: skip
+
+
+def test_the_recommended_setting_follows_the_declared_outcomes_and_amendment_5():
+    """Outcome 1 before 2; among qualifying weights, more cells held, then the higher average over every cell
+    (losing cells included); outcome 3 recommends nothing."""
+    null, gain, loss = (0.0, 1.0), (0.05, 0.01), (-0.04, 0.01)
+    # outcome 2 at both weights on two cells each: tie on cells, 0.5 averages (0.05 + 0.05 - 0.04 + 0) / 4 = 0.015,
+    # 0.25 averages (0.05 + 0.05 + 0 + 0) / 4 = 0.025: 0.25 is recommended
+    cells = {c: _cell({"0.25": null, "0.5": null}, d) for c, d in {
+        "a": {"0.25": gain, "0.5": gain}, "b": {"0.25": gain, "0.5": gain},
+        "c": {"0.25": null, "0.5": loss}, "d": {"0.25": null, "0.5": null}}.items()}  # fmt: skip
+    out = study.recommendation(cells)
+    assert (out["outcome"], out["arm"]) == (2, "grpo-distill-0.25")
+    assert out["held"] == {"0.25": 2, "0.5": 2} and out["mean"]["0.5"] == pytest.approx(0.015)
+    # a third cell held at 0.5 wins over the higher average at 0.25
+    cells["d"] = _cell({"0.25": null, "0.5": null}, {"0.25": null, "0.5": gain})
+    assert study.recommendation(cells)["arm"] == "grpo-distill-0.5"
+    # GEAR's weights adding on two cells is outcome 1, whatever GRPO + distillation does
+    cells["a"]["attribution"]["distillation_weight=0.5"]["heldout"] = {"mean": 0.02, "p_holm": 0.03}
+    cells["b"]["attribution"]["distillation_weight=0.5"]["heldout"] = {"mean": 0.02, "p_holm": 0.04}
+    assert study.recommendation(cells)["arm"] == "gear-distill-0.5" and study.recommendation(cells)["outcome"] == 1
+    # holding below 0 is not holding: nothing qualifies, outcome 3
+    nothing = {c: _cell({"0.25": loss, "0.5": null}, {"0.25": loss, "0.5": gain if c == "a" else null}) for c in "abcd"}
+    verdict = study.recommendation(nothing)
+    assert (verdict["outcome"], verdict["arm"]) == (3, None)
+
+
+def test_family_d_compares_the_field_arms_with_the_recommended_one_by_hand():
+    """Two seeds. held-out: grpo-distill-0.25 0.50, 0.60; rlsd-reference 0.40, 0.60 (diffs -0.10, 0.00) in both
+    cells; sdpo-trl only in the first, 0.55, 0.65 (diffs +0.05, +0.05: no spread, p 0, and so Holm p 0 and beats).
+    Holm within the three comparisons only: the two rlsd p's (equal) are multiplied by 2 and 2 at most."""
+    runs = {}
+    for cell in ("independent-k8", "chained-k4"):
+        runs[cell] = [run(cell, "grpo-distill-0.25", 1, 0.50, 0.5), run(cell, "grpo-distill-0.25", 2, 0.60, 0.5),
+                      run(cell, "rlsd-reference", 1, 0.40, 0.4), run(cell, "rlsd-reference", 2, 0.60, 0.5)]  # fmt: skip
+    runs["independent-k8"] += [run("independent-k8", "sdpo-trl", 1, 0.55, 0.5),
+                               run("independent-k8", "sdpo-trl", 2, 0.65, 0.5)]  # fmt: skip
+    out = study.followup(runs, "grpo-distill-0.25", {1, 2})
+    assert set(out) == {"independent-k8", "chained-k4"} and set(out["chained-k4"]) == {"rlsd-reference"}
+    sdpo, rlsd = out["independent-k8"]["sdpo-trl"], out["independent-k8"]["rlsd-reference"]
+    assert sdpo["minus"] == "grpo-distill-0.25"
+    assert sdpo["heldout"]["mean"] == pytest.approx(0.05) and sdpo["heldout"]["p_holm"] == 0.0
+    assert sdpo["heldout"]["beats"] is True
+    assert rlsd["heldout"]["mean"] == pytest.approx(-0.05) and not rlsd["heldout"]["beats"]
+    p = rlsd["heldout"]["p"]  # ranks 2 and 3 of 3: the step-down gives max(2p, p) = 2p for both
+    assert rlsd["heldout"]["p_holm"] == pytest.approx(min(1.0, 2 * p))
+    # the reward differences: -0.1 on seed 1, 0 on seed 2 for rlsd; the family is Holm'd on its own
+    assert rlsd["reward"]["mean"] == pytest.approx(-0.05) and "p_holm" in rlsd["reward"]
+    table = study.markdown({"title": "t", "cells": {}, "followup": out})
+    assert "| independent-k8 | sdpo-trl - grpo-distill-0.25 (family D) | +0.050" in table
+
+
+def test_the_page_names_the_recommended_arm_and_outcome_4(monkeypatch):
+    """With every cell in: the declared outcome names amendment 5's pick when both weights qualify, and the findings
+    say where a field implementation beats the recommended arm (outcome 4) or that none does."""
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_outcome4")
+    null, gain = (0.0, 1.0), (0.05, 0.01)
+    cells = {c: _cell({"0.25": null, "0.5": null}, {"0.25": gain, "0.5": gain if c == "a" else (0.06, 0.01)})
+             for c in "ab"}  # fmt: skip
+    for data in cells.values():  # _declared_outcome reads p (unadjusted) too, and the blocks format intervals
+        for rec in [*(e["heldout"] for e in data["attribution"].values()),
+                    *(e["heldout"]["minus_none"] for e in data["arms"].values())]:  # fmt: skip
+            rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01, p=rec["p_holm"])
+    picked = study.recommendation(cells)
+    assert picked["arm"] == "grpo-distill-0.5"  # 2 cells each; 0.5 averages 0.055 against 0.05
+    declared = {"cells": cells, "cells_pending": {}, "recommendation": picked}
+    assert blocks._declared_outcome(declared).endswith(
+        "recommendation is GRPO + distillation at 0.25 and 0.5 (both weights qualify; amendment 5 picks "
+        "`grpo-distill-0.5`: more cells held, then the higher average)")
+
+    def record(mean, p_holm):
+        return {"mean": mean, "ci_low": mean - 0.02, "ci_high": mean + 0.02, "p_holm": p_holm,
+                "beats": p_holm < 0.05 and mean > 0}  # fmt: skip
+
+    declared["followup"] = {"a": {"rlsd-reference": {"minus": "grpo-distill-0.5", "heldout": record(-0.03, 0.2)}},
+                            "b": {"rlsd-reference": {"minus": "grpo-distill-0.5", "heldout": record(0.04, 0.01)}}}  # fmt: skip
+    text = blocks._field_versus_recommended(declared)
+    assert "outcome 4, the field's implementation is the better choice where it beats it: RLSD's reference schedule at `b` +0.040" in text  # fmt: skip
+    assert "No difference above 0 resolved for RLSD's reference schedule at `a` -0.030" in text
+    declared["followup"]["b"]["rlsd-reference"]["heldout"] = record(0.04, 0.2)
+    assert blocks._field_versus_recommended(declared).endswith("so outcome 4 does not apply")
