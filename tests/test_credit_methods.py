@@ -103,7 +103,7 @@ def test_summary_by_hand():
 def test_the_declaration_was_committed_before_any_run():
     """Every committed run is younger than the declaration, every run on item 6's seeds younger than amendment 2, and
     every declared run of a cell after `independent-k8` younger than amendment 4 (the arm cuts decided once that cell
-    was read), by the commit that added each, where git has them."""
+    was read), by the commit that added each, where git has them; and amendment 5 older than `calculator`'s last run."""
     import subprocess
 
     root = Path(study.RESULTS)
@@ -133,6 +133,10 @@ def test_the_declaration_was_committed_before_any_run():
         else:
             floor = declared
         assert added is None or added >= floor, path
+    # amendment 5 (the recommended weight, outcome 4's family) came before `calculator` was whole, so before it was read
+    calculator = [first_commit_time(path) for path in (root / "runs" / "calculator").glob("*__seed1[01]?.json")]
+    whole = len(calculator) == len(study.arms_of("calculator")) * len(study.CONFIRMATORY) and None not in calculator
+    assert not whole or max(calculator) > amended(5)
 
 
 def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, monkeypatch):
