@@ -599,7 +599,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         default_arms = (lambda cell: ITEM6["arms"]) if item6 else arms_of
         planned = [job_for(cell, arm, seed, work_root) for cell in args.cell for seed in seeds
                    for arm in (args.arms or default_arms(cell))]  # fmt: skip
-        jobs.run_jobs(planned, args.workers, False, log, dispatch=dispatch, cached=cached)
+        blind = any(s in CONFIRMATORY or s in ITEM6_SEEDS for s in seeds)  # declared seeds: no score before the report
+        jobs.run_jobs(planned, args.workers, False, log, dispatch=dispatch, cached=cached, blind=blind)
     out = {}
     for confirmatory, name in ((True, "credit_methods"), (False, "credit_methods_exploration")):
         chosen = CONFIRMATORY if confirmatory else list(EXPLORATION)

@@ -109,3 +109,33 @@ def test_the_docs_build_imports_no_study():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {name for name in imported if name.split(".")[0] in ("bench", "importlib")}, imported
+
+
+
+def test_a_blind_progress_line_leaves_out_the_held_out_scores():
+    """A declared study's confirmatory runs are not read before their cell is whole: a blind progress line names the
+    finished run and its timing, never its scores; a plain one prints both."""
+    from bench.harness import jobs
+
+    job, result = {"work_dir": "/tmp/x/cell", "key": "arm__seed100"}, {"eval": {"greedy_accuracy": 0.123, "sampled_accuracy": 0.456}}  # fmt: skip
+    plain = jobs.progress_line(2, 4, job, result, elapsed=120.0)
+    assert plain == "[2/4] cell/arm__seed100: held-out greedy 0.123, sampled 0.456 (2.0 min, ~2.0 min left)"
+    assert jobs.progress_line(2, 4, job, result, elapsed=120.0, blind=True) == "[2/4] cell/arm__seed100 (2.0 min, ~2.0 min left)"  # fmt: skip
+
+
+def test_the_credit_methods_study_runs_its_declared_seeds_blind(monkeypatch):
+    """bench/credit_methods.py asks for a blind log on the declared seeds (100-115, 200-215), not on exploration ones."""
+    from bench import credit_methods as study
+    from bench.harness import jobs
+
+    class Asked(Exception):
+        pass
+
+    def run_jobs(planned, *args, blind=False, **kwargs):  # stops the study right there: no run, no report
+        raise Asked(blind)
+
+    monkeypatch.setattr(jobs, "run_jobs", run_jobs)
+    for seeds, blind in ((["100"], True), (["200"], True), (["3"], False)):
+        with pytest.raises(Asked) as asked:
+            study.main(["--cell", "independent-k8", "--arms", "none", "--seeds", *seeds], log=lambda *_: None)
+        assert asked.value.args == (blind,)

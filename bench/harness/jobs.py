@@ -78,11 +78,14 @@ def run_jobs(
     dispatch=dispatch,
     cached=cached,
     strict: bool = False,
+    blind: bool = False,
 ) -> dict:
     """Results by (work dir, key); finished runs are read from the cache. With `cached_only`, nothing is run and the
     jobs not cached are left out. `dispatch` runs a job in a worker process and `cached` reads its result back
     (studies pass their own job kinds). A failed job is logged and left out, unless `strict` (then it raises: a worker
-    that dies breaks the pool, and every job finished before it is already cached)."""
+    that dies breaks the pool, and every job finished before it is already cached). With `blind`, the progress line
+    leaves out each run's held-out scores (a declared study's confirmatory runs are not read before their cell is
+    whole, and a figure in the log is a reading)."""
     results, todo = {}, []
     for job in jobs:
         result = None if fresh else cached(job)
@@ -109,9 +112,14 @@ def run_jobs(
                     log(f"{Path(job['work_dir']).name}/{job['key']} failed: {error!r}")
                     continue
                 elapsed = time.perf_counter() - start
-                scores = results[job["work_dir"], job["key"]].get("eval") or {}
-                held = (f": held-out greedy {scores.get('greedy_accuracy')}, sampled "
-                        f"{scores.get('sampled_accuracy')}" if scores else "")  # fmt: skip
-                log(f"[{done}/{len(todo)}] {Path(job['work_dir']).name}/{job['key']}{held} "
-                    f"({elapsed / 60:.1f} min, ~{elapsed / done * (len(todo) - done) / 60:.1f} min left)")  # fmt: skip
+                log(progress_line(done, len(todo), job, results[job["work_dir"], job["key"]], elapsed, blind))
     return results
+
+
+def progress_line(done: int, total: int, job: dict, result: dict, elapsed: float, blind: bool = False) -> str:
+    """`[done/total] <work dir>/<key>: held-out greedy G, sampled S (M min, ~L min left)`; with `blind`, no scores."""
+    scores = result.get("eval") or {}
+    held = (f": held-out greedy {scores.get('greedy_accuracy')}, sampled {scores.get('sampled_accuracy')}"
+            if scores and not blind else "")  # fmt: skip
+    return (f"[{done}/{total}] {Path(job['work_dir']).name}/{job['key']}{held} "
+            f"({elapsed / 60:.1f} min, ~{elapsed / done * (total - done) / 60:.1f} min left)")
