@@ -111,7 +111,6 @@ def test_the_docs_build_imports_no_study():
     assert not {name for name in imported if name.split(".")[0] in ("bench", "importlib")}, imported
 
 
-
 def test_a_blind_progress_line_leaves_out_the_held_out_scores():
     """A declared study's confirmatory runs are not read before their cell is whole: a blind progress line names the
     finished run and its timing, never its scores; a plain one prints both."""
