@@ -788,8 +788,13 @@ def _share(entry: dict) -> str:
 
 def _ceiling_resolved(data: dict) -> bool:
     """Whether a complete cell's process ceiling lies above GRPO (its held-out interval above 0): only then is a
-    share of it given."""
-    return data["arms"][CM_CEILING]["heldout"]["minus_none"]["ci_low"] > 0
+    share of it given. False for a cell with no ceiling arm (`calculator`: no per-decision labels)."""
+    return CM_CEILING in data["arms"] and data["arms"][CM_CEILING]["heldout"]["minus_none"]["ci_low"] > 0
+
+
+NO_CEILING = "no ceiling (no per-decision labels)"
+"""The share column of a cell without `oracle-process` (the declaration: reported as not available, never replaced
+by another oracle's share)."""
 
 
 def _cm_rows(report: dict) -> list[str]:
@@ -799,7 +804,9 @@ def _cm_rows(report: dict) -> list[str]:
         for name, entry in data["arms"].items():
             held, rew = entry["heldout"]["minus_none"], entry["reward"]["minus_none"]
             share = _share(entry["heldout"])
-            if name != CM_CEILING and not _ceiling_resolved(data):
+            if CM_CEILING not in data["arms"]:
+                share = NO_CEILING
+            elif name != CM_CEILING and not _ceiling_resolved(data):
                 share = "no ceiling above GRPO"
             rows.append(f"| `{cell_name}` | `{name}` | {seeds} | {ci(held)} | {_holm(held)} | {ci(rew)} | "
                         f"{_holm(rew)} | {share} |")  # fmt: skip
@@ -909,7 +916,7 @@ def _whose(data: dict) -> str:
         named = [f"`{a}`" if a in _GRPO_DISTILL else f"`{a}` {ci(data['arms'][a]['heldout']['minus_none'])} "
                  f"(Holm p {_holm(data['arms'][a]['heldout']['minus_none'])})" for a in costs]  # fmt: skip
         room = f" Self-distillation costs held-out accuracy here: {'; '.join(named)} below GRPO."
-    if not _ceiling_resolved(data):
+    if CM_CEILING in data["arms"] and not _ceiling_resolved(data):
         room += (f" The process ceiling itself is not resolved above GRPO here "
                  f"({ci(data['arms'][CM_CEILING]['heldout']['minus_none'])}): the cell leaves little for any credit "
                  "scheme to gain.")  # fmt: skip
@@ -1057,8 +1064,8 @@ def credit_methods_findings() -> str:
             f"(Holm p {_holm(versus)}, {_verdict(versus)}).{_explored(cell_name)}"
         )
     if declared["cells"]:
-        state = "so far" if declared["cells_pending"] else "decided"
-        lines.append(f"- **What the declaration decides {state}:** {_declared_outcome(declared)}.")
+        state = "decides so far" if declared["cells_pending"] else "decided"
+        lines.append(f"- **What the declaration {state}:** {_declared_outcome(declared)}.")
     if declared.get("followup"):
         lines.append(f"- **Outcome 4 (amendment 5):** {_field_versus_recommended(declared)}.")
     if item6["cells"]:

@@ -380,6 +380,34 @@ def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
     assert blocks.readme_credit_methods().endswith("; GRPO + distillation beats GRPO in 1, loses in 1")
 
 
+def test_a_complete_cell_without_a_ceiling_arm_renders(monkeypatch):
+    """`calculator` has no `oracle-process` (no per-decision labels): once whole, its rows say there is no ceiling
+    instead of failing on the missing arm, its findings say nothing of a ceiling, and with no cell pending the
+    findings give the declaration's decision."""
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_calculator")
+    cell = "calculator"
+    assert "oracle-process" not in study.arms_of(cell)
+    runs_ = [run(cell, arm, seed, 0.3 + (seed % 3) / 1000 * (arm != "none"), 0.3)
+             for seed in study.CONFIRMATORY for arm in study.arms_of(cell)]  # fmt: skip
+    reports = {
+        "credit_methods": {"seeds": study.CONFIRMATORY, "runs_declared": {cell: 144}, "cells_pending": {},
+                           "cells": study.summarize({cell: runs_}, set(study.CONFIRMATORY), family_size=36)},
+        "credit_methods.item6": {"seeds": study.ITEM6_SEEDS, "runs_declared": {}, "cells_pending": {}, "cells": {}},
+    }  # fmt: skip
+    monkeypatch.setattr(blocks, "load", reports.__getitem__)
+    rows = [r for r in blocks.credit_methods_table().splitlines() if r.startswith("| `calculator` |")]
+    assert len(rows) == len(study.arms_of(cell)) - 1 + 2  # every arm but `none`, and both attributions
+    arm_rows = [r for r in rows if "` - `" not in r]
+    assert all(r.endswith("| no ceiling (no per-decision labels) |") for r in arm_rows), arm_rows
+    findings = blocks.credit_methods_findings()
+    assert "ceiling" not in next(line for line in findings.splitlines() if "`calculator`, whose gain" in line)
+    assert "GiGPO +0.001 [" in findings and "GEAR + GiGPO +0.001 [" in findings
+    assert "- **What the declaration decided:** 1 of 1 cells done" in findings and "decides" not in findings
+    assert "Still running" not in findings and "Still running" not in blocks.config_attribution()
+
+
 def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
     """Amendment 2's outcome 2: where `oracle-process` does not beat GRPO there is no share to report, and the
     configuration page and the findings say so instead of printing a ratio of noise."""
