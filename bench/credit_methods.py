@@ -461,8 +461,10 @@ def plot(report: dict, path: Path) -> list[str]:
         ax.set_yticks(range(len(arms)), arms, fontsize=7)
         ax.set_ylim(len(arms) - 0.5, -1.1)  # first arm at the top, a free row above it for the legend
         seeds = max(report["cells"][cell]["arms"][a]["heldout"]["minus_none"]["n_seeds"] for a in arms)
-        ax.set_title(f"{cell} (up to {seeds} seeds)", fontsize=9)
+        no_ceiling = "" if CEILING in report["cells"][cell]["arms"] else ", no ceiling"  # no per-decision labels
+        ax.set_title(f"{cell} (up to {seeds} seeds{no_ceiling})", fontsize=9)
         ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))  # narrow panels: no overlapping labels
         ax.grid(alpha=0.3, axis="x")
     fig.suptitle(textwrap.fill(report["title"], 40 * ncols), fontsize=9)
     fig.tight_layout()

@@ -189,6 +189,10 @@ def test_the_findings_plot_draws_both_reports_complete_cells(tmp_path):
     assert drawn == [cell, f"{cell}, seeds 200-215"] and (tmp_path / "page.png").stat().st_size > 1000
     assert study.findings_plot({"seeds": [100], "cells": {}}, {"seeds": [200], "cells": {}}, tmp_path / "page.png") == []
     assert not (tmp_path / "page.png").exists()  # no complete cell: an old figure is not left behind
+    # a cell without a ceiling arm (calculator) is drawn too, its title saying there is no ceiling
+    calc = [run("calculator", a, s, 0.3 + s / 1000, 0.3) for a in study.arms_of("calculator") for s in (100, 101)]
+    both = {"seeds": [100, 115], "cells": study.summarize({cell: declared, "calculator": calc}, {100, 101, 102})}
+    assert study.findings_plot(both, reports[1], tmp_path / "page.png")[:2] == [cell, "calculator"]
 
 
 def test_exploration_arms_stay_out_of_the_declared_study(tmp_path):
