@@ -1103,6 +1103,49 @@ def config_attribution() -> str:
     return " ".join(parts) + (f" Still running: {pending}." if pending else "")
 
 
+DISTILL_RECIPES = "`recipes/Qwen3-4B/grpo_distill/` and `recipes/Qwen3-8B/grpo_distill/`"
+"""Where outcome 2's recommendation ships (issue 51 item 8): the GRPO recipes with self-distillation turned on."""
+
+
+def config_recommendation() -> str:
+    """What the declared study decides for the Qwen3 recipes (issue 51 item 8), from `recommendation` in
+    credit_methods.json: not yet, while a cell is running; outcome 2's arm and its recipes; or that nothing is
+    recommended. tests/test_recipe_provenance.py checks the recipes against the same record."""
+    declared = load("credit_methods")
+    pending = [f"`{c}`, {n} of {declared['runs_declared'][c]} runs in" for c, n in declared["cells_pending"].items()]
+    if pending:
+        return (f"Not decided yet (still running: {'; '.join(pending)}). Until every declared cell is in, nothing is "
+                "recommended over the paper's GEAR, and the recipes keep it")  # fmt: skip
+    chosen = declared["recommendation"]
+    arm, cells = chosen["arm"], declared["cells"]
+    if arm is None:
+        held = {w: [f"`{c}`" for c, d in cells.items() if _gains(d["arms"][f"grpo-distill-{w}"]["heldout"]["minus_none"])]
+                for w in ("0.25", "0.5")}  # fmt: skip
+        where = "; ".join(f"at {w} in {len(c)} ({', '.join(c) or 'none'})" for w, c in held.items())
+        adds = sum(_attribution_holds(d) for d in cells.values())
+        return (f"No setting is recommended (the declaration's outcome 3): GRPO + distillation holds over GRPO on "
+                f"fewer than two of the {len(cells)} cells at either weight ({where}), and GEAR's weights add to the "
+                f"same distillation on {adds or 'none'}. The recipes keep the paper's GEAR; `distillation_weight` "
+                "stays an option")  # fmt: skip
+    weight = arm.rsplit("-", 1)[1]
+    if chosen["outcome"] != 2:
+        return (f"Recommended (the declaration's outcome {chosen['outcome']}): `{arm}`, GEAR + distillation at "
+                f"`distillation_weight: {weight}`. No recipe variant ships for it yet")  # fmt: skip
+    records = {c: d["arms"][arm]["heldout"]["minus_none"] for c, d in cells.items()}
+    held = [f"`{c}` {ci(r)}" for c, r in records.items() if _gains(r)]
+    lost = [f"`{c}` {ci(r)}" for c, r in records.items() if _loses(r)]
+    tied = [f"`{c}` {ci(r)}" for c, r in records.items() if not _holds(r)]
+    adds = sum(_attribution_holds(d) for d in cells.values())
+    return (f"**Recommended: GRPO + self-distillation, `credit: none` with `distillation_weight: {weight}`** and the "
+            f"teacher shown the task's reference (the declaration's outcome 2): held-out over GRPO it gains on "
+            f"{len(held)} of {len(cells)} cells ({'; '.join(held)}; Holm p < 0.05, 16 seeds each)"
+            + (f", loses on {len(lost)} ({'; '.join(lost)})" if lost else "")
+            + (f", ties on {len(tied)} ({'; '.join(tied)})" if tied else "")
+            + f"; GEAR's weights add to the same distillation on {adds or 'no'} cell{'s' if adds > 1 else ''}. Recipes: "
+            f"{DISTILL_RECIPES}, the GRPO recipes with this teacher block. The evidence is a 1.3M-parameter model's "
+            "tasks; nothing was measured at Qwen3 scale")  # fmt: skip
+
+
 def readme_credit_methods() -> str:
     """At most 24 words (the README row's 30 with its link): how many of the declared study's cells are read, whether
     GEAR's weights add to the same distillation there (Holm p < 0.05, above 0, at either weight), and in how many
@@ -1132,6 +1175,7 @@ BLOCKS = {
     "readme.credit_methods": readme_credit_methods,
     "config.agreement": config_agreement,
     "config.attribution": config_attribution,
+    "config.recommendation": config_recommendation,
     "config.sdpo_teacher": config_sdpo_teacher,
     "config.drop_prefix": config_drop_prefix,
     "config.distill": config_distill,

@@ -632,3 +632,37 @@ def test_the_page_names_the_recommended_arm_and_outcome_4(monkeypatch):
     assert "No difference above 0 resolved for RLSD's reference schedule at `a` -0.030" in text
     declared["followup"]["b"]["rlsd-reference"]["heldout"] = record(0.04, 0.2)
     assert blocks._field_versus_recommended(declared).endswith("so outcome 4 does not apply")
+
+
+def test_the_recommendation_block_follows_the_declared_record(monkeypatch):
+    """docs' `config.recommendation`: not decided while a cell runs; outcome 2 names the weight, where it gains, loses
+    and ties, and the recipes that ship it; outcome 3 says nothing is recommended and where each weight held."""
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_recommend")
+    null, gain, loss = (0.0, 1.0), (0.05, 0.01), (-0.04, 0.01)
+    cells = {c: _cell({"0.25": null, "0.5": null}, {"0.25": d, "0.5": null})
+             for c, d in {"a": gain, "b": gain, "c": loss, "d": null}.items()}  # fmt: skip
+    for data in cells.values():
+        for rec in [*(e["heldout"] for e in data["attribution"].values()),
+                    *(e["heldout"]["minus_none"] for e in data["arms"].values())]:  # fmt: skip
+            rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01)
+    declared = {"cells": cells, "cells_pending": {}, "runs_declared": {c: 144 for c in cells},
+                "recommendation": study.recommendation(cells)}  # fmt: skip
+    monkeypatch.setattr(blocks, "load", {"credit_methods": declared}.__getitem__)
+    text = blocks.config_recommendation()
+    assert text.startswith("**Recommended: GRPO + self-distillation, `credit: none` with `distillation_weight: 0.25`**")
+    assert "it gains on 2 of 4 cells (`a` +0.050 [+0.040, +0.060]; `b` +0.050 [+0.040, +0.060]; Holm p < 0.05" in text
+    assert ", loses on 1 (`c` -0.040 [-0.050, -0.030]), ties on 1 (`d` +0.000 [-0.010, +0.010]);" in text
+    assert "GEAR's weights add to the same distillation on no cell." in text and blocks.DISTILL_RECIPES in text
+    # nothing holds on two cells: outcome 3
+    cells["b"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p_holm"] = 0.2
+    declared["recommendation"] = study.recommendation(cells)
+    text = blocks.config_recommendation()
+    assert text.startswith("No setting is recommended (the declaration's outcome 3)")
+    assert "(at 0.25 in 1 (`a`); at 0.5 in 0 (none))" in text and "The recipes keep the paper's GEAR" in text
+    # a cell still running: not decided, whatever the others say
+    declared["cells_pending"] = {"d": 40}
+    assert blocks.config_recommendation() == ("Not decided yet (still running: `d`, 40 of 144 runs in). Until every "
+                                              "declared cell is in, nothing is recommended over the paper's GEAR, and "
+                                              "the recipes keep it")  # fmt: skip

@@ -217,3 +217,20 @@ def test_the_reproducing_page_runs_the_whole_table():
         steps = recipe.get("max_steps") or 234  # one MATH epoch (tests/test_recipes.py computes it)
         assert f"{steps} (" in page or f"({steps} steps)" in page, (path, steps)
     assert "reproducing.md" in (REPO / "mkdocs.yml").read_text()
+
+
+def test_the_distillation_recipes_ship_only_as_the_study_decides():
+    """Issue 51 item 8: GRPO + self-distillation recipes (`recipes/Qwen3-*/grpo_distill/`) ship when, and only when,
+    the declared credit-methods study's outcome is 2, at the weight it recommends; while a cell runs, or on outcome
+    3, there are none (docs' `config.recommendation` block says which, from the same record)."""
+    import json
+
+    report = json.loads((REPO / "bench/results/credit_methods/credit_methods.json").read_text())
+    shipped = sorted(REPO.glob("recipes/Qwen3-*/grpo_distill/config_*.yaml"))
+    chosen = report.get("recommendation") if not report["cells_pending"] else None
+    if not chosen or chosen["outcome"] != 2:
+        assert not shipped, (chosen, shipped)
+        return
+    weight = float(chosen["arm"].rsplit("-", 1)[1])
+    assert len(shipped) == 4
+    assert {yaml.safe_load(p.read_text())["distillation_weight"] for p in shipped} == {weight}
