@@ -1141,7 +1141,8 @@ def config_recommendation() -> str:
             f"{len(held)} of {len(cells)} cells ({'; '.join(held)}; Holm p < 0.05, 16 seeds each)"
             + (f", loses on {len(lost)} ({'; '.join(lost)})" if lost else "")
             + (f", ties on {len(tied)} ({'; '.join(tied)})" if tied else "")
-            + f"; GEAR's weights add to the same distillation on {adds or 'no'} cell{'s' if adds > 1 else ''}. Recipes: "
+            + f"; there is no evidence that GEAR's weights add to self-distillation (they add on {adds} of {len(cells)} "
+            "cells, the declaration asks for two). Recipes: "
             f"{DISTILL_RECIPES}, the GRPO recipes with this teacher block. The evidence is a 1.3M-parameter model's "
             "tasks; nothing was measured at Qwen3 scale")  # fmt: skip
 
