@@ -1144,7 +1144,18 @@ def config_recommendation() -> str:
             + f"; there is no evidence that GEAR's weights add to self-distillation (they add on {adds} of {len(cells)} "
             "cells, the declaration asks for two). Recipes: "
             f"{DISTILL_RECIPES}, the GRPO recipes with this teacher block. The evidence is a 1.3M-parameter model's "
-            "tasks; nothing was measured at Qwen3 scale")  # fmt: skip
+            "tasks; nothing was measured at Qwen3 scale" + _field_beats(declared))  # fmt: skip
+
+
+def _field_beats(declared: dict) -> str:
+    """Outcome 4 for the recommendation: where a field implementation beats the recommended arm (family D), it is the
+    better choice there; empty where none does."""
+    beats = [f"{_OTHER_ARMS.get(arm, arm)} at `{cell}` {ci(entry['heldout'])} (Holm p {_holm(entry['heldout'])})"
+             for cell, arms in (declared.get("followup") or {}).items() for arm, entry in arms.items()
+             if entry["heldout"]["beats"]]  # fmt: skip
+    if not beats:
+        return ""
+    return f". Outcome 4: the field's implementation is the better choice where it beats it: {'; '.join(beats)}"
 
 
 def readme_credit_methods() -> str:

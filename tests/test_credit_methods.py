@@ -655,7 +655,13 @@ def test_the_recommendation_block_follows_the_declared_record(monkeypatch):
     assert "it gains on 2 of 4 cells (`a` +0.050 [+0.040, +0.060]; `b` +0.050 [+0.040, +0.060]; Holm p < 0.05" in text
     assert ", loses on 1 (`c` -0.040 [-0.050, -0.030]), ties on 1 (`d` +0.000 [-0.010, +0.010]);" in text
     assert "; there is no evidence that GEAR's weights add to self-distillation (they add on 0 of 4 cells" in text
-    assert blocks.DISTILL_RECIPES in text
+    assert blocks.DISTILL_RECIPES in text and "Outcome 4" not in text
+    # a field implementation beating the recommended arm in a cell (family D) is named as the better choice there
+    declared["followup"] = {"c": {"rlsd-reference": {"minus": "grpo-distill-0.25", "heldout": {
+        "mean": 0.03, "ci_low": 0.01, "ci_high": 0.05, "p_holm": 0.01, "beats": True}}}}  # fmt: skip
+    assert blocks.config_recommendation().endswith(
+        ". Outcome 4: the field's implementation is the better choice where it beats it: RLSD's reference schedule at "
+        "`c` +0.030 [+0.010, +0.050] (Holm p 0.010)")
     # nothing holds on two cells: outcome 3
     cells["b"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p_holm"] = 0.2
     declared["recommendation"] = study.recommendation(cells)
