@@ -1158,6 +1158,25 @@ def _field_beats(declared: dict) -> str:
     return f". Outcome 4: the field's implementation is the better choice where it beats it: {'; '.join(beats)}"
 
 
+def readme_demo_attribution() -> str:
+    """The demo's setting (`gear-distill-0.25` at `independent-k8`) against GRPO with the same distillation, from the
+    declared study: whose gain the demo shows. Empty-handed while that cell is not in."""
+    cell = load("credit_methods")["cells"].get("independent-k8")
+    if not cell:
+        return "the credit-methods study has not yet read this cell"
+    entry = cell["attribution"]["distillation_weight=0.25"]["heldout"]
+    alone = cell["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]
+    if _gains(entry):
+        verdict = "GEAR's weights add to the distillation"
+    elif _gains(alone):
+        verdict = (f"no difference resolved, and GRPO with that distillation gains {ci(alone)} over GRPO: the gain is "
+                   "the distillation's, not GEAR's weighting")  # fmt: skip
+    else:
+        verdict = "no difference resolved"
+    return (f"GEAR + distillation minus GRPO with the same distillation (`credit: none`, `distillation_weight: 0.25`) "
+            f"is {ci(entry)} held-out on {entry['n_seeds']} fresh seeds (Holm p {_holm(entry)}): {verdict}")
+
+
 def readme_credit_methods() -> str:
     """At most 24 words (the README row's 30 with its link): how many of the declared study's cells are read, whether
     GEAR's weights add to the same distillation there (Holm p < 0.05, above 0, at either weight), and in how many
@@ -1185,6 +1204,7 @@ BLOCKS = {
     "credit_methods.findings": credit_methods_findings,
     "credit_methods.item6_lead": credit_methods_item6_lead,
     "readme.credit_methods": readme_credit_methods,
+    "readme.demo_attribution": readme_demo_attribution,
     "config.agreement": config_agreement,
     "config.attribution": config_attribution,
     "config.recommendation": config_recommendation,
