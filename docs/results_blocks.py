@@ -959,15 +959,22 @@ def _declared_outcome(declared: dict) -> str:
     return f"{head}: outcome 3, no setting is recommended; the recipes keep the paper's defaults"
 
 
+def _family_d(declared: dict) -> tuple[list[str], list[str]]:
+    """Amendment 5's family D as phrases (`<field arm> at <cell> <difference> (Holm p)`): (those that beat the
+    recommended arm, the rest); both empty without a follow-up."""
+    beats, rest = [], []
+    for cell_name, arms in (declared.get("followup") or {}).items():
+        for arm, entry in arms.items():
+            text = f"{_OTHER_ARMS.get(arm, arm)} at `{cell_name}` {ci(entry['heldout'])} (Holm p {_holm(entry['heldout'])})"
+            (beats if entry["heldout"]["beats"] else rest).append(text)
+    return beats, rest
+
+
 def _field_versus_recommended(declared: dict) -> str:
     """Outcome 4 (amendment 5's family D): where a field implementation beats the recommended setting, the docs say it
     is the better choice there; elsewhere each difference, plainly."""
     chosen = declared["recommendation"]["arm"]
-    beats, rest = [], []
-    for cell_name, arms in declared["followup"].items():
-        for arm, entry in arms.items():
-            text = f"{_OTHER_ARMS.get(arm, arm)} at `{cell_name}` {ci(entry['heldout'])} (Holm p {_holm(entry['heldout'])})"
-            (beats if entry["heldout"]["beats"] else rest).append(text)
+    beats, rest = _family_d(declared)
     head = f"the field's implementations minus `{chosen}`, held-out, Holm within family D"
     if beats:
         return (f"{head}: outcome 4, the field's implementation is the better choice where it beats it: "
@@ -1136,9 +1143,10 @@ def config_recommendation() -> str:
     lost = [f"`{c}` {ci(r)}" for c, r in records.items() if _loses(r)]
     tied = [f"`{c}` {ci(r)}" for c, r in records.items() if not _holds(r)]
     adds = sum(_attribution_holds(d) for d in cells.values())
+    seeds = min(r["n_seeds"] for r in records.values())
     return (f"**Recommended: GRPO + self-distillation, `credit: none` with `distillation_weight: {weight}`** and the "
             f"teacher shown the task's reference (the declaration's outcome 2): held-out over GRPO it gains on "
-            f"{len(held)} of {len(cells)} cells ({'; '.join(held)}; Holm p < 0.05, 16 seeds each)"
+            f"{len(held)} of {len(cells)} cells ({'; '.join(held)}; Holm p < 0.05, {seeds} seeds each)"
             + (f", loses on {len(lost)} ({'; '.join(lost)})" if lost else "")
             + (f", ties on {len(tied)} ({'; '.join(tied)})" if tied else "")
             + f"; there is no evidence that GEAR's weights add to self-distillation (they add on {adds} of {len(cells)} "
@@ -1150,9 +1158,7 @@ def config_recommendation() -> str:
 def _field_beats(declared: dict) -> str:
     """Outcome 4 for the recommendation: where a field implementation beats the recommended arm (family D), it is the
     better choice there; empty where none does."""
-    beats = [f"{_OTHER_ARMS.get(arm, arm)} at `{cell}` {ci(entry['heldout'])} (Holm p {_holm(entry['heldout'])})"
-             for cell, arms in (declared.get("followup") or {}).items() for arm, entry in arms.items()
-             if entry["heldout"]["beats"]]  # fmt: skip
+    beats, _ = _family_d(declared)
     if not beats:
         return ""
     return f". Outcome 4: the field's implementation is the better choice where it beats it: {'; '.join(beats)}"

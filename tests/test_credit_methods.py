@@ -646,7 +646,7 @@ def test_the_recommendation_block_follows_the_declared_record(monkeypatch):
     for data in cells.values():
         for rec in [*(e["heldout"] for e in data["attribution"].values()),
                     *(e["heldout"]["minus_none"] for e in data["arms"].values())]:  # fmt: skip
-            rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01)
+            rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01, n_seeds=16)
     declared = {"cells": cells, "cells_pending": {}, "runs_declared": {c: 144 for c in cells},
                 "recommendation": study.recommendation(cells)}  # fmt: skip
     monkeypatch.setattr(blocks, "load", {"credit_methods": declared}.__getitem__)
@@ -697,3 +697,6 @@ def test_the_demo_says_whose_gain_its_setting_is(monkeypatch):
     assert blocks.readme_demo_attribution().endswith("(Holm p 0.010): GEAR's weights add to the distillation")
     declared["cells"] = {}
     assert blocks.readme_demo_attribution() == "the credit-methods study has not yet read this cell"
+    # the line speaks of the demo's own arm: the Makefile's default is the one the block reads
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "\nDEMO_ARM ?= gear-distill-0.25\n" in makefile and "--distillation_weight 0.25\n" in makefile
