@@ -122,6 +122,67 @@ def test_a_blind_progress_line_leaves_out_the_held_out_scores():
     assert jobs.progress_line(2, 4, job, result, elapsed=120.0, blind=True) == "[2/4] cell/arm__seed100 (2.0 min, ~2.0 min left)"  # fmt: skip
 
 
+def test_a_blind_job_prints_no_held_out_score(monkeypatch, tmp_path, capsys):
+    """The worker's evaluation shares the study's log: a blind job's summary lines (which carry the held-out score) go
+    to eval.log beside its scores, and the scores it returns are the same as a plain job's."""
+    from bench.harness import runs
+
+    def evaluate_model(model_dir, spec, *, temperature, num_samples, limit, output):
+        accuracy = 0.375 if temperature == 0.0 else 0.625
+        print(f"{model_dir}: accuracy {accuracy} -> {output}")
+        return {"n": 8, "num_samples": num_samples, "accuracy": accuracy, "mean_reward": accuracy, "pass_at_k": None}
+
+    monkeypatch.setattr(runs, "evaluate_model", evaluate_model)
+    job = {"eval": {}, "eval_limit": None, "temperature": 1.0}
+    plain = runs.held_out("m", job, tmp_path / "plain")
+    assert "accuracy 0.375" in capsys.readouterr().out
+    blind = runs.held_out("m", {**job, "blind": True}, tmp_path / "blind")
+    assert capsys.readouterr().out == ""
+    assert blind == plain == {"n": 8, "greedy_accuracy": 0.375, "sampled_accuracy": 0.625, "pass_at_k": None}
+    logged = (tmp_path / "blind" / "eval.log").read_text()
+    assert "accuracy 0.375" in logged and "accuracy 0.625" in logged
+
+
+def test_blind_run_jobs_dispatches_blind_jobs_and_caches_them_by_their_own_key(monkeypatch):
+    """`run_jobs(blind=True)` hands each worker its job with `blind` set (so `runs.held_out` keeps quiet), files the
+    result under the job as planned, and the cached spec does not see the flag."""
+    from concurrent.futures import Future
+
+    from bench.harness import jobs, runs
+
+    class InProcess:  # the pool, run in this process
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, job):
+            future = Future()
+            future.set_result(fn(job))
+            return future
+
+    seen = []
+
+    def dispatch(job):
+        seen.append(job.get("blind"))
+        return {"eval": {"greedy_accuracy": 0.5, "sampled_accuracy": 0.5}}
+
+    monkeypatch.setattr(jobs, "ProcessPoolExecutor", InProcess)
+    job = {"kind": "train", "work_dir": "/tmp/x/cell", "key": "arm__seed100", "recipe": "r", "recipe_sha": "s",
+           "mode": "none", "seed": 100, "max_steps": 2, "overrides": [], "eval_limit": None, "train_eval": None}  # fmt: skip
+    lines = []
+    for blind in (True, False):
+        out = jobs.run_jobs([job], 1, True, lines.append, dispatch=dispatch, cached=lambda j: None, blind=blind)
+        assert list(out) == [("/tmp/x/cell", "arm__seed100")]
+    assert seen == [True, None]
+    assert "blind" not in job and "blind" not in runs.job_spec({**job, "blind": True})
+    assert "0.5" not in lines[1] and "0.5" in lines[3]  # [header, blind progress line, header, plain one]
+
+
 def test_the_credit_methods_study_runs_its_declared_seeds_blind(monkeypatch):
     """bench/credit_methods.py asks for a blind log on the declared seeds (100-115, 200-215), not on exploration ones."""
     from bench import credit_methods as study

@@ -84,8 +84,9 @@ def run_jobs(
     jobs not cached are left out. `dispatch` runs a job in a worker process and `cached` reads its result back
     (studies pass their own job kinds). A failed job is logged and left out, unless `strict` (then it raises: a worker
     that dies breaks the pool, and every job finished before it is already cached). With `blind`, the progress line
-    leaves out each run's held-out scores (a declared study's confirmatory runs are not read before their cell is
-    whole, and a figure in the log is a reading)."""
+    leaves out each run's held-out scores, and each job is dispatched with `blind` set so that its worker's
+    evaluation prints none either (a declared study's confirmatory runs are not read before their cell is whole, and a
+    figure in the log is a reading)."""
     results, todo = {}, []
     for job in jobs:
         result = None if fresh else cached(job)
@@ -101,7 +102,8 @@ def run_jobs(
     elif todo:
         context = mp.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context, max_tasks_per_child=1) as pool:
-            futures = {pool.submit(dispatch, job): job for job in todo}
+            # a blind job's worker prints no score either (`runs.held_out`); `blind` is no part of its cached spec
+            futures = {pool.submit(dispatch, {**job, "blind": True} if blind else job): job for job in todo}
             for done, future in enumerate(as_completed(futures), 1):
                 job = futures[future]
                 try:

@@ -110,7 +110,19 @@ def evaluate_model(model_dir: str, spec: dict, *, temperature: float, num_sample
 
 def held_out(model_dir: str, job: dict, out_dir: Path) -> dict:
     """Greedy accuracy and the accuracy of `SAMPLES` samples per prompt at the training temperature on the held-out
-    split; with `train_eval`, greedy accuracy on the problems trained on as well."""
+    split; with `train_eval`, greedy accuracy on the problems trained on as well. A `blind` job (a declared study's
+    confirmatory run, `bench.harness.jobs.run_jobs`) prints no score: evaluation's summary lines go to `eval.log` in
+    `out_dir` instead of the worker's output, which the study's progress log shares."""
+    if not job.get("blind"):
+        return _held_out(model_dir, job, out_dir)
+    import contextlib
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "eval.log", "w", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+        return _held_out(model_dir, job, out_dir)
+
+
+def _held_out(model_dir: str, job: dict, out_dir: Path) -> dict:
     spec, limit = job["eval"], job["eval_limit"]
     greedy = evaluate_model(
         model_dir, spec, temperature=0.0, num_samples=1, limit=limit, output=str(out_dir / "greedy.json")
