@@ -34,6 +34,8 @@ class ScriptedTrainer(GEARTrainer):
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if type(self).real_generate:
             super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        else:  # what the mixin's `_generate_single_turn`, replaced here, does first: each tool round's states
+            self._record_states_after_round()
         if self._script_prompts is None:  # the first call of a batch generates from the prompts themselves
             self._script_prompts = [list(ids) for ids in prompt_ids]
             self._script_active = list(range(len(prompt_ids)))

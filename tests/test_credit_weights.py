@@ -151,6 +151,35 @@ def test_per_token_advantages_take_their_sign_token_by_token():
     torch.testing.assert_close(weights, expected)
 
 
+def test_per_token_advantages_are_normalized_within_each_step():
+    """gear-gigpo: the mean-1 rescale runs over each step (a run of model tokens; position 2 is a tool result), so
+    each step keeps sum A_t w_t. Step 0 (A = +1): exp(-[ln 2, 0]) = [0.5, 1], mean 0.75. Step 1 (A = -1):
+    exp([ln 1.5, 0]) = [1.5, 1], mean 1.25. One mean over the row (1.0) would leave sum A_t w_t = 1.5 - 2.5 = -1
+    where the advantages sum to 0."""
+    from gear_trl.credit import weights_from_signal
+
+    signal = torch.tensor([[math.log(2.0), 0.0, 0.0, math.log(1.5), 0.0]])
+    mask = torch.tensor([[1, 1, 0, 1, 1]], dtype=torch.bool)
+    advantages = torch.tensor([[1.0, 1.0, 0.0, -1.0, -1.0]])
+    weights = weights_from_signal(signal, mask, advantages, alpha=1.0, eps=0.9, lam=1.0, weight_norm="mean")
+    torch.testing.assert_close(weights, torch.tensor([[2 / 3, 4 / 3, 0.0, 1.2, 0.8]]))
+    torch.testing.assert_close((weights * advantages).sum(), advantages.sum())
+
+
+def test_per_token_advantages_of_one_step_match_the_trajectory_ones():
+    """A row that is one step with one advantage gets the weights of that advantage given per row."""
+    from gear_trl.credit import weights_from_signal
+
+    signal = torch.tensor([[0.9, 0.1, 0.4, 0.0], [0.3, 0.0, 0.7, 0.2]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    per_row = torch.tensor([1.5, -0.5])
+    per_token = per_row[:, None].expand(2, 4) * mask
+    kwargs = {"alpha": 1.0, "eps": 0.5, "lam": 1.0, "weight_norm": "mean"}
+    torch.testing.assert_close(
+        weights_from_signal(signal, mask, per_token, **kwargs), weights_from_signal(signal, mask, per_row, **kwargs)
+    )
+
+
 def test_spare_failed_prefix_hand_worked():
     # Rows: failed with a segment at tokens 2-3; passed, same layout; failed without a segment; failed with a
     # masked-out first position; zero advantage.

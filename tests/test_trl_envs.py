@@ -280,40 +280,91 @@ class Counter:
 
 
 class Base:
+    """TRL's `_generate` in miniature: a first turn, then per round its tools (sync ones, then the async ones
+    together) and the next turn's generation. A call of an unknown tool gets TRL's error result without running."""
+
+    use_vllm = False
+    args = None  # read only with vLLM
+    rounds = ()  # per round: the (tool name, arguments) calls
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        self.turns += 1
+        return [[0]] * len(prompt_ids), None
+
     def _generate(self, prompts):
-        # TRL's tool loop: a round's sync tools, then its async ones together
-        environment = self.environments[0]
+        self.turns = 0
         sync, coroutines = self._sync_tool_dicts[0], self._async_tool_dicts[0]
-        results = [sync["add"](by=1)]
+        results = []
+        self._generate_single_turn([[0]], None, {}, 1)
+        for calls in self.rounds:
+            pending = []
+            for name, arguments in calls:
+                if name in sync:
+                    results.append(sync[name](**arguments))
+                elif name in coroutines:
+                    pending.append(coroutines[name](**arguments))
+                else:
+                    results.append(str({"error": f"Tool {name} not found."}))
 
-        async def run():
-            return await asyncio.gather(coroutines["add_later"](by=2), coroutines["add_later"](by=3))
+            async def run(pending=pending):
+                return await asyncio.gather(*pending)
 
-        results += asyncio.run(run())
-        return results, environment
+            results += asyncio.run(run())
+            self._generate_single_turn([[0]], None, {}, 1)
+        return results
 
 
 class Recording(ToolRolloutMixin, Base):
     pass
 
 
-def test_async_tools_are_recorded_for_gigpos_anchor_states():
+def recording(rounds):
     environment = Counter()
     trainer = Recording()
+    trainer.rounds = rounds
     trainer.environments = [environment]
     trainer._sync_tool_dicts = [{"add": environment.add}]
     trainer._async_tool_dicts = [{"add_later": environment.add_later}]
-    results, _ = trainer._generate(["p"])
+    return trainer
+
+
+def conversation(rounds, results):
+    """The completion messages TRL writes for `rounds`: each round's assistant turn, then one tool message a call."""
+    messages, answers = [], iter(results)
+    for calls in rounds:
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{} for _ in calls]})
+        messages += [{"role": "tool", "content": next(answers)} for _ in calls]
+    return [*messages, {"role": "assistant", "content": "done"}]
+
+
+def test_async_tools_are_recorded_for_gigpos_anchor_states():
+    rounds = [[("add", {"by": 1}), ("add_later", {"by": 2}), ("add_later", {"by": 3})]]
+    trainer = recording(rounds)
+    results = trainer._generate(["p"])
     assert results == ["1", "3", "6"]
     history = trainer._rollout.state_history[0]
-    assert history == ["count=1", "count=3", "count=6"]  # every call, the async ones included
-    completion = [
-        {"role": "assistant", "content": "", "tool_calls": [{}, {}, {}]},
-        *({"role": "tool", "content": r} for r in results),
-        {"role": "assistant", "content": "done"},
-    ]
-    assert step_anchors("p", completion, history)[1] == "state:count=6"  # the state after the whole round
+    assert history == ["count=6"]  # one state a round, taken once its async calls have all run
+    assert step_anchors("p", conversation(rounds, results), history)[1] == "state:count=6"
     assert isinstance(trainer._rollout, RolloutRecord)
+    assert trainer._turns_generated is None  # the round count ends with its `_generate`
+
+
+def test_a_round_whose_call_runs_no_tool_still_anchors_the_next_turn_on_its_state():
+    """TRL answers a call of an unknown tool without running any tool; the turns after it keep their own rounds'
+    states (recorded per call, the unknown call's turn would read the next round's state)."""
+    rounds = [[("no_such_tool", {})], [("add", {"by": 1})], [("add", {"by": 2})]]
+    trainer = recording(rounds)
+    results = trainer._generate(["p"])
+    history = trainer._rollout.state_history[0]
+    assert history == ["count=0", "count=1", "count=3"]
+    anchors = step_anchors("p", conversation(rounds, results), history)
+    assert anchors[1:] == ["state:count=0", "state:count=1", "state:count=3"]
+
+
+def test_step_anchors_fall_back_to_tool_text_past_the_recorded_rounds():
+    completion = conversation([[("add", {})], [("add", {})]], ["1", "2"])
+    assert step_anchors("p", completion, ["count=1"])[1:] == ["state:count=1", "tools:2"]
+    assert step_anchors("p", completion, None)[1:] == ["tools:1", "tools:2"]
 
 
 @pytest.mark.slow
@@ -344,6 +395,35 @@ def test_async_tools_give_gigpo_state_anchors_in_trls_tool_loop(tmp_path):
     assert [a[1:] for a in anchors] == [["state:count=1", "state:count=2"], ["state:count=1", "state:count=3"]] * 2
     assert record.rewards_per_func[:, 0].tolist() == [2.0, 3.0, 2.0, 3.0]  # the environment's get_reward
     assert trainer._metrics["train"]["gigpo/step_groups"][-1] > 0
+
+
+@pytest.mark.slow
+def test_an_unknown_tool_call_keeps_gigpos_anchor_states_in_trls_tool_loop(tmp_path):
+    """In TRL's own tool loop a call of an unknown tool runs nothing; the next turn acts on the unchanged state and
+    the turn after the next round on that round's state (not one round late)."""
+    from tests.scripted import call_text, scripted_trainer
+
+    def script(row, round_index, rollout_index, rank):
+        if round_index == 0:
+            return call_text("no_such_tool", {"by": 1})
+        if round_index == 1:
+            return call_text("increment", {"by": 1 + rollout_index % 2})
+        return "Done."
+
+    rows = [{"prompt": PROMPT, "start": 0}] * 4
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    argv = ["--config", "tests/trl_env_plugin/guess.yaml", "--dataset_name", str(path), "--credit", "gigpo"]
+    argv += ["--environment", "tests.trl_env_plugin.games:AsyncCounterEnv", "--output_dir", str(tmp_path / "out")]
+    argv += ["--max_tool_calling_iterations", "3", "--max_completion_length", "128"]
+    trainer = scripted_trainer(script, argv)
+    trainer.model.train()
+    trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
+    record = trainer._rollout
+    assert record.state_history == [["count=0", "count=1"], ["count=0", "count=2"]] * 2
+    anchors = [step_anchors(p, c, h) for p, c, h in zip(record.prompts, record.completions, record.state_history)]
+    assert [a[1:] for a in anchors] == [["state:count=0", "state:count=1"], ["state:count=0", "state:count=2"]] * 2
+    assert record.tool_calls.trl_failures == 4  # TRL's own count of the unknown calls
 
 
 # --- rollout_func ----------------------------------------------------------------------------------------------------

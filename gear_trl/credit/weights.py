@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .gigpo import step_index_from_mask
 from .segments import resolve_mode, segment_signal
 
 WEIGHT_NORMS = ("mean", "none")
@@ -88,6 +89,12 @@ def weights_from_signal(
     Lets a caller that also needs the segments (for metrics) scan once. Same formula and
     normalization as :func:`gear_token_weights`.
 
+    With [B, T] advantages (GiGPO's, constant over each step), ``weight_norm="mean"``
+    divides each step, a maximal run of masked tokens (:func:`step_index_from_mask`),
+    by its own mean, so ``sum_t A_t * w_t`` is unchanged within every step and hence
+    over the completion (GEAR.md step 5); one mean over the whole row would move
+    advantage between steps whose advantages differ.
+
     Args:
         signal: [B, T] float, ``s_t`` (0 at masked-out positions).
         mask: [B, T] bool (or 0/1), model-written tokens.
@@ -105,12 +112,25 @@ def weights_from_signal(
     weights = ((1 - lam) + lam * clipped) * mask_f
 
     if weight_norm == "mean":
-        n_masked = mask_f.sum(dim=1, keepdim=True)
-        row_mean = weights.sum(dim=1, keepdim=True) / n_masked.clamp_min(1)
-        # Weights are >= (1 - lam) + lam * (1 - eps) > 0, so only an empty row has
-        # mean 0; it stays all zeros.
-        weights = weights / torch.where(row_mean > 0, row_mean, 1.0)
+        # Weights are >= (1 - lam) + lam * (1 - eps) > 0, so only an empty row (or step)
+        # has mean 0; it stays all zeros.
+        if advantages.dim() == 1:
+            n_masked = mask_f.sum(dim=1, keepdim=True)
+            mean = weights.sum(dim=1, keepdim=True) / n_masked.clamp_min(1)
+        else:
+            mean = _step_means(weights, mask_f, step_index_from_mask(mask.to(signal.device)))
+        weights = weights / torch.where(mean > 0, mean, 1.0)
     return weights
+
+
+def _step_means(weights: torch.Tensor, mask_f: torch.Tensor, step_index: torch.Tensor) -> torch.Tensor:
+    """[B, T]: at each position, the mean of ``weights`` over the masked tokens of its step (``step_index``, -1
+    outside steps, where the value is irrelevant: the weight there is 0)."""
+    index = step_index.clamp_min(0)
+    num_steps = int(index.max().item()) + 1 if index.numel() else 1
+    sums = weights.new_zeros(weights.shape[0], num_steps).scatter_add(1, index, weights * mask_f)
+    counts = weights.new_zeros(weights.shape[0], num_steps).scatter_add(1, index, mask_f)
+    return (sums / counts.clamp_min(1)).gather(1, index)
 
 
 def spare_failed_prefix(

@@ -11,8 +11,8 @@
   of generate calls. Only where a round's generation calls collectively, and only across the ranks it calls with
   (`tool_rounds_need_lockstep`): colocated vLLM's tensor-parallel group, all ranks where parameters are sharded.
   Within a tensor-parallel group every rank also hands vLLM as many prompts (`_generate_in_step`).
-- `_generate` / `_calculate_rewards`: record what GiGPO and the tool metrics need (the environment's state key after
-  every tool call, the prompts as generated, the completions as messages, the gathered rewards).
+- `_generate` / `_calculate_rewards`: record what GiGPO and the tool metrics need (each environment's state key after
+  every tool round, the prompts as generated, the completions as messages, the gathered rewards).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class RolloutRecord:
     prompts: list = field(default_factory=list)
     completions: list = field(default_factory=list)
     rewards_per_func: torch.Tensor | None = None  # [N_global, F], gathered over ranks
-    state_history: list[list[str]] | None = None  # per rollout: state key after each tool call, in call order
+    state_history: list[list[str]] | None = None  # per rollout: state key after each tool round, in round order
     tool_calls: ToolCalls | None = None  # every tool call made, cut-off rollouts' included
 
 
@@ -152,6 +152,7 @@ class ToolRolloutMixin:
     _lockstep_group = None  # the process group the tool rounds poll in; None: every rank
     _rollout: RolloutRecord | None = None
     _tool_truncated: list[bool] | None = None  # per rollout of the last tool loop: ended by the completion budget
+    _turns_generated: int | None = None  # generations so far in the running `_generate` (None outside one)
 
     # --- per-row tool schemas ---------------------------------------------------------------------------------------
 
@@ -225,6 +226,7 @@ class ToolRolloutMixin:
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        self._record_states_after_round()
         if self._tool_rounds_in_lockstep:
             self._any_rank_generating(True)  # pairs with the polls of ranks that are already done
         return self._generate_in_step(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
@@ -274,17 +276,37 @@ class ToolRolloutMixin:
         for tools in async_tools:
             for name, tool in list(tools.items()):
                 tools[name] = _counting_async(_text_safe_async(tool), name, calls)
-        if self.environments and sync_tools:
-            history = [[] for _ in self.environments]
-            rollouts = zip(self.environments, sync_tools, async_tools, strict=True)
-            for index, (environment, sync, coroutines) in enumerate(rollouts):
-                if callable(getattr(environment, "state_key", None)):
-                    for name, tool in list(sync.items()):
-                        sync[name] = _recording(tool, environment, history[index])
-                    for name, tool in list(coroutines.items()):
-                        coroutines[name] = _recording_async(tool, environment, history[index])
+        if (
+            self.environments
+            and sync_tools
+            and any(callable(getattr(e, "state_key", None)) for e in self.environments)
+        ):
+            history = [[] for _ in self.environments]  # an environment without `state_key` keeps [] (text anchors)
         self._rollout = RolloutRecord(state_history=history, tool_calls=calls)
-        return super()._generate(prompts)
+        self._turns_generated = 0
+        try:
+            return super()._generate(prompts)
+        finally:
+            self._turns_generated = None
+
+    def _record_states_after_round(self) -> None:
+        """Before each generation after the first of a `_generate` (each is the next turn, after a tool round), append
+        every environment's `state_key()` to its rollout's history: entry k is the state turn k + 1 acts on.
+
+        One entry per round, taken when the round's calls have all run, sync and async alike, and also when TRL answered
+        a call without running a tool (an unknown name, arguments that are not a mapping, a call that is not a
+        function), so a turn's anchor never depends on which calls ran. Rollouts that left the loop earlier get
+        entries too; they have no turn to read them."""
+        turns = self._turns_generated
+        if turns is None:
+            return
+        self._turns_generated = turns + 1
+        record = self._rollout
+        if turns == 0 or record is None or record.state_history is None:
+            return
+        for environment, history in zip(self.environments, record.state_history, strict=True):
+            if callable(getattr(environment, "state_key", None)):
+                history.append(environment.state_key())
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -357,31 +379,6 @@ def _text_safe_async(tool):
     return call
 
 
-def _recording_async(tool, environment, history: list[str]):
-    """`_recording` for a coroutine-function tool. A round's async calls run together and each records the state when
-    it ends, so the round's last entry, the one GiGPO reads (`step_anchors`), is the state after all of them."""
-
-    @functools.wraps(tool)
-    async def call(*args, **kwargs):
-        try:
-            return await tool(*args, **kwargs)
-        finally:
-            history.append(environment.state_key())
-
-    return call
-
-
-def _recording(tool, environment, history: list[str]):
-    @functools.wraps(tool)
-    def call(*args, **kwargs):
-        try:
-            return tool(*args, **kwargs)
-        finally:
-            history.append(environment.state_key())
-
-    return call
-
-
 # --- reading rollouts (pure functions of messages) ------------------------------------------------------------------
 
 
@@ -415,25 +412,25 @@ def assistant_turns(completion: Any) -> list[dict]:
 def step_anchors(prompt: Any, completion: Any, state_history: list[str] | None) -> list[str]:
     """GiGPO anchor state of each assistant turn of one rollout (GIGPO.md, step 3).
 
-    Turn 0 acts on the prompt. Turn k > 0 acts on what the tools returned after turn k - 1: the environment's
-    `state_key()` after the last of those calls when the environment has one, else the text of those tool results.
+    Turn 0 acts on the prompt. Turn k > 0 acts on what the tool round after turn k - 1 left: the environment's
+    `state_key()` after that round (`state_history[k - 1]`, one entry per round) when the environment has one, else
+    the text of that round's tool results.
     """
     prompt_text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False)
     if isinstance(completion, str):
         return ["prompt:" + prompt_text]
     anchors: list[str] = []
-    calls_so_far = 0
     results: list[str] = []
     for message in completion:
         role = message.get("role") if isinstance(message, dict) else None
         if role == "tool":
-            calls_so_far += 1
             results.append(str(message.get("content", "")))
         elif role == "assistant":
-            if not anchors:
+            turn = len(anchors)
+            if turn == 0:
                 anchors.append("prompt:" + prompt_text)
-            elif state_history is not None and 0 < calls_so_far <= len(state_history):
-                anchors.append("state:" + state_history[calls_so_far - 1])
+            elif state_history is not None and turn <= len(state_history):
+                anchors.append("state:" + state_history[turn - 1])
             else:
                 anchors.append("tools:" + "\n".join(results))
             results = []

@@ -86,8 +86,8 @@ class GEARConfig(GRPOConfig):
         weight_alpha (`float`, defaults to `1.0`): strength of the modulation, `alpha` in the weight formula.
         weight_eps (`float`, defaults to `0.5`): the weight's exponential term is clipped to `[1 - eps, 1 + eps]`.
         weight_lambda (`float`, defaults to `1.0`): blend between 1 and the modulated weight.
-        weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1, preserving its
-            mean advantage; `none` leaves them as computed.
+        weight_norm (`str`, defaults to `"mean"`): `mean` rescales each completion's weights to mean 1 (each step's,
+            with GiGPO's per-step advantages), preserving its mean advantage; `none` leaves them as computed.
         failed_prefix_weight (`float`, defaults to `1.0`): not in the paper: in a completion with negative
             advantage, the tokens before its first segment are multiplied by this weight after `weight_norm`, so the
             blame taken off the prefix the teacher agrees with is dropped, not moved; 1.0 is the paper's GEAR.
@@ -194,8 +194,9 @@ class GEARConfig(GRPOConfig):
     weight_norm: str = field(
         default="mean",
         metadata={
-            "help": "`mean`: rescale each completion's weights to mean 1 over its model tokens, so its mean advantage "
-            "is unchanged; `none`: no rescaling (our default: mean)."
+            "help": "`mean`: rescale each completion's weights to mean 1 over its model tokens (over each step's, with "
+            "GiGPO's per-step advantages), so its mean advantage is unchanged; `none`: no rescaling (our default: "
+            "mean)."
         },
     )
     failed_prefix_weight: float = field(
