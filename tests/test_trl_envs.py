@@ -367,15 +367,14 @@ def test_step_anchors_fall_back_to_tool_text_past_the_recorded_rounds():
     assert step_anchors("p", completion, None)[1:] == ["tools:1", "tools:2"]
 
 
-@pytest.mark.slow
-def test_async_tools_give_gigpo_state_anchors_in_trls_tool_loop(tmp_path):
+def counter_rollout(tmp_path, first_call: str):
+    """One scripted batch of gigpo in TRL's own tool loop on `AsyncCounterEnv` (4 rows from 0): each rollout calls
+    `first_call` with by=1, then `increment` by 1 (even rollouts) or 2 (odd ones), then answers. Returns the record."""
     from tests.scripted import call_text, scripted_trainer
 
     def script(row, round_index, rollout_index, rank):
-        # every rollout adds 1, then half of them add 1 more and the others 2: the second turns act on one state
-        # (count=1), the third on two (count=2 or count=3)
         if round_index == 0:
-            return call_text("increment", {"by": 1})
+            return call_text(first_call, {"by": 1})
         if round_index == 1:
             return call_text("increment", {"by": 1 + rollout_index % 2})
         return "Done."
@@ -389,10 +388,20 @@ def test_async_tools_give_gigpo_state_anchors_in_trls_tool_loop(tmp_path):
     trainer = scripted_trainer(script, argv)
     trainer.model.train()
     trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
-    record = trainer._rollout
+    return trainer, trainer._rollout
+
+
+def anchors_of(record) -> list[list[str]]:
+    return [step_anchors(p, c, h)[1:] for p, c, h in zip(record.prompts, record.completions, record.state_history)]
+
+
+@pytest.mark.slow
+def test_async_tools_give_gigpo_state_anchors_in_trls_tool_loop(tmp_path):
+    # every rollout adds 1, then half of them add 1 more and the others 2: the second turns act on one state
+    # (count=1), the third on two (count=2 or count=3)
+    trainer, record = counter_rollout(tmp_path, "increment")
     assert record.state_history == [["count=1", "count=2"], ["count=1", "count=3"]] * 2
-    anchors = [step_anchors(p, c, h) for p, c, h in zip(record.prompts, record.completions, record.state_history)]
-    assert [a[1:] for a in anchors] == [["state:count=1", "state:count=2"], ["state:count=1", "state:count=3"]] * 2
+    assert anchors_of(record) == [["state:count=1", "state:count=2"], ["state:count=1", "state:count=3"]] * 2
     assert record.rewards_per_func[:, 0].tolist() == [2.0, 3.0, 2.0, 3.0]  # the environment's get_reward
     assert trainer._metrics["train"]["gigpo/step_groups"][-1] > 0
 
@@ -401,28 +410,9 @@ def test_async_tools_give_gigpo_state_anchors_in_trls_tool_loop(tmp_path):
 def test_an_unknown_tool_call_keeps_gigpos_anchor_states_in_trls_tool_loop(tmp_path):
     """In TRL's own tool loop a call of an unknown tool runs nothing; the next turn acts on the unchanged state and
     the turn after the next round on that round's state (not one round late)."""
-    from tests.scripted import call_text, scripted_trainer
-
-    def script(row, round_index, rollout_index, rank):
-        if round_index == 0:
-            return call_text("no_such_tool", {"by": 1})
-        if round_index == 1:
-            return call_text("increment", {"by": 1 + rollout_index % 2})
-        return "Done."
-
-    rows = [{"prompt": PROMPT, "start": 0}] * 4
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    argv = ["--config", "tests/trl_env_plugin/guess.yaml", "--dataset_name", str(path), "--credit", "gigpo"]
-    argv += ["--environment", "tests.trl_env_plugin.games:AsyncCounterEnv", "--output_dir", str(tmp_path / "out")]
-    argv += ["--max_tool_calling_iterations", "3", "--max_completion_length", "128"]
-    trainer = scripted_trainer(script, argv)
-    trainer.model.train()
-    trainer._generate_and_score_completions(next(iter(trainer.get_train_dataloader())))
-    record = trainer._rollout
+    _, record = counter_rollout(tmp_path, "no_such_tool")
     assert record.state_history == [["count=0", "count=1"], ["count=0", "count=2"]] * 2
-    anchors = [step_anchors(p, c, h) for p, c, h in zip(record.prompts, record.completions, record.state_history)]
-    assert [a[1:] for a in anchors] == [["state:count=0", "state:count=1"], ["state:count=0", "state:count=2"]] * 2
+    assert anchors_of(record) == [["state:count=0", "state:count=1"], ["state:count=0", "state:count=2"]] * 2
     assert record.tool_calls.trl_failures == 4  # TRL's own count of the unknown calls
 
 
