@@ -178,38 +178,6 @@ def test_one_learning_rate_for_both_sizes():
     assert len({rate for rates in by_run.values() for rate in rates}) == 1
 
 
-DISTILL_RESULT_FIELDS = {
-    "credit", "divergence", "distillation_weight", "distillation_signal", "teacher", "teacher_reference",
-    "teacher_template", "max_teacher_prompt_length",
-}  # fmt: skip
-"""GEARConfig fields a `credit: none` run with `distillation_weight > 0` reads (GRPO + self-distillation): the
-`grpo_distill` recipes state each one and no other GEAR field."""
-TEACHER_FIELDS = {"teacher_reference", "teacher_template", "max_teacher_prompt_length"}
-
-
-@pytest.mark.parametrize("path", [p for p in RECIPES if p.parts[-2] == "grpo_distill"], ids=str)
-def test_distillation_recipes_are_the_gear_recipe_with_the_credit_block_swapped(path, tmp_path):
-    """GRPO + self-distillation differs from its GEAR recipe only in the credit block: `credit: none`, GEAR's weight
-    fields gone, the distillation weight and term stated; the math teacher is shown the worked solution (the study's
-    teacher), the tool-use one the reference calls (as GEAR's); everything else, GRPO's settings included, is equal."""
-    recipe = yaml.safe_load(path.read_text())
-    gear = yaml.safe_load((path.parents[1] / "gear" / path.name).read_text())
-    assert recipe["credit"] == "none" and recipe["distillation_weight"] > 0
-    assert recipe["distillation_signal"] == "log_ratio"
-    stated = DISTILL_RESULT_FIELDS | {"divergence_chunk_size"}  # and how the teacher pass is chunked, as GEAR's
-    assert set(recipe) & GEAR_FIELDS == stated, sorted((set(recipe) & GEAR_FIELDS) ^ stated)
-    renamed = {"output_dir", "hub_model_id"}
-    swapped = {"credit", "distillation_weight", "distillation_signal"} | renamed
-    teacher = TEACHER_FIELDS if path.name == "config_math.yaml" else set()  # tool use: GEAR's teacher, unchanged
-    same = set(recipe) - swapped - teacher
-    assert {key: recipe[key] for key in same} == {key: gear[key] for key in same}
-    assert recipe["teacher_reference"] == ("solution" if path.name == "config_math.yaml" else "answer")
-    assert all(gear[key].replace("gear", "grpo-distill") == recipe[key] for key in renamed)
-    fields = {k: recipe[k] for k in DISTILL_RESULT_FIELDS}
-    parsed = GEARConfig(output_dir=str(tmp_path), **fields, use_cpu=True)
-    assert parsed.uses_teacher and parsed.credit == "none"  # the teacher pass runs: distillation is not refused
-
-
 @pytest.mark.parametrize("path", [p for p in RECIPES if p.parts[-2] not in ("gear", "grpo_distill")], ids=str)
 def test_baselines_carry_no_gear_only_field(path):
     recipe = yaml.safe_load(path.read_text())
