@@ -246,6 +246,36 @@ def compare(runs_: list[dict], arm: str, baseline: str, name: str, seeds) -> tup
     return record, diffs
 
 
+OPENING = 5
+"""Steps averaged for a training series' start in `dynamics` (its end is the final window, `WINDOW`)."""
+DYNAMICS_ARMS = ("none", "grpo-distill-0.25", "grpo-distill-0.5", "gear-distill-0.25", "gear-distill-0.5")
+
+
+def _mean(values) -> float | None:
+    """The mean of the values that are numbers (None and NaN skipped); None when there are none."""
+    kept = [v for v in values if v is not None and not math.isnan(v)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def dynamics(runs_: list[dict], seeds) -> dict:
+    """Descriptive, not a declared comparison: per arm of `DYNAMICS_ARMS` that ran, the seed mean of its held-out
+    sampled accuracy and of each training series (`reward`, `distill_share`) over its first `OPENING` and its last
+    `WINDOW` logged steps: {arm: {"heldout": x, "reward": {"first", "last"}, "distill_share": {"first", "last"}}}.
+    A step logged as None is skipped; a series a run lacks (GRPO logs no distill share) is None."""
+    out: dict = {}
+    for arm in DYNAMICS_ARMS:
+        mine = [r for r in runs_ if r["label"] == arm and r["seed"] in seeds]
+        if not mine:
+            continue
+        entry = out.setdefault(arm, {"heldout": _mean(metric(r, "heldout") for r in mine), "n_seeds": len(mine)})
+        for series in ("reward", "distill_share"):
+            entry[series] = {
+                "first": _mean(_mean((r.get(series) or [])[:OPENING]) for r in mine),
+                "last": _mean(_mean((r.get(series) or [])[-WINDOW:]) for r in mine),
+            }
+    return out
+
+
 def summarize(
     runs_by_cell: dict[str, list[dict]], seeds, family_size: int | None = None, explore: bool = False
 ) -> dict:
@@ -560,6 +590,11 @@ def report(seeds, confirmatory: bool) -> dict:
         "window": WINDOW,
         "runs": {cell: len(r) for cell, r in runs_by_cell.items()},
         "cells": summarize(runs_by_cell, set(seeds), family_size=declared, explore=not confirmatory),
+        "dynamics": {
+            "opening": OPENING,
+            "window": WINDOW,
+            "cells": {cell: dynamics(r, set(seeds)) for cell, r in runs_by_cell.items()},
+        },
     }
     if confirmatory and runs_by_cell and not pending:  # every cell read: the declared outcome and its follow-up
         out["recommendation"] = recommendation(out["cells"])

@@ -1043,6 +1043,31 @@ def credit_methods_item6_lead() -> str:
             + ("met" if reaches >= 2 else "not met, so nothing is recommended from it"))  # fmt: skip
 
 
+CM_DYNAMICS_ARM = "grpo-distill-0.5"
+"""The arm whose training series the page's Open section describes: SDPO's log-ratio at the larger weight."""
+
+
+def credit_methods_dynamics() -> str:
+    """The Open section's description of how `CM_DYNAMICS_ARM` trains in each complete cell, from `dynamics` in
+    credit_methods.json (seed means, descriptive: no declared comparison): its held-out accuracy beside GRPO's, and
+    its distillation share and training reward over the first steps and the final window."""
+    dynamics = load("credit_methods").get("dynamics") or {"cells": {}}
+    parts = []
+    for cell, arms in dynamics["cells"].items():
+        mine, grpo = arms.get(CM_DYNAMICS_ARM), arms.get("none")
+        if not mine or not grpo or None in (mine["distill_share"]["first"], mine["distill_share"]["last"]):
+            continue
+        share, reward = mine["distill_share"], mine["reward"]
+        parts.append(f"`{cell}`: held-out {mine['heldout']:.2f} (GRPO {grpo['heldout']:.2f}), share "
+                     f"{share['first']:.2f} to {share['last']:.2f}, training reward {reward['first']:.2f} to "
+                     f"{reward['last']:.2f} (GRPO's {grpo['reward']['first']:.2f} to {grpo['reward']['last']:.2f})")  # fmt: skip
+    if not parts:
+        return "no complete cell yet"
+    seeds = min(arms[CM_DYNAMICS_ARM]["n_seeds"] for arms in dynamics["cells"].values() if CM_DYNAMICS_ARM in arms)
+    return (f"`{CM_DYNAMICS_ARM}`, means of {seeds} seeds, the share and reward over the first {dynamics['opening']} "
+            f"logged steps, then the last {dynamics['window']}: " + "; ".join(parts))
+
+
 def credit_methods_findings() -> str:
     """What the complete cells say, in the declaration's terms; the cells still running are named."""
     declared, item6 = load("credit_methods"), load("credit_methods.item6")
@@ -1209,6 +1234,7 @@ BLOCKS = {
     "credit_methods.table": credit_methods_table,
     "credit_methods.findings": credit_methods_findings,
     "credit_methods.item6_lead": credit_methods_item6_lead,
+    "credit_methods.dynamics": credit_methods_dynamics,
     "readme.credit_methods": readme_credit_methods,
     "readme.demo_attribution": readme_demo_attribution,
     "config.agreement": config_agreement,

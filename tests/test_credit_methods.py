@@ -700,3 +700,31 @@ def test_the_demo_says_whose_gain_its_setting_is(monkeypatch):
     # the line speaks of the demo's own arm: the Makefile's default is the one the block reads
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     assert "\nDEMO_ARM ?= gear-distill-0.25\n" in makefile and "--distillation_weight 0.25\n" in makefile
+
+
+def test_dynamics_by_hand(monkeypatch):
+    """`dynamics`: seed means of held-out accuracy and of each series' first `OPENING` and last `WINDOW` steps, a
+    step logged as None skipped, a series GRPO lacks None; the page's block quotes those means and skips GRPO."""
+    from tests.utils import load_file
+
+    cell = "calculator"
+    runs_ = []
+    for seed, heldout, start in ((100, 0.1, 0.2), (101, 0.3, 0.4)):
+        distilled = run(cell, "grpo-distill-0.5", seed, heldout, 0.1)
+        distilled["reward"] = [start] * 5 + [None] + [0.1] * 14
+        distilled["distill_share"] = [0.1] * 5 + [0.5] * 15
+        runs_ += [distilled, run(cell, "none", seed, 0.5, 0.4)]
+    out = study.dynamics(runs_, {100, 101, 102})
+    assert set(out) == {"none", "grpo-distill-0.5"}
+    mine, grpo = out["grpo-distill-0.5"], out["none"]
+    assert mine["n_seeds"] == 2 and mine["heldout"] == pytest.approx(0.2)
+    assert mine["reward"] == pytest.approx({"first": 0.3, "last": 0.1})  # the None step is skipped, not a zero
+    assert mine["distill_share"] == pytest.approx({"first": 0.1, "last": 0.5})
+    assert grpo["distill_share"] == {"first": None, "last": None} and grpo["reward"]["first"] == 0.0
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_blocks_dynamics")
+    report = {"dynamics": {"opening": study.OPENING, "window": study.WINDOW, "cells": {cell: out}}}
+    monkeypatch.setattr(blocks, "load", {"credit_methods": report}.__getitem__)
+    assert blocks.credit_methods_dynamics() == (
+        "`grpo-distill-0.5`, means of 2 seeds, the share and reward over the first 5 logged steps, then the last 15: "
+        "`calculator`: held-out 0.20 (GRPO 0.50), share 0.10 to 0.50, training reward 0.30 to 0.10 (GRPO's 0.00 to 0.40)"
+    )
