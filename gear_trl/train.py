@@ -666,8 +666,12 @@ def _print_main(message: str) -> None:
 
 def cli(argv: list[str] | None = None) -> None:
     from .cli.errors import UserInputError
+    from .cli.plugins import import_from_current_folder
     from .trainer.checkpoints import CheckpointSaveError
 
+    # `gear-trl-train` imports the recipe's plug-ins (`my_rewards:exact_answer`) from the current folder, as
+    # `python -m gear_trl.train` does.
+    import_from_current_folder()
     try:
         trainer = main(*parse_args(argv))
     except PeerLostError as err:

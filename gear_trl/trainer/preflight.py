@@ -81,12 +81,15 @@ def looks_like_local_path(name: str) -> bool:
     return len(parts) > 2 or (len(parts) == 2 and os.path.isdir(parts[0]))
 
 
-def _closest_sibling(path: str) -> str:
+def _closest_sibling(path: str, keep=None) -> str:
+    """" (did you mean 'x'?)" naming the entry of `path`'s folder closest to it, among those `keep(full_path)` accepts
+    (all when None); "" when none is close."""
     parent, base = os.path.split(os.path.normpath(os.path.expanduser(path)))
     parent = parent or "."
     if not os.path.isdir(parent):
         return f" (its parent folder {parent!r} does not exist either)"
-    close = difflib.get_close_matches(base, sorted(os.listdir(parent)), n=1)
+    entries = sorted(e for e in os.listdir(parent) if keep is None or keep(os.path.join(parent, e)))
+    close = difflib.get_close_matches(base, entries, n=1)
     return f" (did you mean {os.path.join(parent, close[0])!r}?)" if close else ""
 
 
@@ -118,15 +121,30 @@ def check_model_source(name: str, what: str = "model_name_or_path", cache_dir: s
         )
 
 
-def check_dataset_source(name: str, what: str = "dataset_name") -> None:
-    """Raise `PreflightError` for a path-like dataset name that does not exist (Hub ids are checked when loading,
-    by `load_dataset_named`)."""
-    if not os.path.exists(os.path.expanduser(name)) and looks_like_local_path(name):
-        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
-
-
 DATA_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 """Single local data files `dataset_name` may be, by extension, and the `datasets` builder that reads each."""
+
+
+def _is_data_file(path: str) -> bool:
+    return os.path.splitext(path)[1].lower() in DATA_FILE_BUILDERS
+
+
+def _could_be_dataset(path: str) -> bool:
+    """What a did-you-mean may propose as a dataset: a folder or a data file, never a log or a recipe."""
+    return os.path.isdir(path) or _is_data_file(path)
+
+
+def check_dataset_source(name: str, what: str = "dataset_name") -> None:
+    """Raise `PreflightError` for a local dataset name that does not exist: a data file (`.jsonl`, `.json`,
+    `.parquet`, `.csv`, wherever it is written) or a path-like folder. The did-you-mean proposes only data files (for a
+    file) or folders and data files (for a folder). Hub ids are checked when loading, by `load_dataset_named`."""
+    path = os.path.expanduser(name)
+    if os.path.exists(path):
+        return
+    if _is_data_file(name):
+        raise PreflightError(f"`{what}`: no such local file: {name!r}{_closest_sibling(name, _is_data_file)}.")
+    if looks_like_local_path(name):
+        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name, _could_be_dataset)}.")
 
 
 def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name", revision: str | None = None):
