@@ -503,9 +503,37 @@ def check_reward_parameters(script_args, training_args: GEARConfig, train_datase
     from .trainer.preflight import PreflightError, reward_parameter_problems
 
     funcs = get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
-    found = reward_parameter_problems(funcs, train_dataset.column_names, environment=bool(script_args.environment))
+    found = reward_parameter_problems(
+        funcs,
+        train_dataset.column_names,
+        environment=bool(script_args.environment),
+        moved=moved_columns(script_args, training_args.ground_truth_column),
+    )
     if found:
         raise PreflightError("Reward functions TRL could not call:\n  " + "\n  ".join(found))
+
+
+def moved_columns(script_args, ground_truth_column: str) -> dict[str, str]:
+    """Raw column -> the reward argument the recipe's dataset adapter puts it in, for the adapters that read a
+    question and an answer column and keep neither (`columns`: `answer` -> `ground_truth`, `question` -> `prompts`);
+    under `auto`, those of every such adapter `auto` may pick. Empty for the others (`trl` and function adapters keep or choose their columns)."""
+    from .data import get_adapter
+    from .data.math_tasks import AIME, GSM8K, MATH
+
+    name = script_args.dataset_format
+    if name == "columns":
+        adapters = [recipe_adapter(script_args, [])]
+    elif name == "auto":
+        adapters = [GSM8K, AIME, MATH]
+    elif name in ("gsm8k", "aime", "math"):
+        adapters = [get_adapter(name)]
+    else:
+        return {}
+    moved = {}
+    for adapter in adapters:
+        moved.setdefault(adapter.question_column, "prompts")  # inside the prompt, which TRL passes as `prompts`
+        moved.setdefault(adapter.answer_column, ground_truth_column)
+    return moved
 
 
 def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=print) -> bool:

@@ -63,3 +63,29 @@ def test_the_walkthrough_runs_as_written_on_cpu(tmp_path):
     # the tiny model's reward is 0 throughout, and the run says so, without the hint for lists never read
     assert "Reward function 'exact_answer' returned 0 for every one of the 8 completions" in output, output[-3000:]
     assert "never read a message's fields" not in output
+
+
+def reads_answer(completions, answer, **kwargs):
+    return [0.0 for _ in completions]
+
+
+def test_a_reward_asking_for_the_renamed_column_is_told_its_new_name(tmp_path):
+    from gear_trl.train import moved_columns, parse_args
+    from gear_trl.trainer.preflight import reward_parameter_problems
+
+    recipe = tmp_path / "recipe.yaml"
+    columns = ["prompt", "ground_truth", "reference_solution"]
+    for fmt, moved in [
+        ("columns", {"question": "prompts", "answer": "ground_truth"}),
+        ("gsm8k", {"question": "prompts", "answer": "ground_truth"}),
+        ("trl", {}),
+    ]:
+        recipe.write_text(f"dataset_format: {fmt}\nuse_cpu: true\nbf16: false\noutput_dir: {tmp_path / 'out'}\n")
+        script_args, training_args, _ = parse_args(["--config", str(recipe)])
+        assert moved_columns(script_args, training_args.ground_truth_column) == moved
+    assert moved_columns(script_args, "truth") == {}
+    (problem,) = reward_parameter_problems([reads_answer], columns, moved={"answer": "ground_truth"})
+    assert problem.endswith("The dataset adapter does not keep the columns it reads: take `ground_truth` instead of "
+                            "'answer'.")
+    (problem,) = reward_parameter_problems([reads_answer], columns)
+    assert "instead of" not in problem

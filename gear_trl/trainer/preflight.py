@@ -178,7 +178,7 @@ def load_dataset_named(name: str, config: str | None = None, what: str = "datase
         cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise PreflightError(
             f"`{what}` {name!r} could not be loaded from the Hugging Face Hub ({type(err).__name__}: {cause}). Check "
-            "the id; a gated dataset needs its terms accepted on its Hub page and `huggingface-cli login`."
+            "the id; a gated dataset needs its terms accepted on its Hub page and a token (`hf auth login`, or HF_TOKEN)."
         ) from err
 
 
@@ -296,11 +296,14 @@ TRL_REWARD_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_sta
 `environments` when it runs an `environment_factory`."""
 
 
-def reward_parameter_problems(reward_funcs, columns, environment: bool = False) -> list[str]:
+def reward_parameter_problems(
+    reward_funcs, columns, environment: bool = False, moved: dict[str, str] | None = None
+) -> list[str]:
     """One line per reward function with a required parameter TRL will not pass: not one of `TRL_REWARD_ARGUMENTS`,
     not `environments` (under an environment), not a column of the dataset (`columns`; TRL passes every column but
     `prompt`, `completion` and `completion_ids`). A parameter with a default, `**kwargs` and reward models (modules,
-    Hub ids) are not checked."""
+    Hub ids) are not checked. `moved`: raw column -> the column the dataset adapter put it in (`answer` ->
+    `ground_truth` under `dataset_format: columns`), named for a parameter asking for the raw column."""
     import inspect
 
     passed = set(TRL_REWARD_ARGUMENTS) | (set(columns) - {"prompt", "completion", "completion_ids"})
@@ -319,11 +322,17 @@ def reward_parameter_problems(reward_funcs, columns, environment: bool = False) 
         missing = [p.name for p in parameters if p.kind in keyword and p.default is p.empty and p.name not in passed]
         positional = [p.name for p in parameters if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
         if missing:
+            renamed = [f"`{moved[m]}` instead of {m!r}" for m in missing if moved and moved.get(m) in passed]
+            hint = (
+                f" The dataset adapter does not keep the columns it reads: take {', and '.join(renamed)}."
+                if renamed
+                else ""
+            )
             problems.append(
                 f"reward `{name}` needs {', '.join(repr(m) for m in missing)}, which the training rows do not have "
                 f"(their columns: {sorted(columns)}) and TRL does not pass (it passes "
                 f"{', '.join(sorted(passed - set(columns)))} and every column): add the column to the data, give the "
-                "parameter a default, or take it from **kwargs."
+                f"parameter a default, or take it from **kwargs.{hint}"
             )
         if positional:
             problems.append(
