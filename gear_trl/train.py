@@ -516,7 +516,8 @@ def check_reward_parameters(script_args, training_args: GEARConfig, train_datase
 def moved_columns(script_args, ground_truth_column: str) -> dict[str, str]:
     """Raw column -> the reward argument the recipe's dataset adapter puts it in, for the adapters that read a
     question and an answer column and keep neither (`columns`: `answer` -> `ground_truth`, `question` -> `prompts`);
-    under `auto`, those of every such adapter `auto` may pick. Empty for the others (`trl` and function adapters keep or choose their columns)."""
+    under `auto`, those of every such adapter `auto` may pick. Empty for the others (`trl` and function adapters
+    keep or choose their columns)."""
     from .data import get_adapter
     from .data.math_tasks import AIME, GSM8K, MATH
 

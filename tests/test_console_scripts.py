@@ -24,10 +24,10 @@ def console_script(name: str) -> Path:
 
 
 def run_script(name: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """The installed script, importing gear_trl from this checkout (PYTHONPATH names only the checkout, never `cwd`)."""
+    """The installed script, importing gear_trl from this checkout (PYTHONPATH names the checkout, never `cwd`)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "COLUMNS": "400"}
     return subprocess.run(
-        [str(console_script(name)), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+        [str(console_script(name)), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
     )
 
 

@@ -11,10 +11,10 @@ from transformers import TrainerState
 
 from gear_trl.rewards.check import (
     ConstantRewardWatch,
+    _Reads,
     constant_reward_message,
     message_shape,
     watched_completions,
-    _Reads,
 )
 from gear_trl.rewards.guard import guard_reward_func
 from tests.utils import make_trainer, tiny_args

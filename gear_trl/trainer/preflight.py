@@ -82,8 +82,8 @@ def looks_like_local_path(name: str) -> bool:
 
 
 def _closest_sibling(path: str, keep=None) -> str:
-    """" (did you mean 'x'?)" naming the entry of `path`'s folder closest to it, among those `keep(full_path)` accepts
-    (all when None); "" when none is close."""
+    """The text " (did you mean 'x'?)" naming the entry of `path`'s folder closest to it, among those that
+    `keep(entry_path)` accepts (all when `keep` is None); "" when none is close."""
     parent, base = os.path.split(os.path.normpath(os.path.expanduser(path)))
     parent = parent or "."
     if not os.path.isdir(parent):
@@ -178,7 +178,8 @@ def load_dataset_named(name: str, config: str | None = None, what: str = "datase
         cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise PreflightError(
             f"`{what}` {name!r} could not be loaded from the Hugging Face Hub ({type(err).__name__}: {cause}). Check "
-            "the id; a gated dataset needs its terms accepted on its Hub page and a token (`hf auth login`, or HF_TOKEN)."
+            "the id; a gated dataset needs its terms accepted on its Hub page and a token (`hf auth login`, or "
+            "HF_TOKEN)."
         ) from err
 
 
