@@ -79,3 +79,25 @@ def test_training_evaluation_and_the_table_fit_together(tmp_path, monkeypatch):
                 cells = [c.strip() for c in row.strip("|").split("|")]
                 assert re.fullmatch(r"0\.\d{3}", cells[1]), row
                 assert cells[2].endswith("(5)") and cells[3].endswith("(5)") and cells[4].endswith("(5)"), row
+
+
+def test_the_gpu_installs_give_the_recipes_what_they_need():
+    """Every tracker a recipe reports to is in the GPU install lines' extras, with its login beside them, and so is
+    the Hub login the recipes that push need (README, getting-started, reproducing)."""
+    import yaml
+
+    from gear_trl.trainer.preflight import TRACKERS
+
+    recipes = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "recipes").glob("Qwen3-*/*/config_*.yaml"))]
+    trackers = {t for r in recipes for t in ([r["report_to"]] if isinstance(r["report_to"], str) else r["report_to"])}
+    trackers -= {"none"}
+    assert trackers == {"wandb"}  # when another is added, its login line belongs in the docs too
+    pushes = any(r.get("push_to_hub") for r in recipes)
+    for page in ("README.md", "docs/getting-started.md", "docs/reproducing.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        extras = {e for group in re.findall(r"pip install -e '\.\[([^\]]*)\]'", text) for e in group.split(",")}
+        assert {TRACKERS[t][2] for t in trackers} <= extras, page
+        assert re.search(r"^wandb login\b", text, re.MULTILINE), page
+        assert not pushes or re.search(r"^hf auth login\b", text, re.MULTILINE), page
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/reproducing.md)" in readme and "](docs/rewards.md)" in readme
