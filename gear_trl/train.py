@@ -190,6 +190,12 @@ def parse_args(argv: list[str] | None = None):
             # argparse leaves unknown options and their values; only the `--name` (or `--name=value`) ones are keys
             unknown = [m.split("=")[0].replace("-", "_") for m in re.findall(r"'--([A-Za-z0-9_=.-]+)'", message)]
             where = "command-line option(s)"
+        elif "doesn't support bf16/gpu" in message:
+            # transformers' words for a recipe left at bf16 (GRPOConfig's default) on a machine without a GPU
+            raise PreflightError(
+                "No GPU here, and the recipe trains in bf16 (GRPOConfig's default): to train on CPU add `use_cpu: "
+                "true` and `bf16: false` to the recipe (or pass `--use_cpu true --bf16 false`)."
+            ) from None
         else:
             # A recipe value the configuration refuses (`credit: foo`, ...): the message names the field.
             raise PreflightError(message) from err

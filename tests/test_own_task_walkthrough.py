@@ -96,3 +96,18 @@ def test_a_reward_asking_for_the_renamed_column_is_told_its_new_name(tmp_path):
     )
     (problem,) = reward_parameter_problems([reads_answer], columns)
     assert "instead of" not in problem
+
+
+def test_the_recipe_without_its_cpu_lines_says_which_to_add(tmp_path):
+    import torch
+
+    from gear_trl.train import parse_args
+    from gear_trl.trainer.preflight import PreflightError
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: bf16 is supported")
+    recipe = walkthrough()["my_task/recipe.yaml"]
+    gpu_recipe = "\n".join(line for line in recipe.splitlines() if not line.startswith(("use_cpu", "bf16")))
+    (tmp_path / "recipe.yaml").write_text(gpu_recipe.replace("outputs/my-task", str(tmp_path / "out")))
+    with pytest.raises(PreflightError, match=r"No GPU here.*add `use_cpu: true` and `bf16: false` to the recipe"):
+        parse_args(["--config", str(tmp_path / "recipe.yaml")])
