@@ -355,7 +355,7 @@ def markdown(table: dict, arms: list[str]) -> str:
 def make_parser() -> argparse.ArgumentParser:
     parser = FlagParser(
         prog="gear-trl-table",
-        description="Build the paper's table (per benchmark and arm: mean over seeds, paired 95%% intervals against "
+        description="Build the paper's table (per benchmark and arm: mean over seeds, paired 95% intervals against "
         "the baseline) from gear_trl.evaluate reports.",
     )
     parser.add_argument(

@@ -190,6 +190,12 @@ def parse_args(argv: list[str] | None = None):
             # argparse leaves unknown options and their values; only the `--name` (or `--name=value`) ones are keys
             unknown = [m.split("=")[0].replace("-", "_") for m in re.findall(r"'--([A-Za-z0-9_=.-]+)'", message)]
             where = "command-line option(s)"
+        elif "doesn't support bf16/gpu" in message:
+            # transformers' words for a recipe left at bf16 (GRPOConfig's default) on a machine without a GPU
+            raise PreflightError(
+                "No GPU here, and the recipe trains in bf16 (GRPOConfig's default): to train on CPU add `use_cpu: "
+                "true` and `bf16: false` to the recipe (or pass `--use_cpu true --bf16 false`)."
+            ) from None
         else:
             # A recipe value the configuration refuses (`credit: foo`, ...): the message names the field.
             raise PreflightError(message) from err
@@ -503,9 +509,38 @@ def check_reward_parameters(script_args, training_args: GEARConfig, train_datase
     from .trainer.preflight import PreflightError, reward_parameter_problems
 
     funcs = get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
-    found = reward_parameter_problems(funcs, train_dataset.column_names, environment=bool(script_args.environment))
+    found = reward_parameter_problems(
+        funcs,
+        train_dataset.column_names,
+        environment=bool(script_args.environment),
+        moved=moved_columns(script_args, training_args.ground_truth_column),
+    )
     if found:
         raise PreflightError("Reward functions TRL could not call:\n  " + "\n  ".join(found))
+
+
+def moved_columns(script_args, ground_truth_column: str) -> dict[str, str]:
+    """Raw column -> the reward argument the recipe's dataset adapter puts it in, for the adapters that read a
+    question and an answer column and keep neither (`columns`: `answer` -> `ground_truth`, `question` -> `prompts`);
+    under `auto`, those of every such adapter `auto` may pick. Empty for the others (`trl` and function adapters
+    keep or choose their columns)."""
+    from .data import get_adapter
+    from .data.math_tasks import AIME, GSM8K, MATH
+
+    name = script_args.dataset_format
+    if name == "columns":
+        adapters = [recipe_adapter(script_args, [])]
+    elif name == "auto":
+        adapters = [GSM8K, AIME, MATH]
+    elif name in ("gsm8k", "aime", "math"):
+        adapters = [get_adapter(name)]
+    else:
+        return {}
+    moved = {}
+    for adapter in adapters:
+        moved.setdefault(adapter.question_column, "prompts")  # inside the prompt, which TRL passes as `prompts`
+        moved.setdefault(adapter.answer_column, ground_truth_column)
+    return moved
 
 
 def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=print) -> bool:
@@ -666,8 +701,12 @@ def _print_main(message: str) -> None:
 
 def cli(argv: list[str] | None = None) -> None:
     from .cli.errors import UserInputError
+    from .cli.plugins import import_from_current_folder
     from .trainer.checkpoints import CheckpointSaveError
 
+    # `gear-trl-train` imports the recipe's plug-ins (`my_rewards:exact_answer`) from the current folder, as
+    # `python -m gear_trl.train` does.
+    import_from_current_folder()
     try:
         trainer = main(*parse_args(argv))
     except PeerLostError as err:

@@ -80,18 +80,20 @@ def test_the_page_carries_the_plan_and_its_figures(power, rows):
 
 def test_the_page_builds_the_table_with_the_command_it_names():
     page = PAGE.read_text()
-    section = page[page.index("## The table") : page.index("## Cost")]
+    section = page[page.index("## 6. The table") : page.index("## Statistics plan")]
     command = section[section.index("gear-trl-table --baseline grpo") : section.index("--output results/table")]
-    assert "--arm grpo results/Qwen3-4B-grpo-math-seed-*.json" in command
-    # the base model's reports are the files the Evaluation loop writes for Qwen/Qwen3-4B, one per math benchmark
-    loop = page[page.index("## Evaluation") : page.index("## Statistics plan")]
-    benchmarks = re.search(r"for benchmark in (math500[^;]*);", loop).group(1).split()
-    assert re.findall(r"results/Qwen3-4B-(\w+)\.json", command) == benchmarks
-    # the seed-named output folders of the loop are those the table reads its seeds from
+    assert "--arm grpo results/Qwen3-$size-grpo-$task-seed-*.json" in command
+    # the base model's reports are the files the evaluation loop writes for it, one per benchmark of the task
+    assert "--start results/Qwen3-$size-$task-start-*.json" in command
+    loop = page[page.index("## 5. Evaluation") : page.index("## 6. The table")]
+    assert "name=Qwen3-$size-$task-start" in loop and "--output results/$1-$3.json" in loop
+    # the seed-named output folders of the training loop are those the table reads its seeds from
     from gear_trl.table import DEFAULT_SEED_PATTERN
 
     assert re.search(DEFAULT_SEED_PATTERN, "outputs/Qwen3-4B-gear-math-seed-3").group(1) == "3"
-    assert "--output_dir outputs/Qwen3-4B-$method-math-seed-$seed" in section
+    training = page[page.index("## 4. Training") : page.index("## 5. Evaluation")]
+    assert "run=Qwen3-$size-$method-$task-seed-$seed" in training and "--output_dir outputs/$run" in training
+    # tests/test_reproducing_flow.py runs the three loops end to end
 
 
 def test_the_power_command_for_ones_own_spread(power, capsys):

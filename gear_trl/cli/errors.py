@@ -12,9 +12,13 @@ class UserInputError(ValueError):
 
 
 def exit_on_user_error(main, argv) -> None:
-    """Run an entry point's `main(argv)`; a `UserInputError` ends the process with one `error: ...` line (exit 1)."""
+    """Run an entry point's `main(argv)`, with the current folder on `sys.path` as under `python -m` (the user's
+    plug-ins import from it); a `UserInputError` ends the process with one `error: ...` line (exit 1)."""
     import sys
 
+    from .plugins import import_from_current_folder
+
+    import_from_current_folder()
     try:
         main(argv)
     except UserInputError as err:

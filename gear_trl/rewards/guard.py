@@ -11,6 +11,9 @@ string fails inside `torch.tensor` with a message that does not say which functi
   warning names the function the first time it happens;
 - a value that is not a number (or None) raises a `TypeError` naming the function, the value and its position.
 
+It also watches the function's first calls in training and warns once when it returns one value for every
+completion, with how to read the text when it was given message lists it never read (`gear_trl.rewards.check`).
+
 The wrapper keeps the function's `__name__` (TRL's metric names) and its async-ness.
 """
 
@@ -22,6 +25,8 @@ import math
 import numbers
 import warnings
 from collections.abc import Callable
+
+from .check import ConstantRewardWatch
 
 
 def _checked(name: str, rewards, warned: list[bool], log_metric: Callable | None) -> list:
@@ -67,18 +72,23 @@ def guard_reward_func(func: Callable, name: str | None = None) -> Callable:
         return func
     name = name or getattr(func, "__name__", None) or type(func).__name__
     warned = [False]
+    watch = ConstantRewardWatch(name, func)
 
     if inspect.iscoroutinefunction(func):
 
         @functools.wraps(func)
         async def guarded(*args, **kwargs):
-            return _checked(name, await func(*args, **kwargs), warned, kwargs.get("log_metric"))
+            values = _checked(name, await func(*args, **watch.before(kwargs)), warned, kwargs.get("log_metric"))
+            watch.after(values, kwargs)
+            return values
 
     else:
 
         @functools.wraps(func)
         def guarded(*args, **kwargs):
-            return _checked(name, func(*args, **kwargs), warned, kwargs.get("log_metric"))
+            values = _checked(name, func(*args, **watch.before(kwargs)), warned, kwargs.get("log_metric"))
+            watch.after(values, kwargs)
+            return values
 
     guarded._gear_guarded = True
     return guarded

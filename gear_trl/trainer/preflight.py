@@ -81,12 +81,15 @@ def looks_like_local_path(name: str) -> bool:
     return len(parts) > 2 or (len(parts) == 2 and os.path.isdir(parts[0]))
 
 
-def _closest_sibling(path: str) -> str:
+def _closest_sibling(path: str, keep=None) -> str:
+    """The text " (did you mean 'x'?)" naming the entry of `path`'s folder closest to it, among those that
+    `keep(entry_path)` accepts (all when `keep` is None); "" when none is close."""
     parent, base = os.path.split(os.path.normpath(os.path.expanduser(path)))
     parent = parent or "."
     if not os.path.isdir(parent):
         return f" (its parent folder {parent!r} does not exist either)"
-    close = difflib.get_close_matches(base, sorted(os.listdir(parent)), n=1)
+    entries = sorted(e for e in os.listdir(parent) if keep is None or keep(os.path.join(parent, e)))
+    close = difflib.get_close_matches(base, entries, n=1)
     return f" (did you mean {os.path.join(parent, close[0])!r}?)" if close else ""
 
 
@@ -118,15 +121,30 @@ def check_model_source(name: str, what: str = "model_name_or_path", cache_dir: s
         )
 
 
-def check_dataset_source(name: str, what: str = "dataset_name") -> None:
-    """Raise `PreflightError` for a path-like dataset name that does not exist (Hub ids are checked when loading,
-    by `load_dataset_named`)."""
-    if not os.path.exists(os.path.expanduser(name)) and looks_like_local_path(name):
-        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
-
-
 DATA_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 """Single local data files `dataset_name` may be, by extension, and the `datasets` builder that reads each."""
+
+
+def _is_data_file(path: str) -> bool:
+    return os.path.splitext(path)[1].lower() in DATA_FILE_BUILDERS
+
+
+def _could_be_dataset(path: str) -> bool:
+    """What a did-you-mean may propose as a dataset: a folder or a data file, never a log or a recipe."""
+    return os.path.isdir(path) or _is_data_file(path)
+
+
+def check_dataset_source(name: str, what: str = "dataset_name") -> None:
+    """Raise `PreflightError` for a local dataset name that does not exist: a data file (`.jsonl`, `.json`,
+    `.parquet`, `.csv`, wherever it is written) or a path-like folder. The did-you-mean proposes only data files (for a
+    file) or folders and data files (for a folder). Hub ids are checked when loading, by `load_dataset_named`."""
+    path = os.path.expanduser(name)
+    if os.path.exists(path):
+        return
+    if _is_data_file(name):
+        raise PreflightError(f"`{what}`: no such local file: {name!r}{_closest_sibling(name, _is_data_file)}.")
+    if looks_like_local_path(name):
+        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name, _could_be_dataset)}.")
 
 
 def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name", revision: str | None = None):
@@ -160,7 +178,8 @@ def load_dataset_named(name: str, config: str | None = None, what: str = "datase
         cause = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
         raise PreflightError(
             f"`{what}` {name!r} could not be loaded from the Hugging Face Hub ({type(err).__name__}: {cause}). Check "
-            "the id; a gated dataset needs its terms accepted on its Hub page and `huggingface-cli login`."
+            "the id; a gated dataset needs its terms accepted on its Hub page and a token (`hf auth login`, or "
+            "HF_TOKEN)."
         ) from err
 
 
@@ -278,11 +297,14 @@ TRL_REWARD_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_sta
 `environments` when it runs an `environment_factory`."""
 
 
-def reward_parameter_problems(reward_funcs, columns, environment: bool = False) -> list[str]:
+def reward_parameter_problems(
+    reward_funcs, columns, environment: bool = False, moved: dict[str, str] | None = None
+) -> list[str]:
     """One line per reward function with a required parameter TRL will not pass: not one of `TRL_REWARD_ARGUMENTS`,
     not `environments` (under an environment), not a column of the dataset (`columns`; TRL passes every column but
     `prompt`, `completion` and `completion_ids`). A parameter with a default, `**kwargs` and reward models (modules,
-    Hub ids) are not checked."""
+    Hub ids) are not checked. `moved`: raw column -> the column the dataset adapter put it in (`answer` ->
+    `ground_truth` under `dataset_format: columns`), named for a parameter asking for the raw column."""
     import inspect
 
     passed = set(TRL_REWARD_ARGUMENTS) | (set(columns) - {"prompt", "completion", "completion_ids"})
@@ -301,11 +323,17 @@ def reward_parameter_problems(reward_funcs, columns, environment: bool = False) 
         missing = [p.name for p in parameters if p.kind in keyword and p.default is p.empty and p.name not in passed]
         positional = [p.name for p in parameters if p.kind is p.POSITIONAL_ONLY and p.default is p.empty]
         if missing:
+            renamed = [f"`{moved[m]}` instead of {m!r}" for m in missing if moved and moved.get(m) in passed]
+            hint = (
+                f" The dataset adapter does not keep the columns it reads: take {', and '.join(renamed)}."
+                if renamed
+                else ""
+            )
             problems.append(
                 f"reward `{name}` needs {', '.join(repr(m) for m in missing)}, which the training rows do not have "
                 f"(their columns: {sorted(columns)}) and TRL does not pass (it passes "
                 f"{', '.join(sorted(passed - set(columns)))} and every column): add the column to the data, give the "
-                "parameter a default, or take it from **kwargs."
+                f"parameter a default, or take it from **kwargs.{hint}"
             )
         if positional:
             problems.append(
