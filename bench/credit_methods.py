@@ -88,6 +88,10 @@ ARMS = {
     # amendment 3: in independent-k8 only (the warm starts cannot read SDPO's reprompt: bench/sdpo_teacher.py)
     "sdpo-trl": {"credit": "none", "sdpo": {"privileged_context": "none"}, "cells": ["independent-k8"]},
     "sdpo-trl-solution": {"credit": "none", "sdpo": {"privileged_context": "solution"}, "cells": ["independent-k8"]},
+    # issue 73 item 3, the fair SDPO arm (not in the declared families; item 4's study runs it): TRL's SDPOTrainer
+    # with GEAR's teacher wording as its reprompt (bench/harness/sdpo.py `GEAR_WORDING`) and the reward gradient kept
+    "sdpo-trl-fair-0.5": {"credit": "none", "reference": True, "explore": True, "cells": ["independent-k8"],
+                          "sdpo": {"privileged_context": "gear-solution", "distillation_weight": 0.5}},
     "rlsd-reference": {
         "credit": "rlsd",
         "reference": True,
@@ -209,6 +213,10 @@ def dispatch(job: dict) -> dict:
     keep.update(spec=spec_of(job), cell=job["cell"], reward=result["reward"],
                 distill_share=result.get("distill_share"), weight_std=result.get("weight_std"),
                 cpu_s=round(usage.ru_utime + usage.ru_stime, 1))  # fmt: skip
+    if job.get("sdpo"):  # SDPO's own diagnostics, per logged step (issue 73: kept in the run file)
+        from bench.harness.sdpo import SDPO_KEPT
+
+        keep["sdpo_series"] = {name: result.get(name) for name in SDPO_KEPT}
     path = kept_path(job)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(keep, indent=1) + "\n")
