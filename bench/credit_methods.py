@@ -213,6 +213,11 @@ def dispatch(job: dict) -> dict:
     keep.update(spec=spec_of(job), cell=job["cell"], reward=result["reward"],
                 distill_share=result.get("distill_share"), weight_std=result.get("weight_std"),
                 cpu_s=round(usage.ru_utime + usage.ru_stime, 1))  # fmt: skip
+    # issue 73's collapse block: the policy's entropy (every GEARTrainer run logs it) and the collapse monitor's
+    # weight in force and warnings (runs with distillation_weight), per logged step
+    for name in ("entropy", "distill_weight", "collapse_warning"):
+        if any(v is not None for v in result.get(name) or []):
+            keep[name] = result[name]
     if job.get("sdpo"):  # SDPO's own diagnostics, per logged step (issue 73: kept in the run file)
         from bench.harness.sdpo import SDPO_KEPT
 

@@ -48,17 +48,19 @@ def collapsed(run: dict) -> bool:
     return bool(share) and sum(share) / len(share) > 0.5 and fell
 
 
-@pytest.mark.parametrize("arm", ["grpo-distill-0.5", "gear-distill-0.5"])
-def test_the_monitor_fires_on_every_collapsing_calculator_run(arm):
+@pytest.mark.parametrize("arm,ended_collapsed,fired", [("grpo-distill-0.5", 9, 10), ("gear-distill-0.5", 9, 11)])
+def test_the_monitor_fires_on_every_collapsing_calculator_run(arm, ended_collapsed, fired):
+    """docs/metrics.md quotes these counts: every collapsed run warned, and a few that ended near it."""
     runs = runs_of("calculator", arm)
     assert len(runs) == 16
     ended = [r for r in runs if collapsed(r)]
-    assert len(ended) >= 8  # the committed collapse: most seeds
+    assert len(ended) == ended_collapsed
+    assert sum(replay(r) is not None for r in runs) == fired
+    assert all(final_reward(r) < 0.15 for r in runs if replay(r) is not None)
     for run in ended:
         fired = replay(run)
         assert fired is not None, f"seed {run['seed']} collapsed unnoticed"
-        assert final_reward(run) < 0.15
-    # seed 100, the issue's example: warned by step 25 of 60, its reward by then a quarter of its start
+    # seed 100, the issue's example: warned by step 25 of 60
     assert replay(next(r for r in runs if r["seed"] == 100)) <= 25
 
 
@@ -79,6 +81,11 @@ FALSE_POSITIVES = {
 @pytest.mark.parametrize("cell", ["independent-k8", "independent-k4", "chained-k4"])
 def test_false_positives_on_the_horizon_cells_are_what_the_docs_say(cell):
     arms = sorted({p.name.split("__")[0] for p in (RUNS / cell).glob("*.json")})
+    distilled = [a for a in arms if "distill" in a or "agree" in a]
+    assert sum(len(runs_of(c, a)) for c in ("independent-k8", "independent-k4", "chained-k4")
+               for a in {p.name.split("__")[0] for p in (RUNS / c).glob("*.json")}
+               if "distill" in a or "agree" in a) == 304  # fmt: skip
+    assert distilled
     for arm in arms:
         runs = runs_of(cell, arm)
         fired = [run["seed"] for run in runs if replay(run) is not None]
