@@ -761,3 +761,24 @@ def test_the_committed_equivalence_is_what_the_committed_runs_give():
     fresh = json.loads(json.dumps(study.equivalence(study.collect(study.CONFIRMATORY), set(study.CONFIRMATORY))))
     assert committed == fresh
     assert committed["margin"]["chosen"].startswith("after the study was read")
+
+
+def test_the_equivalence_block_says_the_margin_was_chosen_after_reading_and_names_each_miss(monkeypatch):
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_eq_blocks_test")
+    cell, rows = "independent-k8", []
+    for i, seed in enumerate((1, 2, 3, 4)):
+        rows += [run(cell, "none", seed, 0.10, 0.1), run(cell, "grpo-distill-0.25", seed, 0.14, 0.2),
+                 run(cell, "grpo-distill-0.5", seed, 0.14, 0.2),
+                 run(cell, "gear-distill-0.25", seed, 0.14 + (0.001, -0.001, 0.002, 0.0)[i], 0.2),
+                 run(cell, "gear-distill-0.5", seed, 0.10 + (0.0, 0.002, 0.001, 0.003)[i], 0.2)]  # fmt: skip
+    report = {"equivalence": study.equivalence({cell: rows}, {1, 2, 3, 4})}
+    monkeypatch.setattr(blocks, "load", lambda key: report)
+    text = blocks.credit_methods_equivalence()
+    assert "chosen **after** the study was read" in text and "+-0.020 at w = 0.25" in text
+    assert "w = 0.25: +0.001, 90% [" in text and "equivalent (TOST Holm p" in text
+    # at 0.5 GEAR's weights lose 0.0385 with a tight interval: below 0, not equivalent, named as such
+    assert "in 1 of 2 comparisons; not shown at `independent-k8` at w = 0.5 (its 90% interval lies below 0" in text
+    report["equivalence"] = {}
+    assert blocks.credit_methods_equivalence().startswith("Not computed yet")
