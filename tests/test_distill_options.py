@@ -127,3 +127,21 @@ def test_the_monitors_metrics_are_logged_with_the_rest(tmp_path):
     assert len(trainer.distillation_monitor.reward) == 2  # it read both steps' rewards
     plain = make_trainer(tmp_path, args=tiny_args(tmp_path, credit="none"))
     assert plain.distillation_monitor is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["base", "ema"])
+def test_grpo_plus_distillation_from_a_fixed_or_averaged_teacher_trains(tmp_path, kind):
+    """`credit: none` with `teacher: base` (frozen at the start) or `ema`: the distillation term reads a teacher model
+    of its own, not the live policy; after two steps the policy has moved and the base teacher has not."""
+    args = tiny_args(tmp_path, credit="none", num_generations=2, distillation_weight=0.5, teacher=kind,
+                     distillation_gate="mixed")  # fmt: skip
+    trainer = make_trainer(tmp_path, args=args, reward_funcs=[two_groups])
+    teacher = trainer.teacher.model
+    assert teacher is not None and teacher is not trainer.model
+    start = {n: p.detach().clone() for n, p in teacher.named_parameters()}
+    trainer.train()
+    moved = any(not torch.equal(p, trainer.teacher.model.get_parameter(n)) for n, p in start.items())
+    policy = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(start[n], policy[n].detach()) for n in start if n in policy)  # the policy trained
+    assert moved == (kind == "ema")  # base stays the initial policy; ema follows it
