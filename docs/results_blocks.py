@@ -1123,11 +1123,13 @@ def credit_methods_equivalence() -> str:
     margins = ", ".join(f"+-{margin['heldout'][w]:.3f} at w = {w}" for w in weights)
     rewards = ", ".join(f"+-{margin['reward'][w]:.3f}" for w in weights)
     lines = [
-        f"Margin, chosen **after** the study was read (its declaration names no minimum effect): half of what GRPO + "
-        f"distillation gains over GRPO at the same weight on `{margin['cell']}`, the one cell where it gains: held-out "
-        f"{margins} (reward {rewards}). GEAR's weights would matter if they moved the result by half of what the "
-        "distillation itself adds. Equivalent: the 90% t-interval of the paired difference lies inside the margin "
-        "(both one-sided p < 0.05), Holm over the 8 comparisons per metric.",
+        (
+            f"Margin, chosen **after** the study was read (its declaration names no minimum effect): half of what GRPO "
+            f"+ distillation gains over GRPO at the same weight on `{margin['cell']}`, the one cell where it gains: "
+            f"held-out {margins} (reward {rewards}). GEAR's weights would matter if they moved the result by half of "
+            "what the distillation itself adds. Equivalent: the 90% t-interval of the paired difference lies inside "
+            "the margin (both one-sided p < 0.05), Holm over the 8 comparisons per metric."
+        ),
         "",
     ]
     counts = {name: [0, 0] for name in ("heldout", "reward")}

@@ -4,7 +4,16 @@ examples, and its agreement with TRL's SDPO sampled-token distillation loss."""
 import pytest
 import torch
 
-from gear_trl.credit import agreement_advantages, distill_advantages, distillation_share
+from gear_trl.credit import (
+    agreement_advantages,
+    bound_distill_signal,
+    collapse_verdict,
+    distill_advantages,
+    distillation_gate,
+    distillation_share,
+    group_advantage_scale,
+    group_has_outcome_signal,
+)
 
 A = torch.tensor([1.0, -0.5])  # a passed and a failed rollout
 DELTA = torch.tensor([[0.2, -1.0, 0.0], [0.4, 3.0, 0.7]])  # log pT - log pS of the sampled tokens
@@ -173,14 +182,6 @@ def test_agreement_refuses_bad_shapes_and_groups():
 
 
 # -- bounded and gated distillation (issue 73) ------------------------------------------------------------------------
-
-from gear_trl.credit import (  # noqa: E402
-    bound_distill_signal,
-    collapse_verdict,
-    distillation_gate,
-    group_advantage_scale,
-    group_has_outcome_signal,
-)
 
 
 def test_group_signal_by_hand():
