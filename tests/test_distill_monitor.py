@@ -146,3 +146,14 @@ def test_a_healthy_run_is_left_alone():
     rising = [(0.9, 0.1 + 0.01 * i, 1.0 - 0.01 * i) for i in range(40)]  # share high, the reward rising
     assert all(o["gear/collapse_warning"] == 0.0 for o in feed(monitor, rising))
     assert monitor.args.distillation_weight == 0.5 and not monitor.warned
+
+
+def test_the_metrics_page_quotes_the_warning_as_the_monitor_writes_it():
+    from gear_trl.credit.distill import collapse_warning
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    section = page[page.index("## The collapse monitor") :]
+    section = section[: section.index("\n## ")]
+    quoted = " ".join(line[2:] for line in section.splitlines() if line.startswith("> "))
+    written = collapse_warning({"rule": "share", "share": 0.9, "reward_trend": -0.4, "entropy_trend": None}, 0.5, False)
+    assert quoted == written
