@@ -88,6 +88,10 @@ ARMS = {
     # amendment 3: in independent-k8 only (the warm starts cannot read SDPO's reprompt: bench/sdpo_teacher.py)
     "sdpo-trl": {"credit": "none", "sdpo": {"privileged_context": "none"}, "cells": ["independent-k8"]},
     "sdpo-trl-solution": {"credit": "none", "sdpo": {"privileged_context": "solution"}, "cells": ["independent-k8"]},
+    # issue 73 item 3, the fair SDPO arm (not in the declared families; item 4's study runs it): TRL's SDPOTrainer
+    # with GEAR's teacher wording as its reprompt (bench/harness/sdpo.py `GEAR_WORDING`) and the reward gradient kept
+    "sdpo-trl-fair-0.5": {"credit": "none", "reference": True, "explore": True, "cells": ["independent-k8"],
+                          "sdpo": {"privileged_context": "gear-solution", "distillation_weight": 0.5}},
     "rlsd-reference": {
         "credit": "rlsd",
         "reference": True,
@@ -209,6 +213,15 @@ def dispatch(job: dict) -> dict:
     keep.update(spec=spec_of(job), cell=job["cell"], reward=result["reward"],
                 distill_share=result.get("distill_share"), weight_std=result.get("weight_std"),
                 cpu_s=round(usage.ru_utime + usage.ru_stime, 1))  # fmt: skip
+    # issue 73's collapse block: the policy's entropy (every GEARTrainer run logs it) and the collapse monitor's
+    # weight in force and warnings (runs with distillation_weight), per logged step
+    for name in ("entropy", "distill_weight", "collapse_warning"):
+        if any(v is not None for v in result.get(name) or []):
+            keep[name] = result[name]
+    if job.get("sdpo"):  # SDPO's own diagnostics, per logged step (issue 73: kept in the run file)
+        from bench.harness.sdpo import SDPO_KEPT
+
+        keep["sdpo_series"] = {name: result.get(name) for name in SDPO_KEPT}
     path = kept_path(job)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(keep, indent=1) + "\n")
@@ -441,6 +454,61 @@ def followup(runs_by_cell: dict[str, list[dict]], recommended: str, seeds) -> di
     return out
 
 
+EQUIVALENCE_CELL = "independent-k8"
+EQUIVALENCE_FRACTION = 0.5
+"""Issue 73 item 5, chosen after the study was read (the declaration names no minimum effect): GEAR's weights "add
+nothing" to a distillation at weight w in a cell when `gear-distill-w - grpo-distill-w` is equivalent to 0 within
++-margin, margin = half of what that distillation gains over GRPO on `independent-k8` (the one cell where it gains),
+per metric: the weights would matter if they moved the result by half of what the distillation itself adds (the
+usual non-inferiority convention of preserving half of the reference effect)."""
+
+
+def equivalence(runs_by_cell: dict[str, list[dict]], seeds) -> dict:
+    """Two one-sided tests (`stats.tost`, 90% interval inside +-margin) of GEAR + distillation minus GRPO +
+    distillation at each weight (family B's comparisons), per cell and metric, with `EQUIVALENCE_FRACTION` of
+    `grpo-distill-w - none` on `EQUIVALENCE_CELL` as the margin; Holm over the family's comparisons per metric
+    (`equivalent`: Holm-adjusted TOST p < 0.05). Empty without the anchor cell, or where its distillation gain is not
+    above 0 (no margin to take)."""
+    anchor = runs_by_cell.get(EQUIVALENCE_CELL)
+    if not anchor:
+        return {}
+    margins: dict = {name: {} for name in METRICS}
+    for name in METRICS:
+        for weight, (_, grpo_arm) in ATTRIBUTION.items():
+            gain = compare(anchor, grpo_arm, "none", name, seeds)[0]["mean"]
+            if not gain > 0:
+                return {}
+            margins[name][weight] = EQUIVALENCE_FRACTION * gain
+    cells: dict = {}
+    tests: dict[str, list[dict]] = {name: [] for name in METRICS}
+    for cell, cell_runs in runs_by_cell.items():
+        for weight, (gear_arm, grpo_arm) in ATTRIBUTION.items():
+            entry = cells.setdefault(cell, {}).setdefault(
+                f"distillation_weight={weight}", {"arm": gear_arm, "minus": grpo_arm}
+            )
+            for name in METRICS:
+                diffs = paired(cell_runs, gear_arm, grpo_arm, name, seeds)
+                record = stats.tost(list(diffs.values()), margins[name][weight])
+                entry[name] = record
+                tests[name].append(record)
+    for family in tests.values():
+        for record, p_holm in zip(family, stats.holm([r["p"] for r in family]), strict=True):
+            record["p_holm"] = p_holm
+            record["equivalent"] = p_holm < 0.05
+    return {
+        "margin": {
+            "rule": f"{EQUIVALENCE_FRACTION} x (grpo-distill-w - none) on {EQUIVALENCE_CELL}, per metric and weight",
+            "chosen": "after the study was read; the declaration names no minimum effect",
+            "cell": EQUIVALENCE_CELL,
+            "fraction": EQUIVALENCE_FRACTION,
+            **margins,
+        },
+        "test": "two one-sided paired t-tests at 0.05 each (the 90% t-interval inside +-margin), Holm over the "
+        "comparisons of each metric",
+        "cells": cells,
+    }
+
+
 def item6_report() -> dict:
     runs_by_cell = collect(ITEM6_SEEDS)
     declared, pending = pending_cells(runs_by_cell, lambda cell: ITEM6["arms"], ITEM6["cells"], ITEM6_SEEDS)
@@ -600,6 +668,7 @@ def report(seeds, confirmatory: bool) -> dict:
         out["recommendation"] = recommendation(out["cells"])
         if out["recommendation"]["arm"]:
             out["followup"] = followup(runs_by_cell, out["recommendation"]["arm"], set(seeds))
+        out["equivalence"] = equivalence(runs_by_cell, set(seeds))  # issue 73 item 5, margin chosen after reading
     return out
 
 

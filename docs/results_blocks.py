@@ -1111,6 +1111,58 @@ def credit_methods_findings() -> str:
     return "\n".join(lines)
 
 
+def credit_methods_equivalence() -> str:
+    """Issue 73 item 5: per complete cell and weight, GEAR + distillation minus GRPO + distillation as an equivalence
+    bound (two one-sided tests, `equivalence` in credit_methods.json), held-out primary, reward beside it; the margin
+    and that it was chosen after the study was read, said first."""
+    eq = load("credit_methods").get("equivalence")
+    if not eq:
+        return "Not computed yet: every declared cell must be in."
+    margin = eq["margin"]
+    weights = list(margin["heldout"])
+    margins = ", ".join(f"+-{margin['heldout'][w]:.3f} at w = {w}" for w in weights)
+    rewards = ", ".join(f"+-{margin['reward'][w]:.3f}" for w in weights)
+    lines = [
+        (
+            f"Margin, chosen **after** the study was read (its declaration names no minimum effect): half of what GRPO "
+            f"+ distillation gains over GRPO at the same weight on `{margin['cell']}`, the one cell where it gains: "
+            f"held-out {margins} (reward {rewards}). GEAR's weights would matter if they moved the result by half of "
+            "what the distillation itself adds. Equivalent: the 90% t-interval of the paired difference lies inside "
+            "the margin (both one-sided p < 0.05), Holm over the 8 comparisons per metric."
+        ),
+        "",
+    ]
+    counts = {name: [0, 0] for name in ("heldout", "reward")}
+    for cell_name, weights_of in eq["cells"].items():
+        parts = []
+        for key, entry in weights_of.items():
+            held, rew = entry["heldout"], entry["reward"]
+            for name, rec in (("heldout", held), ("reward", rew)):
+                counts[name][0] += rec["equivalent"]
+                counts[name][1] += 1
+            verdict = "equivalent" if held["equivalent"] else "not shown equivalent"
+            parts.append(f"w = {key.split('=')[1]}: {held['mean']:+.3f}, 90% [{held['ci_low']:+.3f}, "
+                         f"{held['ci_high']:+.3f}] against +-{held['margin']:.3f}, {verdict} (TOST Holm p "
+                         f"{_holm(held)}; reward {'equivalent' if rew['equivalent'] else 'not shown equivalent'}, "
+                         f"Holm p {_holm(rew)})")  # fmt: skip
+        lines.append(f"- **`{cell_name}`:** " + "; ".join(parts) + ".")
+    held_in, held_of = counts["heldout"]
+    misses = []
+    for cell_name, weights_of in eq["cells"].items():
+        for key, entry in weights_of.items():
+            rec = entry["heldout"]
+            if rec["equivalent"]:
+                continue
+            side = ("its 90% interval lies below 0: there GEAR's weights do worse, not nothing" if rec["ci_high"] < 0
+                    else "its 90% interval lies above 0" if rec["ci_low"] > 0
+                    else "its 90% interval reaches past the margin")  # fmt: skip
+            misses.append(f"`{cell_name}` at w = {key.split('=')[1]} ({side})")
+    lines.append(f"- **In all:** GEAR's weights are shown to change held-out accuracy by less than half the "
+                 f"distillation's own gain in {held_in} of {held_of} comparisons"
+                 + (f"; not shown at {'; '.join(misses)}." if misses else "."))  # fmt: skip
+    return "\n".join(lines)
+
+
 def _best_real_arm(data: dict) -> tuple[str, dict]:
     """A complete cell's real arm (not the ceiling) with the highest held-out mean over GRPO."""
     real = {a: e for a, e in data["arms"].items() if a != CM_CEILING}
@@ -1235,6 +1287,7 @@ BLOCKS = {
     "credit_methods.findings": credit_methods_findings,
     "credit_methods.item6_lead": credit_methods_item6_lead,
     "credit_methods.dynamics": credit_methods_dynamics,
+    "credit_methods.equivalence": credit_methods_equivalence,
     "readme.credit_methods": readme_credit_methods,
     "readme.demo_attribution": readme_demo_attribution,
     "config.agreement": config_agreement,

@@ -199,3 +199,29 @@ def test_the_credit_methods_study_runs_its_declared_seeds_blind(monkeypatch):
         with pytest.raises(Asked) as asked:
             study.main(["--cell", "independent-k8", "--arms", "none", "--seeds", *seeds], log=lambda *_: None)
         assert asked.value.args == (blind,)
+
+
+def test_tost_by_hand():
+    """Differences 1, 2, 3, 4: mean 2.5, sd 1.2910, se 0.6455, df 3 (t_0.95 = 2.3534): the 90% interval is
+    [2.5 - 1.5191, 2.5 + 1.5191] = [0.981, 4.019]. Inside (-4.05, 4.05): equivalent; not inside (-4, 4): not, the
+    upper one-sided p just above 0.05 (t = -1.5 / 0.6455 = -2.3238)."""
+    from bench.harness.stats import tost
+
+    diffs = [1.0, 2.0, 3.0, 4.0]
+    near = tost(diffs, 4.0)
+    assert near["ci_low"] == pytest.approx(0.9809, abs=1e-3) and near["ci_high"] == pytest.approx(4.0191, abs=1e-3)
+    assert near["level"] == pytest.approx(0.9) and near["n_seeds"] == 4
+    assert 0.05 < near["p_upper"] < 0.055 and near["p_lower"] < 0.002 and not near["equivalent"]
+    inside = tost(diffs, 4.05)
+    assert inside["p"] < 0.05 and inside["equivalent"] and inside["ci_high"] < 4.05
+    # the interval-inside rule and the two p-values agree at every margin around the boundary
+    for margin in (3.9, 4.0, 4.01, 4.02, 4.03, 5.0, 2.0):
+        r = tost(diffs, margin)
+        assert r["equivalent"] == (-margin < r["ci_low"] and r["ci_high"] < margin)
+    # symmetric: a negative mean is judged by the lower test
+    assert tost([-d for d in diffs], 4.05)["p_lower"] == pytest.approx(inside["p_upper"])
+    # no spread: inside the margin is equivalent, on it is not; one seed: nothing decided
+    assert tost([0.01, 0.01], 0.02)["equivalent"] and not tost([0.02, 0.02], 0.02)["equivalent"]
+    assert math.isnan(tost([0.0], 1.0)["p"])
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        tost(diffs, 0.0)

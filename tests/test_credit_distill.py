@@ -4,7 +4,16 @@ examples, and its agreement with TRL's SDPO sampled-token distillation loss."""
 import pytest
 import torch
 
-from gear_trl.credit import agreement_advantages, distill_advantages, distillation_share
+from gear_trl.credit import (
+    agreement_advantages,
+    bound_distill_signal,
+    collapse_verdict,
+    distill_advantages,
+    distillation_gate,
+    distillation_share,
+    group_advantage_scale,
+    group_has_outcome_signal,
+)
 
 A = torch.tensor([1.0, -0.5])  # a passed and a failed rollout
 DELTA = torch.tensor([[0.2, -1.0, 0.0], [0.4, 3.0, 0.7]])  # log pT - log pS of the sampled tokens
@@ -170,3 +179,103 @@ def test_agreement_refuses_bad_shapes_and_groups():
         agreement_advantages(ones, torch.ones(2, 4), ones.bool(), 4)
     with pytest.raises(ValueError, match="group_size"):
         agreement_advantages(ones, ones, ones.bool(), 1)
+
+
+# -- bounded and gated distillation (issue 73) ------------------------------------------------------------------------
+
+
+def test_group_signal_by_hand():
+    # groups of 3: all failed; mixed; all passed; one scored row of 0.5 among NaNs (no signal); 0.5 vs 0.5 and NaN
+    rewards = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0,
+                            float("nan"), 0.5, float("nan"), 0.5, float("nan"), 0.5])  # fmt: skip
+    out = group_has_outcome_signal(rewards, 3)
+    assert out.tolist() == [False] * 3 + [True] * 3 + [False] * 3 + [False] * 3 + [False] * 3
+    # continuous rewards differing in the last place still count: the comparison is exact
+    point = torch.tensor(0.3)
+    next_up = torch.nextafter(point, torch.tensor(1.0))
+    assert group_has_outcome_signal(torch.stack([point, point, next_up]), 3).all()
+    with pytest.raises(ValueError, match="groups of group_size"):
+        group_has_outcome_signal(torch.zeros(5), 2)
+
+
+def test_group_scale_by_hand():
+    # one advantage per rollout: groups (1, -1) and (0.5, -1.5): mean |A| 1 and 1
+    torch.testing.assert_close(group_advantage_scale(torch.tensor([1.0, -1.0, 0.5, -1.5]), None, 2),
+                               torch.tensor([1.0, 1.0, 1.0, 1.0]))  # fmt: skip
+    # per token: row means of |A| over model tokens (2, 1) and (0, 0): group scales 1.5 and 0
+    adv = torch.tensor([[2.0, -2.0, 9.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 5.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]], dtype=torch.bool)
+    torch.testing.assert_close(group_advantage_scale(adv, mask, 2), torch.tensor([1.5, 1.5, 0.0, 0.0]))
+
+
+def test_the_gates_by_hand():
+    signal = torch.tensor([True, True, False, False])
+    adv = torch.tensor([1.0, -1.0, 0.0, 0.0])
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    assert distillation_gate("none", signal, adv, mask).tolist() == [True] * 4
+    assert distillation_gate("mixed", signal, adv, mask).tolist() == [True, True, False, False]
+    assert distillation_gate("failed", signal, adv, mask).tolist() == [False, True, False, False]
+    # per-token advantages: failed where the row's sum over model tokens is negative
+    per_token = torch.tensor([[0.5, -2.0], [1.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
+    assert distillation_gate("failed", signal, per_token, mask).tolist() == [True, False, False, False]
+    with pytest.raises(ValueError, match="gate must be one of"):
+        distillation_gate("all", signal, adv, mask)
+
+
+def test_a_gated_row_keeps_its_outcome_advantage_in_the_blend():
+    # the gate only narrows `valid`: the mixed group's rows blend, the uniform group's rows keep A (0 there)
+    adv = torch.tensor([1.0, -1.0, 0.0, 0.0])
+    delta = torch.tensor([[0.4, -0.2], [1.0, 0.6], [2.0, 3.0], [-1.0, 0.5]])
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    rows = distillation_gate("mixed", torch.tensor([True, True, False, False]), adv, mask)
+    out = distill_advantages(adv, delta, mask, 0.5, rows)
+    expected = torch.tensor([[0.7, 0.4], [0.0, -0.2], [0.0, 0.0], [0.0, 0.0]])
+    torch.testing.assert_close(out, expected)
+
+
+def test_clip_and_bound_by_hand():
+    dense = torch.tensor([[0.5, -3.0, 0.1], [2.0, -0.05, 1.0]])
+    # defaults: the very same tensor (the blend is bitwise what it was)
+    assert bound_distill_signal(dense, 0.5) is dense
+    torch.testing.assert_close(bound_distill_signal(dense, 0.5, clip=0.2),
+                               torch.tensor([[0.2, -0.2, 0.1], [0.2, -0.05, 0.2]]))  # fmt: skip
+    # bound b = 0.5 on w * delta with w = 0.5: |delta| <= b * s / w = s; row scales 1.0 and 0.0
+    scale = torch.tensor([1.0, 0.0])
+    torch.testing.assert_close(bound_distill_signal(dense, 0.5, bound=0.5, scale=scale),
+                               torch.tensor([[0.5, -1.0, 0.1], [0.0, 0.0, 0.0]]))  # fmt: skip
+    # both: the tighter limit per token
+    torch.testing.assert_close(bound_distill_signal(dense, 0.5, clip=0.3, bound=0.5, scale=scale),
+                               torch.tensor([[0.3, -0.3, 0.1], [0.0, 0.0, 0.0]]))  # fmt: skip
+    # the weighted term never exceeds b * s: a failed row's push is at most half its group's outcome scale
+    blended = distill_advantages(torch.tensor([1.0, 0.0]), bound_distill_signal(dense, 0.5, bound=0.5, scale=scale),
+                                 torch.ones(2, 3, dtype=torch.bool), 0.5)  # fmt: skip
+    torch.testing.assert_close(blended, torch.tensor([[0.75, 0.0, 0.55], [0.0, 0.0, 0.0]]))
+    with pytest.raises(ValueError, match="bound needs scale"):
+        bound_distill_signal(dense, 0.5, bound=1.0)
+    with pytest.raises(ValueError, match="clip must be > 0"):
+        bound_distill_signal(dense, 0.5, clip=0.0)
+
+
+def test_collapse_verdict_by_hand():
+    w = 3
+    # share above 0.5 over the last window while the reward fell below its first window: fires on the share rule
+    share = [0.1, 0.1, 0.1, 0.2, 0.9, 1.0]
+    reward = [0.4, 0.3, 0.5, 0.1, 0.0, 0.0]
+    v = collapse_verdict(share, reward, window=w)
+    assert v["fires"] and v["rule"] == "share"
+    assert v["share"] == pytest.approx(0.7) and v["reward_trend"] == pytest.approx(0.1 / 3 - 0.4)
+    # the same share with the reward rising (groups all pass early on): quiet
+    assert not collapse_verdict(share, [0.0, 0.0, 0.1, 0.3, 0.5, 0.6], window=w)["fires"]
+    # too short to judge: two windows are needed
+    assert collapse_verdict(share[:5], reward[:5], window=w) == {
+        "fires": False, "rule": None, "share": pytest.approx(0.4), "reward_trend": None, "entropy_trend": None}
+    # None steps are skipped in the means
+    assert collapse_verdict([None, None, None, 0.9, None, 0.8], reward, window=w)["share"] == pytest.approx(0.85)
+    # entropy up 20% (> 10%) with the reward down: fires on the entropy rule, with a low share
+    low = [0.1] * 6
+    entropy = [1.0, 1.0, 1.0, 1.2, 1.2, 1.2]
+    v = collapse_verdict(low, reward, entropy, window=w)
+    assert v["fires"] and v["rule"] == "entropy" and v["entropy_trend"] == pytest.approx(0.2)
+    # entropy up only 5%: quiet; entropy up with the reward rising: quiet
+    assert not collapse_verdict(low, reward, [1.0, 1.0, 1.0, 1.05, 1.05, 1.05], window=w)["fires"]
+    assert not collapse_verdict(low, [0.0] * 3 + [0.5] * 3, entropy, window=w)["fires"]

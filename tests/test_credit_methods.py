@@ -728,3 +728,57 @@ def test_dynamics_by_hand(monkeypatch):
         "`grpo-distill-0.5`, means of 2 seeds, the share and reward over the first 5 logged steps, then the last 15: "
         "`calculator`: held-out 0.20 (GRPO 0.50), share 0.10 to 0.50, training reward 0.30 to 0.10 (GRPO's 0.00 to 0.40)"
     )
+
+
+def test_equivalence_by_hand():
+    """Issue 73 item 5. independent-k8, seeds 1-4: none 0.10; grpo-distill-w 0.14 (gain 0.04, margin 0.02 at both
+    weights); gear-distill-0.25 - grpo-distill-0.25 = 0.001, -0.001, 0.002, 0.000 (well inside +-0.02: equivalent);
+    gear-distill-0.5 - grpo-distill-0.5 = 0.03 on every seed (outside: not equivalent, its one-sided p 1)."""
+    cell, rows = "independent-k8", []
+    for i, seed in enumerate((1, 2, 3, 4)):
+        rows += [run(cell, "none", seed, 0.10, 0.1), run(cell, "grpo-distill-0.25", seed, 0.14, 0.2),
+                 run(cell, "grpo-distill-0.5", seed, 0.14, 0.2),
+                 run(cell, "gear-distill-0.25", seed, 0.14 + (0.001, -0.001, 0.002, 0.0)[i], 0.2),
+                 run(cell, "gear-distill-0.5", seed, 0.17, 0.2)]  # fmt: skip
+    out = study.equivalence({cell: rows}, {1, 2, 3, 4})
+    assert out["margin"]["heldout"] == {"0.25": pytest.approx(0.02), "0.5": pytest.approx(0.02)}
+    assert out["margin"]["reward"] == {"0.25": pytest.approx(0.05), "0.5": pytest.approx(0.05)}
+    near = out["cells"][cell]["distillation_weight=0.25"]["heldout"]
+    assert near["mean"] == pytest.approx(0.0005) and near["n_seeds"] == 4 and near["equivalent"]
+    assert -0.02 < near["ci_low"] < near["ci_high"] < 0.02 and near["p_holm"] >= near["p"]
+    far = out["cells"][cell]["distillation_weight=0.5"]["heldout"]
+    assert far["p"] == 1.0 and not far["equivalent"]
+    # no anchor cell, or a distillation that does not gain there: no margin to take, nothing reported
+    assert study.equivalence({"chained-k4": rows}, {1, 2, 3, 4}) == {}
+    flat = [dict(r, eval={"sampled_accuracy": 0.1}) if r["label"].startswith("grpo") else r for r in rows]
+    assert study.equivalence({cell: flat}, {1, 2, 3, 4}) == {}
+
+
+def test_the_committed_equivalence_is_what_the_committed_runs_give():
+    import json
+
+    committed = json.loads((study.RESULTS / "credit_methods.json").read_text())["equivalence"]
+    fresh = json.loads(json.dumps(study.equivalence(study.collect(study.CONFIRMATORY), set(study.CONFIRMATORY))))
+    assert committed == fresh
+    assert committed["margin"]["chosen"].startswith("after the study was read")
+
+
+def test_the_equivalence_block_says_the_margin_was_chosen_after_reading_and_names_each_miss(monkeypatch):
+    from tests.utils import load_file
+
+    blocks = load_file(Path(__file__).resolve().parents[1] / "docs" / "results_blocks.py", "cm_eq_blocks_test")
+    cell, rows = "independent-k8", []
+    for i, seed in enumerate((1, 2, 3, 4)):
+        rows += [run(cell, "none", seed, 0.10, 0.1), run(cell, "grpo-distill-0.25", seed, 0.14, 0.2),
+                 run(cell, "grpo-distill-0.5", seed, 0.14, 0.2),
+                 run(cell, "gear-distill-0.25", seed, 0.14 + (0.001, -0.001, 0.002, 0.0)[i], 0.2),
+                 run(cell, "gear-distill-0.5", seed, 0.10 + (0.0, 0.002, 0.001, 0.003)[i], 0.2)]  # fmt: skip
+    report = {"equivalence": study.equivalence({cell: rows}, {1, 2, 3, 4})}
+    monkeypatch.setattr(blocks, "load", lambda key: report)
+    text = blocks.credit_methods_equivalence()
+    assert "chosen **after** the study was read" in text and "+-0.020 at w = 0.25" in text
+    assert "w = 0.25: +0.001, 90% [" in text and "equivalent (TOST Holm p" in text
+    # at 0.5 GEAR's weights lose 0.0385 with a tight interval: below 0, not equivalent, named as such
+    assert "in 1 of 2 comparisons; not shown at `independent-k8` at w = 0.5 (its 90% interval lies below 0" in text
+    report["equivalence"] = {}
+    assert blocks.credit_methods_equivalence().startswith("Not computed yet")

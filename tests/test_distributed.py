@@ -271,3 +271,12 @@ def test_sibling_teacher_and_controls_under_zero3_keep_the_ranks_in_lockstep(tmp
     assert len(steps) == 2
     assert all(0.0 <= entry["gear/no_sibling_frac"] + entry["gear/lone_success_frac"] <= 1.0 for entry in steps)
     assert all(entry.get("gear/kl_floor") is not None for entry in steps)  # every batch's control rows
+
+
+@pytest.mark.parametrize("config", ["ddp_cpu.yaml", "zero3_cpu.yaml"])
+def test_gated_and_bounded_distillation_keeps_the_ranks_in_lockstep(tmp_path, config):
+    """Issue 73: `distillation_bound` gathers every rank's advantages and `distillation_gate` reads the gathered
+    rewards, by groups that span ranks; the collapse monitor acts on every rank alike. Two steps train to the end."""
+    out = train(config, tmp_path, "--credit", "none", "--distillation_weight", "0.5", "--distillation_gate", "mixed",
+                "--distillation_bound", "1.0", "--distillation_backoff", "true")  # fmt: skip
+    assert (out / "model.safetensors").is_file()

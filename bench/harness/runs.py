@@ -225,6 +225,10 @@ GEAR_SERIES = {
     "onsets_teacher_supported_frac": "gear/onsets_teacher_supported_frac",
     "gigpo_step_adv_std": "gigpo/step_adv_std",
     "distill_share": "gear/distill_share",  # with distillation_weight; else None
+    # the collapse monitor's inputs and its weight in force (issue 73; with distillation_weight, else None)
+    "entropy": "entropy",
+    "distill_weight": "gear/distill_weight",
+    "collapse_warning": "gear/collapse_warning",
     "completion_length": "completions/mean_length",
 }
 """The series a GEARTrainer run keeps (result name -> logged metric)."""

@@ -11,6 +11,10 @@ What still differs from GEAR's arms (docs/configuration.md says it too): the tea
 policy, update rate 0.05, against GEAR's live policy), the loss aggregation and clipping of TRL's SDPO loss (its
 `loss_type` and `distillation_is_clip` defaults), and that its distillation is a loss term rather than GEAR's blend
 into the advantage.
+
+Issue 73's fair arm (`privileged_context="gear-solution"`, `distillation_weight=0.5`): the teacher is shown GEAR's
+teacher wording instead of SDPO's (`GEAR_WORDING`: its reprompt is the question followed by GEAR's filled template,
+token for token), and the weight 0.5 keeps half of GRPO's reward gradient; every other SDPO field stays TRL's.
 """
 
 from __future__ import annotations
@@ -36,7 +40,36 @@ SHARED_FIELDS = (
 `steps_per_generation`, as GRPOConfig derives it; SDPOConfig refuses both at once). Every other SDPO field keeps TRL's
 default (`beta`, `loss_type`, `epsilon`, `distillation_*`, `teacher_*`, the reprompt templates, ...)."""
 
-PRIVILEGED = ("none", "solution")
+PRIVILEGED = ("none", "solution", "gear-solution")
+"""What SDPO's teacher is shown besides its successful-sibling demonstrations: nothing more (as it ships), the row's
+reference solution in SDPO's own wording (`solution`), or GEAR's teacher wording (`gear-solution`, issue 73's fair
+arm: `gear_teacher_wording`)."""
+
+GEAR_WORDING = {"reprompt_template": "{prompt}{feedback}", "feedback_template": "{feedback_raw}"}
+"""The fair arm's templates: the teacher's last user message is the question followed by exactly what GEAR's teacher
+template appends (the row's `privileged_context`, `gear_teacher_wording`), so SDPO's teacher prompt is GEAR's,
+token for token. `{solution}` (a successful sibling written in SDPO's own wording, "Correct solution:", which the
+warm starts cannot read: bench/sdpo_teacher.py) is left out; GEAR's teacher shows no sibling either."""
+
+
+def gear_teacher_wording(dataset, training_args):
+    """`dataset` with SDPO's `privileged_context` set to the text GEAR's teacher appends to each row's question
+    (`gear_trl.data.teacher.teacher_hint`): `training_args.teacher_template` (a `GEARConfig`'s, the solution template
+    under `teacher_reference: solution`) filled with the row's ground truth and reference solution (the answer where
+    the row has none), as GEAR's teacher prompt is filled."""
+    from gear_trl.data.math_tasks import REFERENCE_SOLUTION_COLUMN
+    from gear_trl.data.teacher import teacher_hint
+
+    column, template = training_args.ground_truth_column, training_args.teacher_template
+    if column not in dataset.column_names:
+        raise ValueError(
+            f"GEAR's teacher wording reads each row's ground truth from column {column!r}, which the dataset lacks "
+            f"(its columns: {sorted(dataset.column_names)})."
+        )
+    return dataset.map(
+        lambda row: {"privileged_context": teacher_hint(template, row[column], row.get(REFERENCE_SOLUTION_COLUMN))},
+        desc="SDPO privileged context in GEAR's teacher wording",
+    )
 
 
 def sdpo_config(training_args, **overrides):
@@ -65,9 +98,18 @@ def with_privileged_context(dataset, column: str = "reference_solution"):
     return dataset.map(lambda row: {"privileged_context": row[column]}, desc="SDPO privileged context")
 
 
-def build_sdpo_trainer(script_args, training_args, model_args, train_dataset, privileged_context: str = "none"):
+def build_sdpo_trainer(
+    script_args,
+    training_args,
+    model_args,
+    train_dataset,
+    privileged_context: str = "none",
+    distillation_weight: float | None = None,
+):
     """TRL's `SDPOTrainer` for the recipe parsed by `gear_trl.train.parse_args` (same model, data and rewards as
-    `gear_trl.train.build_trainer` would use)."""
+    `gear_trl.train.build_trainer` would use). `privileged_context="gear-solution"` shows the teacher GEAR's teacher
+    wording (`GEAR_WORDING`, `gear_teacher_wording`); `distillation_weight` replaces TRL's default 1.0 (None keeps
+    it)."""
     from trl import get_peft_config
     from trl.experimental.sdpo import SDPOTrainer
 
@@ -82,6 +124,11 @@ def build_sdpo_trainer(script_args, training_args, model_args, train_dataset, pr
     if privileged_context == "solution":
         train_dataset = with_privileged_context(train_dataset)
         overrides["include_environment_feedback"] = True
+    elif privileged_context == "gear-solution":
+        train_dataset = gear_teacher_wording(train_dataset, training_args)
+        overrides.update(GEAR_WORDING, include_environment_feedback=True)
+    if distillation_weight is not None:
+        overrides["distillation_weight"] = distillation_weight
     args = sdpo_config(training_args, **overrides)
     model_init_kwargs = dict(training_args.model_init_kwargs or {})
     if model_args.dtype is not None:
@@ -115,7 +162,12 @@ def train_sdpo(job: dict) -> dict:
     train_dataset, _ = load_splits(script_args, training_args)
     start = time.perf_counter()
     trainer = build_sdpo_trainer(
-        script_args, training_args, model_args, train_dataset, privileged_context=job["sdpo"]["privileged_context"]
+        script_args,
+        training_args,
+        model_args,
+        train_dataset,
+        privileged_context=job["sdpo"]["privileged_context"],
+        distillation_weight=job["sdpo"].get("distillation_weight"),
     )
     trainer.train()
     train_s = time.perf_counter() - start
@@ -133,6 +185,13 @@ SDPO_SERIES = {
     "reward": "reward",
     "distillation_loss": "self_distillation/distillation_loss",
     "reprompt_sample_fraction": "self_distillation/reprompt_sample_fraction",
+    "success_sample_fraction": "self_distillation/success_sample_fraction",
+    "feedback_used_fraction": "self_distillation/feedback_used_fraction",
+    "policy_loss": "self_distillation/policy_loss",
     "completion_length": "completions/mean_length",
 }
-"""The series an SDPO run keeps (result name -> logged metric)."""
+"""The series an SDPO run keeps (result name -> logged metric); the credit-methods study keeps them in its run files
+(`SDPO_KEPT`)."""
+
+SDPO_KEPT = tuple(name for name in SDPO_SERIES if name != "reward")
+"""SDPO's own diagnostics a credit-methods run file keeps beside `reward` (bench/credit_methods.py `dispatch`)."""

@@ -71,3 +71,42 @@ def bootstrap_ratio(
     low = ratios[int(0.025 * (draws - 1))]
     high = ratios[math.ceil(0.975 * (draws - 1))]
     return {"mean": mean, "ci_low": low, "ci_high": high, "n_seeds": len(seeds)}
+
+
+def tost(differences: list[float], margin: float, alpha: float = 0.05) -> dict:
+    """Two one-sided paired t-tests of equivalence: is the mean paired difference inside (-margin, +margin)?
+
+    H0 below: mean <= -margin, rejected when p_lower = P(T >= (mean + margin) / se) < alpha; H0 above: mean >= margin,
+    rejected when p_upper = P(T <= (mean - margin) / se) < alpha (Student's t, n - 1 degrees of freedom). Both
+    rejected (``p = max(p_lower, p_upper) < alpha``) is the same as the (1 - 2 alpha) t-interval lying inside
+    (-margin, +margin): with alpha 0.05, the 90% interval.
+
+    Args:
+        differences: per-seed paired differences (None and NaN left out).
+        margin: the equivalence margin, > 0.
+        alpha: each one-sided test's level.
+
+    Returns:
+        {"mean", "ci_low", "ci_high" (the 1 - 2 alpha interval), "level", "n_seeds", "margin", "p_lower", "p_upper",
+        "p" (the larger), "equivalent" (p < alpha)}; NaN p-values and False with fewer than 2 seeds. With no spread
+        a one-sided p is 0 where the mean is strictly inside that side's bound, else 1.
+    """
+    if not margin > 0:
+        raise ValueError(f"margin must be > 0; got {margin}.")
+    values = [d for d in differences if d is not None and not math.isnan(d)]
+    n = len(values)
+    level = 1 - 2 * alpha
+    interval = paired_interval(values, level=level)
+    out = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+    out.update(level=level, margin=margin)
+    if n < 2:
+        return {**out, "p_lower": math.nan, "p_upper": math.nan, "p": math.nan, "equivalent": False}
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    if sd == 0:
+        p_lower, p_upper = (0.0 if mean > -margin else 1.0), (0.0 if mean < margin else 1.0)
+    else:
+        se = sd / math.sqrt(n)
+        p_lower = 1 - table.t_cdf((mean + margin) / se, n - 1)
+        p_upper = table.t_cdf((mean - margin) / se, n - 1)
+    p = max(p_lower, p_upper)
+    return {**out, "p_lower": p_lower, "p_upper": p_upper, "p": p, "equivalent": p < alpha}

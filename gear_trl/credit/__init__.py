@@ -15,6 +15,10 @@
   passed rollouts on teacher-supported tokens.
 - :func:`distill_advantages`, :func:`distillation_share`: GEAR's advantage blended with the teacher's sampled-token
   log-ratio, SDPO's distillation as an advantage (`distillation_weight`, after SDPO, arXiv 2601.20802), and the share it holds.
+- :func:`group_has_outcome_signal`, :func:`group_advantage_scale`, :func:`distillation_gate`,
+  :func:`bound_distill_signal`: the gate, clip and bound of the distillation term (`distillation_gate`,
+  `distillation_clip`, `distillation_bound`); :func:`collapse_verdict`: the collapse monitor's rule over a run's
+  logged history.
 - :func:`agreement_advantages`: the teacher's probability of the sampled token against its expectation under the
   student, normalized (`distillation_signal: agreement`, this library's).
 - :func:`failure_contrast_sums`, :func:`failure_contrast`: label-free diagnostics (teacher KL in failed vs passed
@@ -22,7 +26,16 @@
 """
 
 from .diagnostics import failure_contrast, failure_contrast_sums
-from .distill import agreement_advantages, distill_advantages, distillation_share
+from .distill import (
+    agreement_advantages,
+    bound_distill_signal,
+    collapse_verdict,
+    distill_advantages,
+    distillation_gate,
+    distillation_share,
+    group_advantage_scale,
+    group_has_outcome_signal,
+)
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
 from .gigpo import gigpo_advantages
 from .modes import (
@@ -56,8 +69,13 @@ __all__ = [
     "credit_mode",
     "credit_modes",
     "agreement_advantages",
+    "bound_distill_signal",
+    "collapse_verdict",
     "distill_advantages",
+    "distillation_gate",
     "distillation_share",
+    "group_advantage_scale",
+    "group_has_outcome_signal",
     "failed_prefix_mask",
     "failure_contrast",
     "failure_contrast_sums",

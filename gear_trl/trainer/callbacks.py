@@ -157,3 +157,62 @@ class CreditReportCallback(TrainerCallback):
         if png_path is not None:
             logs["credit/tokens"] = trackio.Image(png_path)
         trackio.log(logs, step=step)
+
+
+class DistillationMonitor:
+    """The collapse monitor of `distillation_weight` (on whenever it is > 0): at every training log it reads the
+    logged `gear/distill_share`, `reward` and `entropy`, judges the history with `gear_trl.credit.collapse_verdict`,
+    and returns its own `gear/` metrics; warns once when the verdict fires, and with `distillation_backoff` halves
+    `args.distillation_weight` (floor `distillation_backoff_floor`) at each verdict that fires, one window apart.
+
+    Every rank logs the same reduced metrics, so every rank reaches the same verdict and weight: ranks stay in
+    lockstep without a collective of their own.
+    """
+
+    def __init__(self, args, window: int | None = None):
+        from ..credit.distill import MONITOR_WINDOW
+
+        self.args = args
+        self.window = window or MONITOR_WINDOW
+        self.share: list = []
+        self.reward: list = []
+        self.entropy: list = []
+        self.warned = False
+        self.backoffs = 0
+        self._quiet_until = 0  # logged step before which a back-off may not repeat
+
+    def observe(self, share, reward, entropy) -> dict[str, float]:
+        """One training log's means (None where not logged); returns the monitor's metrics for the same log."""
+        from ..credit.distill import collapse_verdict, collapse_warning
+
+        self.share.append(share)
+        self.reward.append(reward)
+        self.entropy.append(entropy)
+        verdict = collapse_verdict(self.share, self.reward, self.entropy, window=self.window)
+        nan = float("nan")
+        metrics = {
+            "gear/distill_share_window": nan if verdict["share"] is None else verdict["share"],
+            "gear/reward_trend": nan if verdict["reward_trend"] is None else verdict["reward_trend"],
+            "gear/entropy_trend": nan if verdict["entropy_trend"] is None else verdict["entropy_trend"],
+            "gear/collapse_warning": float(verdict["fires"]),
+        }
+        if verdict["fires"]:
+            weight = self.args.distillation_weight
+            if not self.warned:
+                self.warned = True
+                logger.warning(collapse_warning(verdict, weight, self.args.distillation_backoff))
+            if self.args.distillation_backoff and len(self.reward) >= self._quiet_until:
+                lowered = max(weight / 2, self.args.distillation_backoff_floor)
+                if lowered < weight:
+                    self.args.distillation_weight = lowered
+                    self.backoffs += 1
+                    logger.warning(
+                        "distillation_backoff: `distillation_weight` %g -> %g (back-off %d; floor %g).",
+                        weight,
+                        lowered,
+                        self.backoffs,
+                        self.args.distillation_backoff_floor,
+                    )
+                self._quiet_until = len(self.reward) + self.window
+        metrics["gear/distill_weight"] = self.args.distillation_weight
+        return metrics

@@ -15,7 +15,7 @@ import torch
 from accelerate.utils import is_peft_model
 from trl import GRPOConfig
 
-from ..credit.distill import DISTILLATION_SIGNALS
+from ..credit.distill import DISTILLATION_GATES, DISTILLATION_SIGNALS
 from ..credit.divergence import DEFAULT_CHUNK_SIZE, DIVERGENCES, SIGNED_LOG_RATIO
 from ..credit.gigpo import GIGPO_MODES
 from ..credit.modes import CREDIT_MODES, CreditMode, credit_mode, credit_modes
@@ -98,6 +98,16 @@ class GEARConfig(GRPOConfig):
             `distillation_weight` blends in. `log_ratio` is SDPO's `log pT(y_t) - log pS(y_t)`; `agreement` is
             `(pT(y_t) - b_t) / sqrt(b_t (1 - b_t))`, `b_t = sum_v pS(v) pT(v)`, clipped to GRPO's largest group
             advantage (`gear_trl.credit.agreement_advantages`).
+        distillation_gate (`str`, defaults to `"none"`): not in the paper: the rows the distillation term touches:
+            every row with a reference (`none`), rows whose group's rewards differ (`mixed`), or the failed rows of
+            such groups (`failed`); the others keep their outcome advantage.
+        distillation_bound (`float` or `None`, defaults to `None`): not in the paper: each token's weighted
+            distillation term is clipped to +- this times its group's mean |advantage|.
+        distillation_clip (`float` or `None`, defaults to `None`): not in the paper: the distillation term is clipped
+            to +- this per token before weighting.
+        distillation_backoff (`bool`, defaults to `False`): halve `distillation_weight` (down to
+            `distillation_backoff_floor`, default 0.05) each time the collapse monitor warns.
+        distillation_backoff_floor (`float`, defaults to `0.05`): the floor of `distillation_backoff`.
         rlsd_lambda, rlsd_eps (`float`, defaults to `0.5`, `0.2`): RLSD's blend and clip for `credit: rlsd`.
         rlsd_lambda_decay_steps (`int` or `None`, defaults to `None`): decay `rlsd_lambda` linearly to 0 over this
             many optimizer steps (after the warmup).
@@ -237,6 +247,55 @@ class GEARConfig(GRPOConfig):
             "`distillation_weight > 0` and `divergence: full`. Why it exists, and how it has fared on fresh seeds: "
             "docs/results/credit-methods.md.",
             "choices": ["log_ratio", "agreement"],
+        },
+    )
+    distillation_gate: str = field(
+        default="none",
+        metadata={
+            "help": "Ours, not the paper's: which rows the distillation term of `distillation_weight` may touch. "
+            "`none` (our default, as before): every row with a reference. `mixed`: only rows whose group has an "
+            "outcome signal (its rewards not all equal); a group whose rollouts all failed, or all passed, has GRPO "
+            "advantage 0, where the term would be the whole update toward a copy of the policy (the calculator "
+            "collapse, docs/results/credit-methods.md). `failed`: only the failed rows (negative advantage) of such "
+            "groups, a passed row keeping GRPO's advantage alone (after SRPO's routing of failed rollouts to "
+            "distillation and correct ones to GRPO). Rows left out keep their outcome advantage. Needs "
+            "`distillation_weight > 0`.",
+            "choices": ["none", "mixed", "failed"],
+        },
+    )
+    distillation_bound: float | None = field(
+        default=None,
+        metadata={
+            "help": "Ours, not the paper's: bound b > 0 on the distillation term relative to the outcome: each "
+            "token's w * delta_t is clipped to [-b * s, b * s], s the mean |advantage| of its group's rollouts (GRPO's "
+            "scale there), so the term never pushes a token harder than b times what the outcome gives its group, and "
+            "a group without an outcome signal (s = 0) gets none. None (our default) = no bound. Needs "
+            "`distillation_weight > 0`; logged through gear/distill_share (the share of the bounded term)."
+        },
+    )
+    distillation_clip: float | None = field(
+        default=None,
+        metadata={
+            "help": "Ours, not the paper's: per-token clip c > 0 of the distillation term before it is weighted: "
+            "delta_t (or the agreement term) clipped to [-c, c]. RLSD bounds its teacher term by clipping "
+            "exp(delta) to [0.8, 1.2], about c = 0.2 on this log scale. None (our default) = no clip. Needs "
+            "`distillation_weight > 0`."
+        },
+    )
+    distillation_backoff: bool = field(
+        default=False,
+        metadata={
+            "help": "Ours: when the collapse monitor (on whenever `distillation_weight > 0`; docs/metrics.md) warns, "
+            "halve `distillation_weight` for the rest of the run, again at each further warning (one window later at "
+            "the earliest), never below `distillation_backoff_floor`; each change is logged (gear/distill_weight). "
+            "False (our default): the monitor only warns."
+        },
+    )
+    distillation_backoff_floor: float = field(
+        default=0.05,
+        metadata={
+            "help": "Ours: the lowest weight `distillation_backoff` halves `distillation_weight` to; in (0, "
+            "`distillation_weight`] (our default: 0.05; the teacher pass keeps running, so 0 is not offered)."
         },
     )
     rlsd_lambda: float = field(
@@ -476,6 +535,7 @@ class GEARConfig(GRPOConfig):
                     + (" (`credit: rlsd` reads the sampled token's log-ratio alone)" if self.credit == "rlsd" else "")
                     + ". Use `divergence: full`, or `distillation_signal: log_ratio`."
                 )
+        self._check_distillation_options()
         _in_range("gigpo_gamma", self.gigpo_gamma, 0.0, 1.0)
         _in_range("rlsd_lambda", self.rlsd_lambda, 0.0, 1.0)
         _in_range("teacher_ema_decay", self.teacher_ema_decay, 0.0, 1.0, low_open=True)
@@ -540,6 +600,48 @@ class GEARConfig(GRPOConfig):
             ) from err
         _in_range("teacher_prefix_sharing_max_ratio", self.teacher_prefix_sharing_max_ratio, 0.0, 1.0, low_open=True)
         self._check_grpo_options()
+
+    def _check_distillation_options(self) -> None:
+        """The gate, bound, clip and back-off of `distillation_weight`: bad values, then settings that would do
+        nothing, all found at once (one ValueError naming each field)."""
+        problems = []
+        if self.distillation_gate not in DISTILLATION_GATES:
+            problems.append(f"`distillation_gate` must be one of {list(DISTILLATION_GATES)}, got {self.distillation_gate!r}.")
+        for name in ("distillation_bound", "distillation_clip"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf")
+            ):
+                problems.append(f"`{name}` must be a positive finite number or None, got {value!r}.")
+        if not isinstance(self.distillation_backoff, bool):
+            problems.append(f"`distillation_backoff` must be true or false, got {self.distillation_backoff!r}.")
+        floor = self.distillation_backoff_floor
+        if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 < floor <= 1:
+            problems.append(f"`distillation_backoff_floor` must be in (0, 1], got {floor!r}.")
+        elif self.distillation_backoff and self.distillation_weight > 0 and floor > self.distillation_weight:
+            problems.append(
+                f"`distillation_backoff_floor: {floor}` is above `distillation_weight: {self.distillation_weight}`: "
+                "the back-off could only raise the weight. Set the floor at or below the weight."
+            )
+        if self.distillation_weight == 0:
+            idle = [
+                f"`{name}: {getattr(self, name)}`"
+                for name, default in (
+                    ("distillation_gate", "none"),
+                    ("distillation_bound", None),
+                    ("distillation_clip", None),
+                    ("distillation_backoff", False),
+                )
+                if getattr(self, name) != default
+            ]
+            if idle:
+                problems.append(
+                    f"{', '.join(idle)} shape{'s' if len(idle) == 1 else ''} the distillation term of "
+                    "`distillation_weight`, which is 0 here, so it would do nothing. Set `distillation_weight` in "
+                    "(0, 1], or leave these unset."
+                )
+        if problems:
+            raise ValueError(" ".join(problems))
 
     def _check_grpo_options(self) -> None:
         """Refuse GRPO options that would quietly turn GEAR or GiGPO back into GRPO, or feed noise into GEAR's KL."""

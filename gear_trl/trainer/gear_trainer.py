@@ -16,6 +16,7 @@ gathers stay in lockstep: rows without a ground truth still go through the teach
 from __future__ import annotations
 
 import logging
+import math
 import os
 import textwrap
 import warnings
@@ -33,7 +34,11 @@ from ..credit import (
     CreditInputs,
     agreement_advantages,
     below_noise_floor,
+    bound_distill_signal,
     distill_advantages,
+    distillation_gate,
+    group_advantage_scale,
+    group_has_outcome_signal,
     reverse_kl_and_entropy,
 )
 from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
@@ -42,7 +47,7 @@ from ..data.teacher import final_observation, has_ground_truth, suffix_attention
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from ..rewards.guard import guard_reward_func
-from .callbacks import CreditReportCallback
+from .callbacks import CreditReportCallback, DistillationMonitor
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .credit_trace import CreditTrace
 from .devices import check_single_device
@@ -85,6 +90,8 @@ GEAR_BATCH_KEYS = (
     "gear_control_kl",
     "gear_scorable",
     "gear_teacher_references",
+    "gear_group_signal",
+    "gear_group_scale",
 )
 
 
@@ -205,6 +212,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             self.add_callback(CreditReportCallback(self))
         self.step_metrics = StepMetrics(self, logs_teacher=args.uses_teacher)  # perf/ metrics (step_metrics.py)
         self.add_callback(self.step_metrics)
+        # the collapse monitor of `distillation_weight` (callbacks.DistillationMonitor, docs/metrics.md)
+        self.distillation_monitor = DistillationMonitor(args) if args.distillation_weight > 0 else None
 
     # ----------------------------------------------------------------------------------------------------------------
     # The GEAR step. GEAR's extra cost is one teacher forward: the student's hidden states come from a forward the
@@ -276,6 +285,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         scorable = ~torch.isnan(record.rewards_per_func[start : start + len(inputs)]).all(dim=1)
         output["gear_scorable"] = scorable.to(mask.device)
         output["gear_teacher_references"] = list(self.last_teacher_references)
+        self._distillation_group_inputs(output, record, mode, mask)
         if self._student_hidden is not None:
             divergence = self._divergence(output, self._student_hidden)
             output["advantages"] = self._gear_advantages(output, divergence, mode)
@@ -283,6 +293,34 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             for key in GEAR_BATCH_KEYS:
                 del output[key]
         return output
+
+    def _distillation_group_inputs(self, output, record, mode: str, mask) -> None:
+        """What `distillation_gate` and `distillation_bound` read of each row's group ([B] each, this rank's rows):
+        whether the group's rewards differ (`gear_group_signal`) and its mean |advantage| (`gear_group_scale`).
+        Groups span ranks, so both come from the whole generation batch: the rewards TRL gathered, and the rows'
+        advantages gathered here (one collective, made by every rank alike: the configuration decides it)."""
+        args = self.args
+        if args.distillation_weight <= 0:
+            return
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        start = self.accelerator.process_index * mask.size(0)
+        rows = slice(start, start + mask.size(0))
+        if args.distillation_gate != "none":
+            per_func = record.rewards_per_func
+            weighted = (per_func * self.reward_weights.to(per_func.device)[None]).nansum(dim=1)
+            weighted = torch.where(torch.isnan(per_func).all(dim=1), torch.nan, weighted)  # unscored: no part
+            output["gear_group_signal"] = group_has_outcome_signal(weighted, group_size)[rows].to(mask.device)
+        if args.distillation_bound is not None:
+            advantages = output["advantages"].float()
+            if advantages.dim() == 2:
+                m = mask.float()
+                row = (advantages.abs() * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+            else:
+                row = advantages.abs()
+            every_row = self.accelerator.gather(row)
+            output["gear_group_scale"] = group_advantage_scale(every_row, None, group_size)[rows].to(
+                mask.device
+            )
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards ([B_global, n_sources], gathered over ranks), with the completions no source scored counted:
@@ -341,6 +379,20 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
         self._gear_resume_from = resume_from_checkpoint  # read by TeacherWeightsCallback
         return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """GRPO's log, with the collapse monitor's metrics of a training log added before GRPO averages the step
+        metrics (they go to the trackers and `log_history` with the rest)."""
+        monitor = getattr(self, "distillation_monitor", None)
+        if monitor is not None and self.model.training and self._metrics["train"].get("reward"):
+
+            def mean(name):
+                values = [v for v in self._metrics["train"].get(name, []) if not math.isnan(v)]
+                return sum(values) / len(values) if values else None
+
+            for name, value in monitor.observe(mean("gear/distill_share"), mean("reward"), mean("entropy")).items():
+                self._metrics["train"][name].append(value)
+        return super().log(logs, start_time)
 
     def _teacher_host(self) -> TeacherHost:
         """What the teacher reads of this trainer, named (`gear_trl.trainer.teacher.TeacherHost`). The methods are looked
@@ -530,6 +582,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             dense = log_ratio  # the term blended in: SDPO's log-ratio, or `distillation_signal: agreement`'s
             if self.args.distillation_signal == "agreement":
                 dense = agreement_advantages(agreement[0], agreement[1], mask, self.num_generations)
+            dense, distill_rows = self._shape_distillation(batch, dense, distill_rows, advantages, mask)
             distilled = distill_advantages(advantages, dense, mask, self.args.distillation_weight, distill_rows)
         return CreditTrace(
             completion_ids=batch["completion_ids"],
@@ -550,6 +603,19 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             distill_rows=distill_rows,
             stats=out.stats,
         )
+
+    def _shape_distillation(self, batch, dense, distill_rows, advantages, mask):
+        """`distillation_gate`, `distillation_clip` and `distillation_bound` (gear_trl.credit.distill): the rows the
+        term may touch and the term itself; with all three at their defaults, `dense` and `distill_rows` unchanged."""
+        args = self.args
+        if args.distillation_gate != "none":
+            signal = batch["gear_group_signal"].to(distill_rows.device)
+            distill_rows = distill_rows & distillation_gate(args.distillation_gate, signal, advantages, mask)
+        scale = batch.get("gear_group_scale") if args.distillation_bound is not None else None
+        dense = bound_distill_signal(
+            dense, args.distillation_weight, args.distillation_clip, args.distillation_bound, scale
+        )
+        return dense, distill_rows
 
     def compute_credit(self, batch) -> CreditTrace:
         """GEAR's per-token credit for a batch from `_generate_and_score_completions`, by an explicit student pass.
