@@ -1,12 +1,13 @@
 """Exploration, not a result: how much of the horizon task family (K-step arithmetic, gear_trl/rewards/horizon.py)
 SmolLM2-135M-Instruct (`make smollm2`) does before any training, at K = 2, 3, 4.
 
-For each variant (independent, chained) and K, `--problems` fresh problems drawn the way data/scripts/make_horizon_data.py
-draws them (its `sample_steps`, a seed of our own, no carries), the student prompt being the data's question plus, with
-`--instruction`, one line saying the format. Per problem: `--samples` completions at `--temperature` (default 1, TRL's) (the reward
-`horizon_accuracy`, the per-decision accuracy `decision_correct`, whether the group mixes passes and fails), one
-greedy completion, and one greedy completion of the teacher (the question with GEAR's `teacher_reference: solution`
-template and the reference lines appended). Writes a JSON of the figures and prints a table.
+For each variant (independent, chained) and K, `--problems` fresh problems drawn the way
+data/scripts/make_horizon_data.py draws them (its `sample_steps`, a seed of our own, no carries), the student prompt
+being the data's question plus, with `--instruction`, a line saying the format (and one worked example). Per problem:
+`--samples` completions at `--temperature` (default 1, TRL's), scored by the reward `horizon_accuracy` and the
+per-decision accuracy `decision_correct`, with whether the group mixes passes and fails; one greedy completion; and one
+greedy completion of the teacher (the question with GEAR's `teacher_reference: solution` template and the reference
+lines appended). Prints one JSON line a cell and writes them, with one example a cell, to `--out`.
 
     PYTHONPATH=. python bench/results/pretrained/explore_horizon.py --out bench/results/pretrained/explore_horizon.json
 """
@@ -37,7 +38,16 @@ from gear_trl.rewards.horizon import (
 )
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE
 
-INSTRUCTION = "\nWrite one line per step in the form a + b = c, and nothing else."
+INSTRUCTIONS = {
+    "none": "",
+    "format": "\nWrite one line per step in the form a + b = c, and nothing else.",
+    "example": (
+        "\nWrite one line per step and nothing else. For example, for "
+        '"Work out each line: 10 + 3, 25 - 4." write:\n10 + 3 = 13\n25 - 4 = 21'
+    ),
+}
+"""What `--instruction` appends to the question: nothing, a format line, or a format line with one worked example (the
+same fixed independent-variant problem for every prompt)."""
 
 
 def problems(variant: str, k: int, n: int, seed: int):
@@ -81,7 +91,7 @@ def main(argv=None) -> None:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--variants", nargs="+", default=["independent", "chained"])
-    parser.add_argument("--instruction", action="store_true", help=f"append {INSTRUCTION!r} to the question")
+    parser.add_argument("--instruction", choices=sorted(INSTRUCTIONS), default="none", help="appended to the question")
     parser.add_argument("--max_new_tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=1.0, help="of the sampled completions")
     parser.add_argument("--seed", type=int, default=0)
@@ -96,7 +106,7 @@ def main(argv=None) -> None:
         for k in args.ks:
             started = time.monotonic()
             batch = problems(variant, k, args.problems, args.seed)
-            students = [question(p) + (INSTRUCTION if args.instruction else "") for p in batch]
+            students = [question(p) + INSTRUCTIONS[args.instruction] for p in batch]
             teachers = [
                 s + DEFAULT_MATH_SOLUTION_TEMPLATE.format(reference_solution=reference_lines(p))
                 for s, p in zip(students, batch, strict=True)
@@ -141,7 +151,7 @@ def main(argv=None) -> None:
             print(json.dumps(cell), flush=True)
     report = {
         "model": args.model,
-        "instruction": INSTRUCTION if args.instruction else None,
+        "instruction": INSTRUCTIONS[args.instruction],
         "teacher_template": DEFAULT_MATH_SOLUTION_TEMPLATE,
         "max_new_tokens": args.max_new_tokens,
         "temperature": args.temperature,
