@@ -22,7 +22,9 @@ loss's LM head, gear_trl/trainer/fused_head.py), `gear/gpu_path` (the same with 
 `reverse_kl_and_entropy`, with one `bmm` per row dot: what a CUDA device with Triton runs, TRL's fold being one
 kernel there) and `gear/gpu_path@512` (that at `divergence_chunk_size` 512, the Qwen3-4B recipes' setting). The shape
 is Qwen3-4B's vocabulary (151,936) and depth (36 layers) on a narrow body (width 128), B = 8 completions of one prompt
-(as on the H200), T tokens each (default 1,024, the H200's), `divergence_chunk_size` 64 (the default the H200 ran),
+(as on the H200), T tokens each (default 512; the H200's 1,024 takes too long on 2 shared cores: the divergence's
+share of the operators grows with T, by its per-chunk count for every `divergence_chunk_size` more rows),
+`divergence_chunk_size` 64 (the default the H200 ran),
 float32, one torch thread. Operator and synchronization counts do not depend on the machine; times do.
 
     python -m bench.host_cost --label after                       # this checkout's gear_trl
@@ -182,9 +184,9 @@ def _source(event) -> str:
     while event is not None:
         if event.name.startswith("sync::"):
             return event.name.split("@", 1)[1]
-        name = event.name.replace(os.sep, "/")
+        name = "/" + event.name.replace(os.sep, "/")  # the profiler may shorten a path to the package's
         for package in PACKAGES:
-            if f"/{package}" in name and "(" in name:
+            if f"/{package}" in name and ".py(" in name:
                 path, _, function = name.split("/" + package, 1)[1].partition(": ")
                 return f"{package}{path.split('(')[0]} {function}"
         event = event.cpu_parent
@@ -279,15 +281,25 @@ def gpu_path(on: bool):
     if not on or FusedDivergence is None:
         yield
         return
-    from gear_trl.credit import divergence
+    import torch
+
+    from gear_trl.credit import divergence, segments
 
     original, per_row = FusedDivergence.unsupported, divergence._PER_ROW_DOT_DEVICES
     FusedDivergence.unsupported = lambda self, *a: "forced: the CUDA path (bench/host_cost.py)"
     divergence._PER_ROW_DOT_DEVICES = ()  # one bmm per row dot, as on CUDA
+    to_host = getattr(segments, "_to_host", None)  # since issue 75: off the CPU, one stacked copy to the host
+    if to_host is not None:
+        segments._to_host = lambda kl, entropy, mask, turns: (
+            *segments._stacked_to_host([kl, entropy], [mask]),
+            None if turns is None else turns.detach().to("cpu", torch.bool),
+        )
     try:
         yield
     finally:
         FusedDivergence.unsupported, divergence._PER_ROW_DOT_DEVICES = original, per_row
+        if to_host is not None:
+            segments._to_host = to_host
 
 
 def measure(config: str, opts, log) -> dict:
@@ -311,14 +323,13 @@ def measure(config: str, opts, log) -> dict:
         run_step(trainer, kind, rows, recorder, "cpu", seed=0)  # warm-up: code paths, allocator
         completions["ids"] = draw_completions(shape, model.config.vocab_size, tokenizer, shape.length, 0)
         count_host_copies()
-        cpu_start, wall_start = time.process_time(), time.perf_counter()
-        run_step(trainer, kind, rows, recorder, "cpu", seed=0)  # unprofiled: the step's own times
-        cpu_s, wall_s = time.process_time() - cpu_start, time.perf_counter() - wall_start
+        cpu_start = time.process_time()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True) as prof:
             run_step(trainer, kind, rows, recorder, "cpu", seed=0)
+        cpu_s = time.process_time() - cpu_start
     monitor.shutdown()
     result = count(prof.events())
-    result["step_cpu_s"], result["step_wall_s"] = round(cpu_s, 3), round(wall_s, 3)
+    result["step_cpu_s"] = round(cpu_s, 3)  # the profiled step's, profiler included
 
     log(f"{config}: {result['totals']} ({cpu_s:.1f} s CPU)")
     return result
@@ -366,7 +377,7 @@ def markdown(report: dict) -> str:
         "",
         (
             "| run | configuration | operators | top-level operators | synchronizations | x GRPO operators "
-            "| x GRPO top-level | x GRPO synchronizations | step CPU s |"
+            "| x GRPO top-level | x GRPO synchronizations | profiled step CPU s |"
         ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -382,7 +393,32 @@ def markdown(report: dict) -> str:
                 f"| {ratio('operators'):.2f}x | {ratio('top-level operators'):.2f}x "
                 f"| {ratio('synchronizations'):.2f}x | {result['step_cpu_s']:.1f} |"
             )
-    lines += ["", f"Target: GEAR's host-side work at most {TARGET}x GRPO's (issue 75)."]
+    target = (
+        f"Target: GEAR's host-side work at most {TARGET}x GRPO's (issue 75). Where GEAR's extra top-level operators "
+        "and its own synchronizations (those whose source is in gear_trl) are:"
+    )
+    lines += ["", target, ""]
+    for label in labels:
+        configs = report["runs"][label]["configs"]
+        grpo = configs["grpo"]["totals"]["top-level operators"]
+        grpo_head = configs["grpo"]["regions"].get("LM head forward (loss)", {}).get("top-level operators", 0)
+        for config, result in configs.items():
+            if config == "grpo":
+                continue
+            top = result["totals"]["top-level operators"]
+            regions = {r: c.get("top-level operators", 0) for r, c in result["regions"].items()}
+            divergence = regions.get("divergence, own pass", 0)
+            if "LM head forward + divergence (loss)" in regions:  # GEAR's fold in place of GRPO's: the difference
+                divergence += regions["LM head forward + divergence (loss)"] - grpo_head
+            own = sum(n for source, n in result["sync_sources"].items() if "gear_trl/" in source)
+            verdict = "within" if top / grpo <= TARGET else "over"
+            lines.append(
+                f"- {label}, {config}: {top / grpo:.2f}x GRPO's top-level operators ({verdict} the target): "
+                f"{top - grpo:+,} of which the teacher's forward {regions.get('teacher forward', 0):,}, the divergence "
+                f"{divergence:,}, the credit {regions.get('credit', 0):,}, the metrics {regions.get('GEAR metrics', 0):,};"
+                f" {own} synchronizations from gear_trl."
+            )
+
     for label in labels:
         configs = report["runs"][label]["configs"]
         lines += ["", f"## {label}: where GEAR's operators and synchronizations are", ""]
@@ -408,7 +444,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gear-src", default=None, help="the gear_trl copy on the path (recorded, not imported)")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--completion-length", type=int, default=1024)
+    parser.add_argument("--completion-length", type=int, default=512)
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--report-only", action="store_true")
@@ -442,9 +478,11 @@ def main(argv=None) -> int:
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "torch": torch.__version__,
     }
-    runs = {"gear_trl": source, "gear_trl_path": str(Path(gear_trl.__file__).parent), "configs": {}}
+    runs = report["runs"].get(args.label, {"configs": {}})  # a rerun of some configurations keeps the others
+    runs.update(gear_trl=source, gear_trl_path=str(Path(gear_trl.__file__).parent))
     for config in args.configs.split(","):
         runs["configs"][config] = measure(config, opts, print)
+    runs["configs"] = {c: runs["configs"][c] for c in CONFIGS if c in runs["configs"]}
     report["runs"][args.label] = runs
     out.write_text(json.dumps(report, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(report))

@@ -66,21 +66,33 @@ def _divergence_module(commit: str | None):
     return module
 
 
-def _time(fn, reps: int) -> dict:
+def _time_all(fns: dict, reps: int, log) -> dict:
+    """Each part's median and fastest time over `reps` rounds, the parts interleaved round-robin (so that other
+    processes' load falls on all alike), after one warm-up round; and its operators, counted in one profiled call."""
     import torch
 
+    times = {name: [] for name in fns}
     with torch.no_grad():
-        fn()  # warm-up
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            fn()
-    ops = [e for e in prof.events() if e.name.startswith("aten::")]
-    top = [e for e in ops if not _has_aten_parent(e)]
-    return {"median_s": statistics.median(times), "min_s": min(times), "operators": len(ops), "top_level": len(top)}
+        for rep in range(reps + 1):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn()
+                if rep:  # round 0 warms up
+                    times[name].append(time.perf_counter() - start)
+            log(f"round {rep} of {reps}")
+        out = {}
+        for name, fn in fns.items():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                fn()
+            ops = [e for e in prof.events() if e.name.startswith("aten::")]
+            top = [e for e in ops if not _has_aten_parent(e)]
+            out[name] = {
+                "median_s": statistics.median(times[name]),
+                "min_s": min(times[name]),
+                "operators": len(ops),
+                "top_level": len(top),
+            }
+    return out
 
 
 def _has_aten_parent(event) -> bool:
@@ -121,7 +133,7 @@ def measure(args, log) -> dict:
         student = states + 0.05 * torch.randn(states.shape, generator=g)  # a student close to the teacher
         teacher_logits = states @ weight.T
         student_logits = student @ weight.T
-    parts = {}
+    fns = {}
 
     def forward_gear():
         return model.model(input_ids=ids, attention_mask=attention).last_hidden_state
@@ -129,39 +141,37 @@ def measure(args, log) -> dict:
     def forward_sdpo():  # SDPO's `_forward_logits`: logits of the completion positions (+1), over the vocabulary
         return model(input_ids=ids, attention_mask=attention, logits_to_keep=length + 1).logits
 
-    parts["forward: GEAR (backbone to states)"] = _time(forward_gear, args.reps)
-    parts["forward: SDPO (backbone + head to logits)"] = _time(forward_sdpo, args.reps)
-    log(parts)
+    fns["forward: GEAR (backbone to states)"] = forward_gear
+    fns["forward: SDPO (backbone + head to logits)"] = forward_sdpo
     versions = {"ce4f9b3": _divergence_module(BEFORE_COMMIT), "now": _divergence_module(None)}
+
+    def divergence(module, chunk: int, devices: tuple):
+        """reverse_kl_and_entropy with the row dots of a CPU (one BLAS dot per row) or a GPU (one bmm each; its
+        operator count is a GPU's launches)."""
+
+        def run():
+            per_row, module._PER_ROW_DOT_DEVICES = module._PER_ROW_DOT_DEVICES, devices
+            try:
+                return module.reverse_kl_and_entropy(student, states, weight, mask, chunk_size=chunk)
+            finally:
+                module._PER_ROW_DOT_DEVICES = per_row
+
+        return run
+
     for chunk in args.chunks:
         for label, module in versions.items():
-            # CPU: one BLAS dot per row for the row dots; GPU: one bmm each (its operator count is a GPU's launches)
             for branch, devices in (("CPU branch", ("cpu",)), ("GPU branch", ())):
-                per_row, module._PER_ROW_DOT_DEVICES = module._PER_ROW_DOT_DEVICES, devices
-                try:
-                    name = f"divergence: GEAR, chunk {chunk}, {label}, {branch}"
-                    parts[name] = _time(
-                        lambda module=module, chunk=chunk: module.reverse_kl_and_entropy(
-                            student, states, weight, mask, chunk_size=chunk
-                        ),
-                        args.reps,
-                    )
-                finally:
-                    module._PER_ROW_DOT_DEVICES = per_row
-                log(f"{name}: {parts[name]}")
+                fns[f"divergence: GEAR, chunk {chunk}, {label}, {branch}"] = divergence(module, chunk, devices)
+    fns["divergence: SDPO teacher head GEMM ([B, T, H] x [H, V])"] = lambda: states @ weight.T
+    fns["divergence: SDPO full_logits loss from logits"] = lambda: compute_full_logit_self_distillation_loss(
+        student_logits, teacher_logits, distillation_alpha=1.0
+    )
+    fns["divergence: SDPO topk_logits loss from logits (k 20)"] = lambda: compute_topk_self_distillation_loss(
+        student_logits, teacher_logits, distillation_topk=20, distillation_alpha=1.0, distillation_add_tail=True
+    )
+    parts = _time_all(fns, args.reps, log)
     kl_now, _ = versions["now"].reverse_kl_and_entropy(student, states, weight, mask, chunk_size=args.chunks[0])
     kl_before, _ = versions["ce4f9b3"].reverse_kl_and_entropy(student, states, weight, mask, chunk_size=args.chunks[0])
-    parts["divergence: SDPO teacher head GEMM ([B, T, H] x [H, V])"] = _time(lambda: states @ weight.T, args.reps)
-    parts["divergence: SDPO full_logits loss from logits"] = _time(
-        lambda: compute_full_logit_self_distillation_loss(student_logits, teacher_logits, distillation_alpha=1.0),
-        args.reps,
-    )
-    parts["divergence: SDPO topk_logits loss from logits (k 20)"] = _time(
-        lambda: compute_topk_self_distillation_loss(
-            student_logits, teacher_logits, distillation_topk=20, distillation_alpha=1.0, distillation_add_tail=True
-        ),
-        args.reps,
-    )
     units = prefix_sharing_plan([ids[0, :prompt].tolist()] * batch, batch)
     full_tokens, shared_tokens = prefix_sharing_tokens(units, length)
     h200 = {"prompt": 55, "length": 1024}
@@ -185,7 +195,7 @@ def markdown(report: dict) -> str:
         "",
         (
             f"`python -m bench.teacher_pass`: {meta['shape']}; one torch thread on {meta['machine']}, shared with other "
-            f"processes while this ran (times are medians of {meta['reps']} after a warm-up; operators are counted, "
+            f"processes while this ran (times are medians of {meta['reps']} rounds after a warm-up round, the parts interleaved; operators are counted, "
             "and do not depend on the machine). GEAR's divergence is timed as of ce4f9b3 and now on the same states; "
             f"their KL is bit-identical: {report['identical_kl_now_vs_before']}."
         ),

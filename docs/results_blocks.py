@@ -53,6 +53,8 @@ PATHS = {
     "overhead.cuda_chunk2048": "bench/results/overhead/cuda_chunk2048.json",
     "overhead.cuda_h200": "bench/results/overhead/cuda_h200_quick.json",  # one H200, ce4f9b3, 2026-12-04
     "recipe_shape.h200": "bench/results/recipe_shape/h200.json",
+    "overhead.host_cost": "bench/results/overhead/host_cost.json",
+    "overhead.teacher_pass": "bench/results/overhead/teacher_pass.json",
     "warm_starts": "data/README.md",
     "credit_methods": "bench/results/credit_methods/credit_methods.json",  # seeds 100-115, the declared study
     "credit_methods.item6": "bench/results/credit_methods/credit_methods_item6.json",  # seeds 200-215, amendment 2
@@ -511,6 +513,73 @@ def performance_gpu() -> str:
         "Two steps a run, one run a recipe and a random model: these are the recipes' cost on one GPU, not a ranking of "
         "their speed; the tool-use pair compares two machines (GEAR's row ran on a fresh one), and most of each step "
         "is generation, which the teacher does not touch.",
+    ]
+    return "\n".join(lines)
+
+
+def performance_host() -> str:
+    """GEAR's host-side work per step against GRPO's (bench/results/overhead/host_cost.json), before and after issue
+    75's cuts, and its teacher pass against SDPO's part by part (teacher_pass.json)."""
+    report = load("overhead.host_cost")
+    lines = [
+        f"Host-side work per step on CPU, counted with torch.profiler ({report['meta']['shape']}; "
+        "`bench/results/overhead/host_cost.md`): `aten::` operators (each a kernel launch or more on a GPU) and "
+        "synchronizations (`.item()`, `nonzero` and boolean indexing, `.tolist()`, copies to the host), GEAR over "
+        "GRPO; `gpu_path` is GEAR's divergence as a pass of its own, what a CUDA device runs:",
+        "",
+        "| gear_trl | configuration | operators | top-level operators | synchronizations | of which GEAR's own |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, run in report["runs"].items():
+        configs = run["configs"]
+        grpo = configs["grpo"]["totals"]
+        for config, result in configs.items():
+            if config == "grpo":
+                continue
+            t = result["totals"]
+            own = sum(n for source, n in result["sync_sources"].items() if "gear_trl/" in source)
+            lines.append(
+                f"| {label} ({run['gear_trl'].split()[0]}) | {config} | {t['operators'] / grpo['operators']:.2f}x "
+                f"| {t['top-level operators'] / grpo['top-level operators']:.2f}x "
+                f"| {t['synchronizations']} against {grpo['synchronizations']} "
+                f"({t['synchronizations'] / grpo['synchronizations']:.2f}x) | {own} |"
+            )
+    after = report["runs"]["after"]["configs"]
+    grpo_top = after["grpo"]["totals"]["top-level operators"]
+    teacher = after["gear/gpu_path"]["regions"]["teacher forward"]["top-level operators"]
+    metrics_syncs = sum(n for source, n in after["gear/gpu_path"]["sync_sources"].items() if "gear_metrics" in source)
+    best = min(after[c]["totals"]["top-level operators"] / grpo_top for c in after if c != "grpo")
+    lines += [
+        "",
+        f"- **The 1.3x target is not met** (best: {best:.2f}x GRPO's top-level operators, at chunk 512). The teacher's "
+        f"own forward is {teacher / grpo_top:.2f}x GRPO's step by itself (a forward of every layer against GRPO's "
+        "forward and backward), which leaves the rest almost no room; at chunk 64 the divergence's per-chunk "
+        "operators add as much again, at the recipes' chunk 512 little.",
+        f"- Of GEAR's own synchronizations {metrics_syncs} are its metrics' (`gear_trl/trainer/gear_metrics.py`: "
+        "boolean indexing, `.item()`, `.tolist()`), now the largest source; the divergence and the segments are down "
+        "to one each.",
+        "- On CPU GEAR's divergence runs inside the loss's LM head with one BLAS dot per row (faster there, "
+        "bench/results/overhead/NOTES.md), hence its operator count; a GPU takes the `gpu_path` rows.",
+    ]
+    parts = load("overhead.teacher_pass")["parts"]
+
+    def ms(name: str) -> str:
+        return f"{parts[name]['median_s'] * 1000:,.0f} ms"
+
+    gear_ops = {
+        label: parts[f"divergence: GEAR, chunk 64, {label}, GPU branch"]["top_level"] for label in ("ce4f9b3", "now")
+    }
+    lines += [
+        "",
+        "GEAR's teacher pass against TRL SDPO's, part by part on the same states (`bench/results/overhead/"
+        f"teacher_pass.md`, CPU, times on a shared machine): forward to states {ms('forward: GEAR (backbone to states)')}"
+        f" against SDPO's forward to logits {ms('forward: SDPO (backbone + head to logits)')}; GEAR's divergence "
+        f"(both heads, KL and entropy) {ms('divergence: GEAR, chunk 64, now, CPU branch')} at chunk 64 against "
+        f"SDPO's loss divergence from its logits {ms('divergence: SDPO full_logits loss from logits')} (full) and "
+        f"{ms('divergence: SDPO topk_logits loss from logits (k 20)')} (top-k). On a GPU's branch GEAR's divergence "
+        f"dispatches {gear_ops['now']:,} top-level operators at chunk 64 (ce4f9b3: {gear_ops['ce4f9b3']:,}) and "
+        f"{parts['divergence: GEAR, chunk 512, now, GPU branch']['top_level']:,} at chunk 512, the Qwen3-4B recipes' "
+        "setting.",
     ]
     return "\n".join(lines)
 
@@ -1332,6 +1401,7 @@ BLOCKS = {
     "performance.table": performance_table,
     "performance.findings": performance_findings,
     "performance.gpu": performance_gpu,
+    "performance.host": performance_host,
 }
 
 
