@@ -30,7 +30,7 @@
 # Each step has its own time limit and a failing step does not stop the next; the log ends with one summary table
 # (each check's status and time, each recipe run's figures), also written as gpu_checks.json beside the log. Figures
 # land in OUT_DIR: the log (gpu_checks.log), gpu_checks.json, steps.tsv, bf16_credit_cuda.json,
-# overhead_cuda_quick.{json,md}, recipe_shape/recipe_shape.json and the training logs (train_logs.tgz). Logs, not
+# cuda_quick.{json,md}, recipe_shape/recipe_shape.json and the training logs (train_logs.tgz). Logs, not
 # weights: the trained models and the random 4B model are deleted once their checks are done.
 device=cuda
 out=
