@@ -73,8 +73,12 @@ STAND_INS = {  # task -> (dataset, held-out set), local
 }
 RUNS = [(task, method) for task in ("math", "tool_use") for method in ("grpo", "gear")]
 SHAPE_REWARD = "shape_even_tokens"
-MIN_RUN_S = {"cuda": 45.0, "cpu": 5.0}
-"""A run is not started with less than this left of `--budget-s` (a 4B run's load and two short steps)."""
+RUN_S = {"cuda": 80.0, "cpu": 5.0}
+"""What one recipe run takes, model load and two steps: 66-84 s on one H200 for the 4B recipes at 256-token
+completions after the 28 s model build (bench/results/recipe_shape/h200.json, wall_seconds). A recipe's GRPO and GEAR
+runs start together or not at all: a pair is not started with less than twice this left of `--budget-s`."""
+BUILD_S = {"cuda": 28.0, "cpu": 2.0}
+"""Writing the random-weight model once (28 s on the H200)."""
 VLLM_RUN_S = 120.0
 
 
@@ -248,9 +252,46 @@ def checks_summary(out: Path) -> str:
     return "\n".join(lines)
 
 
+def write_checks_json(out: Path, total_s: float | None = None) -> Path:
+    """gpu_checks.json beside the log: each check's name, exit status and seconds (`out/steps.tsv`), each recipe run's
+    row (`out/recipe_shape/recipe_shape.json`), the recipes' GRPO/GEAR pairs with GEAR's last step over GRPO's, and
+    the script's total seconds (`total_s`, or the checks' sum)."""
+    steps_path, runs_path = out / "steps.tsv", out / "recipe_shape" / "recipe_shape.json"
+    lines = [line.split("\t") for line in steps_path.read_text().splitlines() if line] if steps_path.exists() else []
+    runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
+    steps = [
+        {"check": name, "status": "ok" if rc == "0" else f"exit {rc}", "exit_code": int(rc), "seconds": int(seconds)}
+        for name, rc, seconds in lines
+    ]
+    by_run = {(r["task"], r["method"], r["backend"]): r for r in runs}
+    pairs = []
+    for (task, method, backend), grpo in by_run.items():
+        gear = by_run.get((task, "gear", backend))
+        if method != "grpo" or gear is None:
+            continue
+        complete = grpo["status"] == "ok" and gear["status"] == "ok"
+        ratio = gear["step_seconds"][-1] / grpo["step_seconds"][-1] if complete else None
+        pairs.append({"task": task, "backend": backend, "complete": complete, "gear_over_grpo_last_step": ratio})
+    summary_path = out / "gpu_checks.json"
+    summary_path.write_text(
+        json.dumps(
+            {
+                "steps": steps,
+                "runs": runs,
+                "pairs": pairs,
+                "seconds": total_s if total_s is not None else sum(s["seconds"] for s in steps),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    return summary_path
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--summary", metavar="OUT_DIR", help="Print bench/gpu_checks.sh's summary table and stop.")
+    parser.add_argument("--total-s", type=float, default=None, help="With --summary: the script's total seconds.")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--out", default="outputs/gpu_checks/recipe_shape")
     parser.add_argument("--completion-length", type=int, default=None, help="0: the recipe's (default 256; cpu: 8).")
@@ -261,6 +302,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     if args.summary:
         print(checks_summary(Path(args.summary)))
+        path = write_checks_json(Path(args.summary), args.total_s)
+        print(f"summary: {path}")
         return []
     start = time.perf_counter()
     out = Path(args.out)
@@ -283,27 +326,58 @@ def main(argv: list[str] | None = None) -> list[dict]:
     plan, note = plan_runs(args.device, args.vllm, vllm_available())
     if note:
         print(note)
-    rows = []
-    for task, method, backend, vllm in plan:
-        need = VLLM_RUN_S if vllm else MIN_RUN_S[args.device]
+
+    def run(task: str, method: str, backend: str, vllm: bool) -> dict:
         base = {"task": task, "method": method, "backend": backend}
-        if left() < need:
-            rows.append({**base, "status": f"not run: budget ({left():.0f} s left)"})
-            continue
         argv = run_argv(task, method, model, out / f"{task}-{method}-{backend}", args.device, completion, vllm)
         if vllm:  # the recipe's completion length: vLLM generates it in seconds
             argv += ["--max_completion_length", str(_recipe_value(task, method, "max_completion_length"))]
         try:
-            rows.append(run_one(task, method, argv, backend))
+            row = run_one(task, method, argv, backend)
         except Exception as err:  # noqa: BLE001 - one failing run is a row of the summary, not the end of the check
             first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            rows.append({**base, "status": f"failed: {type(err).__name__}", "error": first[:300]})
+            row = {**base, "status": f"failed: {type(err).__name__}", "error": first[:300]}
             print(f"{task} {method} {backend}: {type(err).__name__}: {first[:300]}", file=sys.stderr)
             _release()
-        print(summary(rows[-1:]).splitlines()[-1], flush=True)
+        print(summary([row]).splitlines()[-1], flush=True)
+        return row
+
+    rows = schedule(plan, left, run, RUN_S[args.device])
     (out / "recipe_shape.json").write_text(json.dumps(rows, indent=2))
     print(summary(rows))
     return rows
+
+
+def schedule(plan, left, run, run_s: float, vllm_s: float = VLLM_RUN_S) -> list[dict]:
+    """Run `plan`'s entries, (task, method, backend, vllm), in order; a recipe's GRPO and GEAR runs (neighbours in the
+    plan, same task and backend) as a pair that starts only with time left for both (`left()` seconds >= 2 x `run_s`),
+    so that a budget cut drops whole pairs, never half of one; any other run needs `run_s` (`vllm_s` for vLLM's).
+    `run(*entry)` returns a run's row; a run not started gets a row saying so."""
+    rows, i = [], 0
+    while i < len(plan):
+        group = [plan[i]]
+        if i + 1 < len(plan) and _pair(plan[i], plan[i + 1]):
+            group.append(plan[i + 1])
+        need = vllm_s if group[0][3] else run_s * len(group)
+        if left() < need:
+            what = "pair" if len(group) == 2 else "run"
+            rows += [
+                {
+                    "task": t,
+                    "method": m,
+                    "backend": b,
+                    "status": f"not run: budget ({left():.0f} s left, {what} needs {need:.0f} s)",
+                }
+                for t, m, b, _ in group
+            ]
+        else:
+            rows += [run(*entry) for entry in group]
+        i += len(group)
+    return rows
+
+
+def _pair(first, second) -> bool:
+    return first[0] == second[0] and first[2:] == second[2:] and (first[1], second[1]) == ("grpo", "gear")
 
 
 def _recipe_value(task: str, method: str, key: str):

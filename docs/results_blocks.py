@@ -51,6 +51,10 @@ PATHS = {
     "overhead.cuda_chunk64": "bench/results/overhead/cuda_chunk64.json",
     "overhead.cuda_chunk512": "bench/results/overhead/cuda_chunk512.json",
     "overhead.cuda_chunk2048": "bench/results/overhead/cuda_chunk2048.json",
+    "overhead.cuda_h200": "bench/results/overhead/cuda_h200_quick.json",  # one H200, ce4f9b3, 2026-12-04
+    "recipe_shape.h200": "bench/results/recipe_shape/h200.json",
+    "overhead.host_cost": "bench/results/overhead/host_cost.json",
+    "overhead.teacher_pass": "bench/results/overhead/teacher_pass.json",
     "warm_starts": "data/README.md",
     "credit_methods": "bench/results/credit_methods/credit_methods.json",  # seeds 100-115, the declared study
     "credit_methods.item6": "bench/results/credit_methods/credit_methods_item6.json",  # seeds 200-215, amendment 2
@@ -441,13 +445,143 @@ def readme_perf_cpu() -> str:
 
 
 def readme_perf_gpu() -> str:
-    step = _target("overhead.cuda", "step_time", "qwen3-4b")
-    teacher = _target("overhead.cuda", "divergence_pass_memory", "qwen3-4b")
-    met = "met" if teacher["holds"] else "not met"
+    step = _target("overhead.cuda_h200", "step_time", "qwen3-4b")
+    results = load("overhead.cuda_h200")["shapes"]["qwen3-4b"]["results"]
+    gear, topk = results["gear/gear"], results["sdpo/topk_logits"]
+    recipes = _recipe_ratios()
     return (
-        f"GEAR's step {step['value']:.2f}x GRPO's; teacher pass's peak {teacher['value']:.1%} of GRPO's "
-        f"(target {teacher['threshold']:.0%}: {met})"
+        f"GEAR's step {step['value']:.2f}x GRPO's, {gear['step_s']['median'] / topk['step_s']['median']:.2f}x TRL "
+        f"SDPO top-k's (generation excluded); host CPU {gear['user_cpu_ratio_to_grpo']:.2f}x GRPO's; the recipes' "
+        f"real step {recipes['math']:.2f}x (math), {recipes['tool_use']:.2f}x (tool use)"
     )
+
+
+def _recipe_rows() -> dict[tuple[str, str], dict]:
+    return {(row["task"], row["method"]): row for row in load("recipe_shape.h200")["rows"]}
+
+
+def _recipe_ratios() -> dict[str, float]:
+    """GEAR's second step over GRPO's (the first carries warm-up) per recipe, H200."""
+    rows = _recipe_rows()
+    return {t: rows[t, "gear"]["step_seconds"][-1] / rows[t, "grpo"]["step_seconds"][-1] for t in ("math", "tool_use")}
+
+
+def performance_gpu() -> str:
+    """The H200 figures: bench/gpu_checks.sh steps 5 and 6 at ce4f9b3 (bench/results/overhead/h200_provenance.md)."""
+    meta = load("recipe_shape.h200")["meta"]
+    results = load("overhead.cuda_h200")["shapes"]["qwen3-4b"]["results"]
+    grpo = results["grpo"]
+    lines = [
+        f"One {meta['device'].split(' (')[0]}, commit {meta['commit']}, {meta['date']} (torch {meta['torch']}, "
+        f"transformers {meta['transformers']}, trl {meta['trl']}, peft {meta['peft']}; "
+        "provenance in `bench/results/overhead/h200_provenance.md`). "
+        "Qwen3-4B's geometry, random weights, bf16, B = 8 completions of T = 1,024 tokens, generation excluded "
+        "(`bench/results/overhead/cuda_h200_quick.json`, median of 2 interleaved repetitions):",
+        "",
+        "| configuration | step | x GRPO | teacher pass | host CPU user (x GRPO) | step extra peak |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in ("grpo", "gear/gear", "sdpo/topk_logits", "sdpo/full_logits"):
+        x = results[arm]
+        teacher = x["phases_s"].get("teacher", {}).get("median") if x.get("phases_s") else None
+        lines.append(
+            f"| {arm} | {x['step_s']['median'] * 1000:.0f} ms | {x['step_s']['median'] / grpo['step_s']['median']:.2f}x "
+            f"| {f'{teacher * 1000:.0f} ms' if teacher else '-'} "
+            f"| {x['cpu']['user_s']['median'] * 1000:.0f} ms ({x['user_cpu_ratio_to_grpo']:.2f}x) "
+            f"| {x['extra_peak_mb']['step'] / 1024:.2f} GB |"
+        )
+    lines += [
+        "",
+        "The recipes' real step on the same GPU (`bench/results/recipe_shape/h200.json`: the shipped Qwen3-4B recipes, "
+        "LoRA r 64, bf16, gradient checkpointing, generation through transformers, 256-token completions, 2 steps "
+        "each; the tool-use GEAR row came from a second run, step 6's budget having left it out):",
+        "",
+        "| recipe | completions a step | GRPO step 2 | GEAR step 2 | GEAR / GRPO | teacher's share | peak GRPO -> GEAR |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows, ratios = _recipe_rows(), _recipe_ratios()
+    for task in ("math", "tool_use"):
+        grpo_row, gear_row = rows[task, "grpo"], rows[task, "gear"]
+        share = [s for s in gear_row["teacher_time_frac"] if s is not None]
+        lines.append(
+            f"| {task} | {gear_row['completions_per_step']} | {grpo_row['step_seconds'][-1]:.1f} s "
+            f"| {gear_row['step_seconds'][-1]:.1f} s | {ratios[task]:.2f}x | {sum(share) / len(share):.1%} "
+            f"| {grpo_row['peak_memory_gb']:.2f} -> {gear_row['peak_memory_gb']:.2f} GB |"
+        )
+    lines += [
+        "",
+        "Two steps a run, one run a recipe and a random model: these are the recipes' cost on one GPU, not a ranking of "
+        "their speed; the tool-use pair compares two machines (GEAR's row ran on a fresh one), and most of each step "
+        "is generation, which the teacher does not touch.",
+    ]
+    return "\n".join(lines)
+
+
+def performance_host() -> str:
+    """GEAR's host-side work per step against GRPO's (bench/results/overhead/host_cost.json), before and after issue
+    75's cuts, and its teacher pass against SDPO's part by part (teacher_pass.json)."""
+    report = load("overhead.host_cost")
+    lines = [
+        f"Host-side work per step on CPU, counted with torch.profiler ({report['meta']['shape']}; "
+        "`bench/results/overhead/host_cost.md`): `aten::` operators (each a kernel launch or more on a GPU) and "
+        "synchronizations (`.item()`, `nonzero` and boolean indexing, `.tolist()`, copies to the host), GEAR over "
+        "GRPO; `gpu_path` is GEAR's divergence as a pass of its own, what a CUDA device runs:",
+        "",
+        "| gear_trl | configuration | operators | top-level operators | synchronizations | of which GEAR's own |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, run in report["runs"].items():
+        configs = run["configs"]
+        grpo = configs["grpo"]["totals"]
+        for config, result in configs.items():
+            if config == "grpo":
+                continue
+            t = result["totals"]
+            own = sum(n for source, n in result["sync_sources"].items() if "gear_trl/" in source)
+            lines.append(
+                f"| {label} ({run['gear_trl'].split()[0]}) | {config} | {t['operators'] / grpo['operators']:.2f}x "
+                f"| {t['top-level operators'] / grpo['top-level operators']:.2f}x "
+                f"| {t['synchronizations']} against {grpo['synchronizations']} "
+                f"({t['synchronizations'] / grpo['synchronizations']:.2f}x) | {own} |"
+            )
+    after = report["runs"]["after"]["configs"]
+    grpo_top = after["grpo"]["totals"]["top-level operators"]
+    teacher = after["gear/gpu_path"]["regions"]["teacher forward"]["top-level operators"]
+    metrics_syncs = sum(n for source, n in after["gear/gpu_path"]["sync_sources"].items() if "gear_metrics" in source)
+    best = min(after[c]["totals"]["top-level operators"] / grpo_top for c in after if c != "grpo")
+    lines += [
+        "",
+        f"- **The 1.3x target is not met** (best: {best:.2f}x GRPO's top-level operators, at chunk 512). The teacher's "
+        f"own forward is {teacher / grpo_top:.2f}x GRPO's step by itself (a forward of every layer against GRPO's "
+        "forward and backward), which leaves the rest almost no room; at chunk 64 the divergence's per-chunk "
+        "operators add as much again, at the recipes' chunk 512 little.",
+        f"- Of GEAR's own synchronizations {metrics_syncs} are its metrics' (`gear_trl/trainer/gear_metrics.py`: "
+        "boolean indexing, `.item()`, `.tolist()`), now the largest source; the divergence and the segments are down "
+        "to one each.",
+        "- On CPU GEAR's divergence runs inside the loss's LM head with one BLAS dot per row (faster there, "
+        "bench/results/overhead/NOTES.md), hence its operator count; a GPU takes the `gpu_path` rows.",
+    ]
+    parts = load("overhead.teacher_pass")["parts"]
+
+    def ms(name: str) -> str:
+        return f"{parts[name]['median_s'] * 1000:,.0f} ms"
+
+    gear_ops = {
+        label: parts[f"divergence: GEAR, chunk 64, {label}, GPU branch"]["top_level"] for label in ("ce4f9b3", "now")
+    }
+    lines += [
+        "",
+        "GEAR's teacher pass against TRL SDPO's, part by part on the same states (`bench/results/overhead/"
+        f"teacher_pass.md`, CPU, times on a shared machine): forward to states {ms('forward: GEAR (backbone to states)')}"
+        f" against SDPO's forward to logits {ms('forward: SDPO (backbone + head to logits)')}; GEAR's divergence "
+        f"(both heads, KL and entropy) {ms('divergence: GEAR, chunk 64, now, CPU branch')} at chunk 64 against "
+        f"SDPO's loss divergence from its logits {ms('divergence: SDPO full_logits loss from logits')} (full) and "
+        f"{ms('divergence: SDPO topk_logits loss from logits (k 20)')} (top-k). On a GPU's branch GEAR's divergence "
+        f"dispatches {gear_ops['now']:,} top-level operators at chunk 64 (ce4f9b3: {gear_ops['ce4f9b3']:,}) and "
+        f"{parts['divergence: GEAR, chunk 512, now, GPU branch']['top_level']:,} at chunk 512, the Qwen3-4B recipes' "
+        "setting.",
+    ]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -455,7 +589,8 @@ def readme_perf_gpu() -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 PERF_ROWS = (("CPU", "overhead.cpu", "tiny"), ("CPU", "overhead.cpu", "long_prompt"), ("CPU", "overhead.cpu", "vocab"),
-             ("one H100", "overhead.cuda", "qwen3-4b"))  # fmt: skip
+             ("one H200 (quick, T = 1,024)", "overhead.cuda_h200", "qwen3-4b"),
+             ("one H100 (older: 3c2137a)", "overhead.cuda", "qwen3-4b"))  # fmt: skip
 
 
 def _perf_cell(key: str, name: str, shape: str, kind: str = "x") -> str:
@@ -524,7 +659,7 @@ def performance_findings() -> str:
         f"LM-head forward, which also projects the teacher's states, takes {head['gear/gear']:.2f} s against TRL's "
         f"{head['grpo']:.2f} s for GRPO (it reuses buffers where TRL's torch fallback allocates and zeroes fresh "
         f"tiles); by user CPU time GEAR costs {vocab['gear/gear']['user_cpu_ratio_to_grpo']:.2f}x GRPO there.",
-        f"- **On one H100 at Qwen3-4B's shape GEAR's step is "
+        f"- **On one H100 (older: commit 3c2137a, T = 4,096) at Qwen3-4B's shape GEAR's step is "
         f"{_target('overhead.cuda', 'step_time', 'qwen3-4b')['value']:.2f}x GRPO's, over the "
         f"{_target('overhead.cuda', 'step_time', 'qwen3-4b')['threshold']}x target**: TRL's fold is one Triton "
         f"kernel there, so GEAR runs the student's head a second time; the teacher pass takes "
@@ -1318,6 +1453,8 @@ BLOCKS = {
     "readme.perf_gpu": readme_perf_gpu,
     "performance.table": performance_table,
     "performance.findings": performance_findings,
+    "performance.gpu": performance_gpu,
+    "performance.host": performance_host,
 }
 
 

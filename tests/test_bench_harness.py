@@ -77,12 +77,14 @@ def test_every_committed_report_is_what_its_json_gives():
         assert path.exists(), path
         if reports.markdown_page(json.loads(path.read_text()), table) != path.with_suffix(".md").read_text():
             stale.append(str(path.relative_to(REPO)))
+    from bench import host_cost, teacher_pass
     from bench.overhead_report import markdown_report
 
+    own = {"host_cost": host_cost.markdown, "teacher_pass": teacher_pass.markdown}  # the studies beside overhead.py
     for path in sorted(RESULTS_DIR.glob("overhead/*.json")):
         if path.stem in OVERHEAD_WRITTEN_BY_OLDER_CODE or path.name == "manifest.json":
             continue
-        if markdown_report(json.loads(path.read_text())) != path.with_suffix(".md").read_text():
+        if own.get(path.stem, markdown_report)(json.loads(path.read_text())) != path.with_suffix(".md").read_text():
             stale.append(str(path.relative_to(REPO)))
     assert not stale, f"rewrite with the study's --report-only: {stale}"
 

@@ -1,6 +1,7 @@
 """bench/gpu_checks.sh's recipe-shape step (issue 52, item 7), driven on CPU at a tiny geometry so that it cannot
 rot: the Qwen3-4B math and tool-use recipes as shipped, 2 steps each under GRPO and GEAR through gear_trl.train, and
-the one summary table the script ends with."""
+the one summary table the script ends with; since issue 75 the runs go in GRPO/GEAR pairs that a budget cut drops
+whole, the summary is also gpu_checks.json, and no weights are kept."""
 
 from __future__ import annotations
 
@@ -90,8 +91,65 @@ def test_vllm_runs_colocated_when_it_imports_and_says_so_when_not(shape):
     assert shape.plan_runs("cpu", "auto", has_vllm=True) == (plan[:4], None)
 
 
-def test_the_script_keeps_within_eight_minutes():
-    """Steps 1-5 have their own limits; step 6 gets what is left of 470 s and starts no run it cannot finish."""
+def test_the_script_gives_step_six_its_measured_share_and_keeps_logs_not_weights():
+    """Step 6 gets what is left of TOTAL_S, and at least STEP6_S (its model build and four runs as measured on the
+    H200); its runs start no pair it cannot finish; the trained models and the random 4B model are deleted."""
     text = SCRIPT.read_text()
-    assert "budget=$((470 - SECONDS))" in text and '--budget-s "$budget"' in text
-    assert "timeout $((budget + 30))" in text
+    assert "TOTAL_S=${GPU_CHECKS_TOTAL_S:-540}" in text and "STEP6_S=${GPU_CHECKS_STEP6_S:-350}" in text
+    assert "budget=$((TOTAL_S - SECONDS))" in text and '[ "$budget" -lt "$STEP6_S" ] && budget=$STEP6_S' in text
+    assert '--budget-s "$budget"' in text and "timeout $((budget + 30))" in text
+    assert 'drop_weights "$out/train"' in text and 'drop_weights "$out/recipe_shape"' in text
+
+
+def test_the_cpu_run_keeps_no_weights_and_writes_a_json_summary_beside_the_log(cpu_run):
+    out, done = cpu_run
+    assert done.returncode == 0
+    weights = [p for p in out.rglob("*") if p.suffix in (".safetensors", ".bin", ".pt", ".pth")]
+    assert not weights, weights
+    assert not list((out / "recipe_shape").glob("model-*"))
+    summary = json.loads((out / "gpu_checks.json").read_text())
+    assert (out / "gpu_checks.log").exists()
+    assert [s["check"] for s in summary["steps"]] == ["6. recipe shape"]
+    assert summary["steps"][0]["status"] == "ok" and summary["steps"][0]["exit_code"] == 0
+    assert [(r["task"], r["method"]) for r in summary["runs"]] == [
+        ("math", "grpo"), ("math", "gear"), ("tool_use", "grpo"), ("tool_use", "gear")
+    ]  # fmt: skip
+    assert [(p["task"], p["complete"]) for p in summary["pairs"]] == [("math", True), ("tool_use", True)]
+    for pair in summary["pairs"]:
+        assert pair["gear_over_grpo_last_step"] > 0
+    assert summary["seconds"] >= summary["steps"][0]["seconds"]
+
+
+def _fake_schedule(shape, budget: float, run_s: float, took: float, plan=None):
+    """schedule() with a fake clock: every run takes `took` seconds."""
+    clock = {"t": 0.0}
+
+    def run(task, method, backend, vllm):
+        clock["t"] += took
+        return {"task": task, "method": method, "backend": backend, "status": "ok"}
+
+    plan = plan if plan is not None else shape.plan_runs("cuda", "auto", has_vllm=False)[0]
+    return shape.schedule(plan, lambda: budget - clock["t"], run, run_s)
+
+
+def test_a_budget_cut_drops_a_whole_pair_never_half_of_one(shape):
+    # room for three runs: the math pair runs, the tool-use pair is dropped whole (step 6 at ce4f9b3 ran 3 of 4)
+    rows = _fake_schedule(shape, budget=250, run_s=80, took=80)
+    assert [(r["task"], r["method"], r["status"] == "ok") for r in rows] == [
+        ("math", "grpo", True), ("math", "gear", True), ("tool_use", "grpo", False), ("tool_use", "gear", False)
+    ]  # fmt: skip
+    assert all("not run: budget" in r["status"] and "pair" in r["status"] for r in rows[2:])
+    # each run back to back with its pair, in the plan's order, when the budget holds all four
+    rows = _fake_schedule(shape, budget=330, run_s=80, took=80)
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    # a pair that would overrun is not started even if one of its runs would fit
+    rows = _fake_schedule(shape, budget=150, run_s=80, took=80)
+    assert [r["status"] == "ok" for r in rows] == [False] * 4
+
+
+def test_the_vllm_run_stands_alone_after_the_pairs(shape):
+    plan = shape.plan_runs("cuda", "auto", has_vllm=True)[0]
+    rows = _fake_schedule(shape, budget=4 * 80 + shape.VLLM_RUN_S, run_s=80, took=80, plan=plan)
+    assert [r["status"] for r in rows] == ["ok"] * 5 and rows[-1]["backend"] == "vllm-colocate"
+    rows = _fake_schedule(shape, budget=4 * 80 + 100, run_s=80, took=80, plan=plan)
+    assert [r["status"] == "ok" for r in rows] == [True] * 4 + [False]

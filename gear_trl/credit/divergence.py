@@ -137,13 +137,15 @@ def reverse_kl_and_entropy(
 
     device = student_hidden.device
     mask = mask.to(device=device, dtype=torch.bool)
-    kl_out = torch.zeros(batch, length, dtype=torch.float32, device=device)
-    entropy_out = torch.zeros_like(kl_out)
+    # One host-device synchronization: the masked positions' flat indices, read by every gather and scatter below
+    # (boolean indexing would find them again at each, and wait for the device each time).
+    index = mask.flatten().nonzero().squeeze(1)
+    row, column = index // length, index % length  # (no flattened copy of a strided [B, T, H])
     stats = lm_head_statistics(
-        student_hidden[mask],
+        student_hidden[row, column],
         lm_head_weight,
-        teacher_rows=teacher_hidden[mask],
-        targets=token_ids.to(device)[mask] if sampled else None,
+        teacher_rows=teacher_hidden[row, column],
+        targets=token_ids.to(device)[row, column] if sampled else None,
         temperature=temperature,
         chunk_size=chunk_size,
         lm_head_bias=lm_head_bias,
@@ -155,24 +157,33 @@ def reverse_kl_and_entropy(
         teacher_lm_head_bias=teacher_lm_head_bias,
         log_ratio=log_ratio_out is not None,
         agreement=agreement_out is not None,
+        log_partition=False,
     )
-    kl_out[mask] = stats.kl
+    kl_out = _scatter(stats.kl, index, (batch, length))
     if log_ratio_out is not None:
         log_ratio_out.zero_()
-        log_ratio_out[mask] = stats.log_ratio.to(log_ratio_out.device)
+        log_ratio_out.view(-1).index_copy_(0, index.to(log_ratio_out.device), stats.log_ratio.to(log_ratio_out.device))
     if agreement_out is not None:
         agreement_out.zero_()
-        agreement_out[0][mask] = stats.teacher_prob.to(agreement_out.device)
-        agreement_out[1][mask] = stats.agreement.to(agreement_out.device)
-    entropy_out[mask] = stats.entropy
+        rows = index.to(agreement_out.device)
+        agreement_out[0].view(-1).index_copy_(0, rows, stats.teacher_prob.to(agreement_out.device))
+        agreement_out[1].view(-1).index_copy_(0, rows, stats.agreement.to(agreement_out.device))
+    entropy_out = _scatter(stats.entropy, index, (batch, length))
     return kl_out, entropy_out
+
+
+def _scatter(values: torch.Tensor, index: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """[B, T] float32 zeros with ``values`` [M] at the flat positions ``index`` [M]."""
+    out = torch.zeros(shape, dtype=torch.float32, device=values.device)
+    return out.view(-1).index_copy_(0, index, values).view(shape)
 
 
 class HeadStatistics(NamedTuple):
     """Per-row statistics of `lm_head_statistics`, every tensor [N] float32 (None when not asked for)."""
 
-    log_z: torch.Tensor
-    """logsumexp of the student's logits z_S (after logit scale, soft-cap and temperature): log pS(v) = z_S(v) - log_z."""
+    log_z: torch.Tensor | None
+    """logsumexp of the student's logits z_S (after logit scale, soft-cap and temperature): log pS(v) = z_S(v) - log_z;
+    None with `log_partition=False`."""
     entropy: torch.Tensor
     """full-vocabulary student entropy."""
     target_log_prob: torch.Tensor | None
@@ -205,6 +216,7 @@ def lm_head_statistics(
     teacher_lm_head_bias: torch.Tensor | None = None,
     log_ratio: bool = False,
     agreement: bool = False,
+    log_partition: bool = True,
 ) -> HeadStatistics:
     """The student's log-partition, entropy and target log-probability, and the reverse KL to the teacher, per row.
 
@@ -224,6 +236,7 @@ def lm_head_statistics(
             ``teacher_rows`` and ``targets``); it reads the logits the KL reads, at one gather per row.
         agreement: also give ``teacher_prob`` and ``agreement`` (needs ``teacher_rows``, ``targets`` and
             ``divergence="full"``), at one more dot per row.
+        log_partition: give ``log_z`` (a caller that needs only the divergence and entropy saves its operators).
 
     Returns:
         HeadStatistics of [N] float32 tensors.
@@ -231,16 +244,24 @@ def lm_head_statistics(
     rows, vocab = student_rows.shape[0], lm_head_weight.shape[0]
     device = student_rows.device
     pair = teacher_rows is not None
-    log_z = torch.empty(rows, dtype=torch.float32, device=device)
-    entropy = torch.empty_like(log_z)
-    target_log_prob = torch.empty_like(log_z) if targets is not None else None
-    kl = torch.empty_like(log_z) if pair else None
-    ratio = torch.empty_like(log_z) if log_ratio and pair and targets is not None else None
+    with_ratio = log_ratio and pair and targets is not None
     agree = agreement and pair and targets is not None and divergence == "full"
-    teacher_prob = torch.empty_like(log_z) if agree else None
-    expected = torch.empty_like(log_z) if agree else None
+    # Each chunk's [n] results are kept and joined once at the end (one `cat` per output, not a slice and a copy
+    # per chunk and output: fewer operators, hence less host time per chunk on a GPU).
+    names = ["entropy"] + (["log_z"] if log_partition else []) + (["target_log_prob"] if targets is not None else [])
+    names += ["kl"] if pair else []
+    names += (["log_ratio"] if with_ratio else []) + (["teacher_prob", "agreement"] if agree else [])
+    parts: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+
+    def result() -> HeadStatistics:
+        joined = {
+            name: torch.cat(chunks) if chunks else torch.empty(0, dtype=torch.float32, device=device)
+            for name, chunks in parts.items()
+        }
+        return HeadStatistics(**{field: joined.get(field) for field in HeadStatistics._fields})
+
     if rows == 0:
-        return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio, teacher_prob, expected)
+        return result()
 
     # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32), never a [chunk, V]
     # tensor. With soft-capping only s goes in there, since the tanh comes before 1 / tau; the cap is then applied in
@@ -289,18 +310,20 @@ def lm_head_statistics(
         es = torch.exp(zs, out=exp_buf[:n])  # unnormalized pS = es / ss
         ss = es.sum(dim=-1)
         lse_s = ss.log()  # logsumexp(zs)
-        log_z[span] = peak[:n, 0] + lse_s
-        y = None
+        if log_partition:
+            parts["log_z"].append(peak[:n, 0] + lse_s)
+        y = chunk_target_log_prob = None
         if targets is not None:
             y = targets[span].unsqueeze(-1)
-            target_log_prob[span] = zs.gather(-1, y).squeeze(-1) - lse_s
+            chunk_target_log_prob = zs.gather(-1, y).squeeze(-1) - lse_s
+            parts["target_log_prob"].append(chunk_target_log_prob)
         # H = lse(zS) - <pS, zS>, on the shifted logits; zs is not read again after this dot in "full".
         dot_ss = _row_dot(es, zs, spare=zs if full or not pair else None)
-        entropy[span] = lse_s - dot_ss / ss
+        parts["entropy"].append(lse_s - dot_ss / ss)
         if not pair:
             continue
         zt = z[n:]
-        zt_y = zt.gather(-1, y).squeeze(-1) if ratio is not None or agree else None  # before zt is overwritten
+        zt_y = zt.gather(-1, y).squeeze(-1) if with_ratio or agree else None  # before zt is overwritten
         if full:
             # KL(pS || pT) = <pS, zS - zT> - lse(zS) + lse(zT); zt is exponentiated in place once its dot is taken.
             cross = (dot_ss - _row_dot(es, zt, spare=None if agree else es)) / ss  # es is read again for <pS, pT>
@@ -308,8 +331,8 @@ def lm_head_statistics(
             lse_t = st.log()
             chunk_kl = cross - (lse_s - lse_t)
             if agree:  # <pS, pT> = <es, exp(zt)> / (ss * st); exp(zt) is in zt now
-                expected[span] = _row_dot(es, zt, spare=zt) / (ss * st)
-                teacher_prob[span] = (zt_y - lse_t).exp()
+                parts["agreement"].append(_row_dot(es, zt, spare=zt) / (ss * st))
+                parts["teacher_prob"].append((zt_y - lse_t).exp())
         elif divergence == "topk":
             support = zs.topk(min(top_k, vocab), dim=-1).indices
             log_ps_k = zs.gather(-1, support)
@@ -317,17 +340,17 @@ def lm_head_statistics(
             log_ps_k = log_ps_k - log_ps_k.logsumexp(dim=-1, keepdim=True)
             log_pt_k = log_pt_k - log_pt_k.logsumexp(dim=-1, keepdim=True)
             chunk_kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
-            lse_t = zt.logsumexp(dim=-1) if ratio is not None else None
+            lse_t = zt.logsumexp(dim=-1) if with_ratio else None
         else:
             # log pS(y) - log pT(y) = (zs_y - lse(zs)) - (zt_y - lse(zt)).
             delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
             lse_t = zt.exp_().sum(dim=-1).log_()
             chunk_kl = delta - (lse_s - lse_t)
-        if ratio is not None:
-            ratio[span] = (zt_y - lse_t) - target_log_prob[span]
+        if with_ratio:
+            parts["log_ratio"].append((zt_y - lse_t) - chunk_target_log_prob)
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
-        kl[span] = chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0)
-    return HeadStatistics(log_z, entropy, target_log_prob, kl, ratio, teacher_prob, expected)
+        parts["kl"].append(chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0))
+    return result()
 
 
 def _lm_head(

@@ -180,13 +180,12 @@ def segment_signal(
         raise ValueError(f"onset_min_kl must be >= 0; got {onset_min_kl}.")
 
     device = kl.device
-    mask = mask.detach().to("cpu", torch.bool)
-    kl = kl.detach().to("cpu", torch.float32)
+    kl, entropy, mask, turn_starts = _to_host(kl, entropy, mask, turn_starts)
     inputs = SegmentInputs(
         dn=_normalize(kl, mask, normalize),
-        hn=_normalize(entropy.detach().to("cpu", torch.float32), mask, normalize),
+        hn=_normalize(entropy, mask, normalize),
         mask=mask,
-        new_turn=_new_turn_flags(mask, None if turn_starts is None else turn_starts.detach().to("cpu", torch.bool)),
+        new_turn=_new_turn_flags(mask, turn_starts),
         onset_threshold=onset_threshold,
         entropy_threshold=entropy_threshold,
         fixed_segment_len=fixed_segment_len,
@@ -199,6 +198,33 @@ def segment_signal(
         signal = signal.masked_fill(quiet, 0.0)
         segment_ids = segment_ids.masked_fill(quiet, -1)
     return signal.to(device), segment_ids.to(device)
+
+
+def _to_host(kl, entropy, mask, turn_starts):
+    """The segmenters' inputs on the CPU: kl and entropy float32, mask and turn_starts bool (None stays None).
+
+    From another device they come over in one copy (`_stacked_to_host`: one host-device synchronization, not one
+    per tensor).
+    """
+    tensors = [kl, entropy, mask] + ([] if turn_starts is None else [turn_starts])
+    if any(t.device.type != "cpu" for t in tensors) and len({t.device for t in tensors}) == 1:
+        kl, entropy, mask, *turns = _stacked_to_host(tensors[:2], tensors[2:])
+        return kl, entropy, mask, turns[0] if turns else None
+    return (
+        kl.detach().to("cpu", torch.float32),
+        entropy.detach().to("cpu", torch.float32),
+        mask.detach().to("cpu", torch.bool),
+        None if turn_starts is None else turn_starts.detach().to("cpu", torch.bool),
+    )
+
+
+def _stacked_to_host(values: list[torch.Tensor], flags: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``values`` as float32 and ``flags`` as bool, on the CPU, by one copy of one stacked [k, B, T] float32 tensor:
+    the flags go in as 0/1 after their own cast to bool, so every element arrives as the per-tensor casts
+    (``.to("cpu", torch.float32)``, ``.to("cpu", torch.bool)``) would give it."""
+    stacked = [t.detach().to(torch.float32) for t in values] + [t.detach().to(torch.bool).float() for t in flags]
+    host = list(torch.stack(stacked).to("cpu").unbind())
+    return host[: len(values)] + [t.to(torch.bool) for t in host[len(values) :]]
 
 
 def below_noise_floor(kl: torch.Tensor, mask: torch.Tensor, onset_min_kl: float) -> torch.Tensor:
@@ -277,10 +303,11 @@ def _group_max(values: torch.Tensor, segment_ids: torch.Tensor) -> torch.Tensor:
     """Replace each in-segment value by its segment's max; [B, T] float32, 0 outside."""
     batch, length = values.shape
     inside = segment_ids >= 0
-    # One slot per (row, segment); ids never exceed T - 1.
-    slot = (torch.arange(batch).unsqueeze(1) * length + segment_ids.clamp_min(0)).flatten()
-    maxima = torch.full((batch * length,), float("-inf"))
-    maxima.scatter_reduce_(0, slot[inside.flatten()], values.flatten()[inside.flatten()], reduce="amax")
+    # One slot per (row, segment); ids never exceed T - 1. A token outside segments lands in its row's slot 0 with
+    # -inf, which leaves that slot's max as it is (no boolean selection: nothing waits for a device).
+    slot = (torch.arange(batch, device=values.device).unsqueeze(1) * length + segment_ids.clamp_min(0)).flatten()
+    maxima = torch.full((batch * length,), float("-inf"), device=values.device)
+    maxima.scatter_reduce_(0, slot, torch.where(inside, values, float("-inf")).flatten(), reduce="amax")
     return torch.where(inside, maxima[slot].view(batch, length), 0.0)
 
 
@@ -317,7 +344,8 @@ def _segments_between_breaks(inputs: SegmentInputs, breaks: torch.Tensor) -> tup
     slot = torch.arange(batch).unsqueeze(1) * (length + 1) + region  # one slot per (row, region)
     positions = torch.arange(length).expand(batch, length)
     first_onset = torch.full((batch * (length + 1),), length)
-    first_onset.scatter_reduce_(0, slot[onset], positions[onset], reduce="amin")
+    # Every token scatters, a non-onset as `length` (no onset), which leaves the minimum as it is.
+    first_onset.scatter_reduce_(0, slot.flatten(), torch.where(onset, positions, length).flatten(), reduce="amin")
     start = first_onset[slot]  # [B, T]: the first onset of each token's region (length if none)
     inside = inputs.mask & (positions >= start)
     anchor = inputs.dn.gather(1, start.clamp_max(length - 1))

@@ -127,9 +127,10 @@ def _step_means(weights: torch.Tensor, mask_f: torch.Tensor, step_index: torch.T
     """[B, T]: at each position, the mean of ``weights`` over the masked tokens of its step (``step_index``, -1
     outside steps, where the value is irrelevant: the weight there is 0)."""
     index = step_index.clamp_min(0)
-    num_steps = int(index.max().item()) + 1 if index.numel() else 1
-    sums = weights.new_zeros(weights.shape[0], num_steps).scatter_add(1, index, weights * mask_f)
-    counts = weights.new_zeros(weights.shape[0], num_steps).scatter_add(1, index, mask_f)
+    # A row has at most T steps: T slots a row need no count of them first (no `.item()`, no wait for a device).
+    slots = max(weights.shape[1], 1)
+    sums = weights.new_zeros(weights.shape[0], slots).scatter_add(1, index, weights * mask_f)
+    counts = weights.new_zeros(weights.shape[0], slots).scatter_add(1, index, mask_f)
     return (sums / counts.clamp_min(1)).gather(1, index)
 
 

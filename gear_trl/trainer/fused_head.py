@@ -19,7 +19,7 @@ fixed by the device, the dtypes and TRL's code, never by a batch's data, so all 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import trl.trainer.utils as trl_utils
@@ -54,6 +54,7 @@ class FusedDivergence:
     log_ratio: torch.Tensor | None = None
     agreement: torch.Tensor | None = None
     skipped: str | None = None
+    _positions: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
 
     def unsupported(self, hidden: torch.Tensor, weight: torch.Tensor, outputs) -> str | None:
         """Why this forward cannot compute the divergence with TRL's log-probabilities, or None if it can."""
@@ -80,8 +81,19 @@ class FusedDivergence:
         flattened, where completion token t of row i is predicted at column L - 1 - T + t."""
         batch, length = self.mask.shape
         columns = total // batch
-        i, t = self.mask.nonzero(as_tuple=True)
+        i, t = self.positions()
         return i * columns + (columns - length) + t
+
+    def positions(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mask's positions, ([M] rows, [M] columns) in row-major order, found once (one host-device
+        synchronization) and read by every gather and scatter of the forward."""
+        if self._positions is None:
+            self._positions = self.mask.nonzero(as_tuple=True)
+        return self._positions
+
+    def scatter(self, values: torch.Tensor, out: torch.Tensor) -> None:
+        """Write [M] `values` at the mask's positions of `out` [B, T] (as `out[mask] = values`)."""
+        out[self.positions()] = values
 
 
 class _LogProbsWithDivergence(torch.autograd.Function):
@@ -120,7 +132,7 @@ class _LogProbsWithDivergence(torch.autograd.Function):
         paired = lm_head_statistics(
             states[scored],
             weight,
-            teacher_rows=request.teacher_hidden[request.mask],
+            teacher_rows=request.teacher_hidden[request.positions()],
             targets=targets[scored],
             log_ratio=request.with_log_ratio,
             agreement=request.with_agreement,
@@ -136,15 +148,15 @@ class _LogProbsWithDivergence(torch.autograd.Function):
             log_probs[index] = stats.target_log_prob
         request.kl = torch.zeros(request.mask.shape, dtype=torch.float32, device=hidden.device)
         request.entropy = torch.zeros_like(request.kl)
-        request.kl[request.mask] = paired.kl
-        request.entropy[request.mask] = paired.entropy
+        request.scatter(paired.kl, request.kl)
+        request.scatter(paired.entropy, request.entropy)
         if request.with_log_ratio:
             request.log_ratio = torch.zeros_like(request.kl)
-            request.log_ratio[request.mask] = paired.log_ratio
+            request.scatter(paired.log_ratio, request.log_ratio)
         if request.with_agreement:
             request.agreement = torch.zeros((2, *request.mask.shape), dtype=torch.float32, device=hidden.device)
-            request.agreement[0][request.mask] = paired.teacher_prob
-            request.agreement[1][request.mask] = paired.agreement
+            request.scatter(paired.teacher_prob, request.agreement[0])
+            request.scatter(paired.agreement, request.agreement[1])
 
         # What TRL's backward reads (`ChunkedLogProbFunction.forward` saves the same).
         ctx.save_for_backward(hidden, weight, bias, targets, log_z, entropy if "entropy" in outputs else log_z)
