@@ -36,32 +36,38 @@ class GearMetricsMixin:
         m = mask.float()
         num_segments = (segment_ids.max(dim=1).values + 1).clamp(min=0).sum()
         in_segment = ((segment_ids >= 0) & mask).sum()
-        w = weights[mask]
+        # No boolean indexing and no `.item()` here: selections are masked sums and maxima, so the only host-device
+        # waits of this method are the two copies of the reduced tensors below (bench/host_cost.py counts them).
+        w_masked = torch.where(mask, weights, 0.0)
         # The teacher controls (Teacher.control_kl): per-row KL sums without a reference and with a wrong one, and
         # the largest KL without a reference.
         if control is None:
             control = torch.full((kl.size(0), 3), float("nan"), device=device)
         floor_rows, wrong_rows = ~control[:, 0].isnan(), ~control[:, 1].isnan() & has_truth
         row_kl, row_tokens = (kl * m).sum(dim=1), m.sum(dim=1)
+
+        def rows_sum(values, rows):  # values[rows].sum(), without a boolean selection
+            return torch.where(rows, values, 0.0).sum()
+
         sums = torch.stack(
             [
                 (kl * m).sum(),
                 m.sum(),
                 num_segments.float(),
                 in_segment.float(),
-                w.sum(),
-                (w * w).sum(),
+                w_masked.sum(),
+                (w_masked * w_masked).sum(),
                 has_truth.numel() - has_truth.float().sum(),
                 truncated.float().sum(),
                 torch.tensor(float(has_truth.numel()), device=device),
                 shared.float().sum(),
                 # the noise floor: KL of rows whose teacher prompt is the student's, and rows below onset_min_kl
-                (kl * m * ~has_truth[:, None]).sum() + control[floor_rows, 0].sum(),
-                (m * ~has_truth[:, None]).sum() + row_tokens[floor_rows].sum(),
+                (kl * m * ~has_truth[:, None]).sum() + rows_sum(control[:, 0], floor_rows),
+                (m * ~has_truth[:, None]).sum() + rows_sum(row_tokens, floor_rows),
                 trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
                 # the wrong-reference control: its KL and the same rows' own-reference KL
-                control[wrong_rows, 1].sum(),
-                row_kl[wrong_rows].sum(),
+                rows_sum(control[:, 1], wrong_rows),
+                rows_sum(row_kl, wrong_rows),
                 # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
                 self._failed_prefix_tokens(trace),
                 # distillation_weight: the distillation term's share of the loss's advantage mass
@@ -89,43 +95,52 @@ class GearMetricsMixin:
             ]
         )
         big = torch.finfo(torch.float32).max
+        sentinel = torch.full((1,), -big, device=device)
+
+        def masked_max(values, keep):  # values[keep].max(), or -big where nothing is kept
+            return torch.cat([torch.where(keep, values, -big).flatten(), sentinel]).max()
+
+        any_token = mask.any()
         # rows without a reference and the control rows shown the student's prompt: a step whose floor is only the
         # control rows' still has a largest floor KL (the sentinel -big is for a rank with neither)
-        floor_kl = torch.cat([kl[mask & ~has_truth[:, None]], control[floor_rows, 2].nan_to_num(nan=-big)])
+        floor_kl_max = torch.maximum(
+            masked_max(kl, mask & ~has_truth[:, None]), masked_max(control[:, 2].nan_to_num(nan=-big), floor_rows)
+        )
         extremes = torch.stack(
             [
-                kl[mask].max() if w.numel() else torch.tensor(0.0, device=device),
-                w.max() if w.numel() else torch.tensor(-big, device=device),
-                -w.min() if w.numel() else torch.tensor(-big, device=device),
-                floor_kl.max() if floor_kl.numel() else torch.tensor(-big, device=device),
+                torch.where(any_token, masked_max(kl, mask), 0.0),
+                masked_max(weights, mask),
+                masked_max(-weights, mask),
+                floor_kl_max,
             ]
         )
         sums = self.accelerator.reduce(sums, reduction="sum")
         extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
-        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = sums[:10].tolist()
-        floor_kl_sum, floor_tokens, n_below, wrong_kl, right_kl, n_prefix = sums[10:16].tolist()
-        distill_mass, advantage_mass = sums[16:18].tolist()
-        contrast = sums[18 : 18 + len(CONTRAST_SUMS)]
-        n_supported, n_onsets, *own = sums[18 + len(CONTRAST_SUMS) :].tolist()
+        reduced, (kl_max, w_max, neg_w_min, floor_kl_max) = sums.tolist(), extremes.tolist()  # the two host copies
+        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = reduced[:10]
+        floor_kl_sum, floor_tokens, n_below, wrong_kl, right_kl, n_prefix = reduced[10:16]
+        distill_mass, advantage_mass = reduced[16:18]
+        contrast = reduced[18 : 18 + len(CONTRAST_SUMS)]
+        n_supported, n_onsets, *own = reduced[18 + len(CONTRAST_SUMS) :]
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {
             "kl_mean": kl_sum / tokens_,
-            "kl_max": extremes[0].item(),
+            "kl_max": kl_max,
             "onset_rate": segments / tokens_,
             "segment_len_mean": in_seg / max(segments, 1.0),
             "in_segment_frac": in_seg / tokens_,
             "weight_mean": w_mean,
             "weight_std": max(w_sq / tokens_ - w_mean**2, 0.0) ** 0.5,
-            "weight_min": -extremes[2].item() if tokens else 0.0,
-            "weight_max": extremes[1].item() if tokens else 0.0,
+            "weight_min": -neg_w_min if tokens else 0.0,
+            "weight_max": w_max if tokens else 0.0,
             "no_ground_truth_frac": no_truth / max(rows, 1.0),
             "teacher_truncated_frac": n_truncated / max(rows, 1.0),
             "teacher_prefix_shared_frac": n_shared / max(rows, 1.0),
             # NaN (left out of the interval's mean) in a step without such rows
             "kl_floor": floor_kl_sum / floor_tokens if floor_tokens else float("nan"),
             # the largest of those rows' per-row largest KLs, against which `onset_min_kl` is set
-            "kl_floor_max": extremes[3].item() if floor_tokens else float("nan"),
+            "kl_floor_max": floor_kl_max if floor_tokens else float("nan"),
             "below_floor_frac": n_below / max(rows - no_truth, 1.0),
         }
         # Undefined ratios (no failed or no passed rollout in the step) go in as NaN, which TRL's `log` leaves out of
@@ -141,7 +156,7 @@ class GearMetricsMixin:
         if self.args.distillation_weight > 0:  # NaN in a step whose advantages are all 0 on rows with a teacher
             metrics["distill_share"] = distill_mass / advantage_mass if advantage_mass > 0 else float("nan")
         if self.args.credit_mode.prefix_weights:
-            n_failed = contrast[CONTRAST_SUMS.index("tokens_failed")].item()
+            n_failed = contrast[CONTRAST_SUMS.index("tokens_failed")]
             metrics["failed_prefix_frac"] = n_prefix / n_failed if n_failed else float("nan")
         for name, value in failure_contrast(contrast).items():
             metrics[name] = float("nan") if value is None else value
