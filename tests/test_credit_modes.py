@@ -21,7 +21,7 @@ from gear_trl.credit.modes import (
     credit_mode,
     register_credit_mode,
 )
-from gear_trl.trainer.teacher_kinds import TeacherKind, register_teacher_kind, teacher_kind
+from gear_trl.teacher.kinds import TeacherKind, register_teacher_kind, teacher_kind
 from tests.utils import TINY, make_trainer, tiny_args
 
 

@@ -1,6 +1,6 @@
 """`GEARTrainer`: TRL's GRPOTrainer with GEAR's per-token advantage weights.
 
-Glue only: the mathematics lives in `gear_trl.credit`, teacher prompts in `gear_trl.data.teacher`. After GRPO has generated
+Glue only: the mathematics lives in `gear_trl.credit`, the teacher in `gear_trl.teacher`. After GRPO has generated
 and scored a batch, the trainer
 
 1. builds teacher prompts (the prompt with the ground truth in it) and appends the same completion tokens,
@@ -40,10 +40,12 @@ from ..credit import (
 )
 from ..credit.gigpo import gigpo_token_advantages, step_index_from_mask
 from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
-from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from ..rewards.guard import guard_reward_func
+from ..teacher.kinds import teacher_kind
+from ..teacher.prompts import final_observation, suffix_attention_bias
+from ..teacher.teacher import HostParts, Teacher, copy_initial_adapter
 from .callbacks import CreditReportCallback, DistillationMonitor
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
 from .devices import check_single_device
@@ -71,8 +73,6 @@ from .model_parts import (
 )
 from .preflight import check_trackers, reward_parameter_problems
 from .step_metrics import StepMetrics
-from .teacher import Teacher, TeacherHost, copy_initial_adapter
-from .teacher_kinds import teacher_kind
 
 logger = logging.getLogger(__name__)
 
@@ -185,8 +185,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         self._warned_unscorable = False
         if args.uses_teacher:  # a model TRL spread over several GPUs (gear_trl/trainer/devices.py)
             check_single_device(self.model, args.credit)
-        # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
-        self.teacher = Teacher(self._teacher_host()) if args.uses_teacher else None
+        # The teacher's weights, prompts and pass (gear_trl/teacher/teacher.py); None when no mode reads it.
+        self.teacher = Teacher(self) if args.uses_teacher else None
         if args.uses_teacher:
             # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
             # run in training mode: with dropout on they would see different random networks, and the KL between
@@ -236,19 +236,12 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             return output
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
-        kinds = ["ground truth"] * len(inputs)
-        if self.args.teacher_reads_siblings:
-            looks = [self.args.teacher_reference == "sibling" or not has_ground_truth(t) for t in ground_truths]
-            ground_truths = self.teacher.sibling_references(
-                mode, ground_truths, record.completions, record.rewards_per_func
-            )
-            kinds = [
-                kind if not look else "successful sibling" if shown is not None else "none (no sibling)"
-                for kind, look, shown in zip(kinds, looks, ground_truths, strict=True)
-            ]
-        # what each row's teacher was shown, for the credit reports: inspect reads it here, the callback from the
-        # batch (a list, which TRL's split and shuffle carry with the rows as they do the tensors)
-        self.last_teacher_references = list(zip(kinds, ground_truths, strict=True))
+        # what each row's teacher is shown (its ground truth or a sibling's answer), for the credit reports: inspect
+        # reads it here, the callback from the batch (a list, which TRL's split and shuffle carry with the rows)
+        self.last_teacher_references = self.teacher.references(
+            mode, ground_truths, record.completions, record.rewards_per_func
+        )
+        ground_truths = [reference for _, reference in self.last_teacher_references]
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         solutions = None
         if self.args.teacher_reference == "solution":
@@ -388,35 +381,44 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 self._metrics["train"][name].append(value)
         return super().log(logs, start_time)
 
-    def _teacher_host(self) -> TeacherHost:
-        """What the teacher reads of this trainer, named (`gear_trl.trainer.teacher.TeacherHost`). The methods are looked
-        up at each call, so a subclass's or a test's replacement of one on the trainer is what the teacher calls."""
+    # ----------------------------------------------------------------------------------------------------------------
+    # The teacher's host (`gear_trl.teacher.teacher.TeacherHost`): what the teacher reads of this trainer. Each method
+    # looks up the trainer's own at the call, so a subclass's or a test's replacement of one is what the teacher calls.
 
-        def use_teacher_backbone(on: bool) -> None:
-            self._backbone_of_teacher = on
-
-        return TeacherHost(
-            args=self.args,
-            accelerator=self.accelerator,
-            policy=lambda: self.model,
+    def teacher_parts(self) -> HostParts:
+        return HostParts(
+            policy=self.model,
+            causal_lm=self._causal_lm(),
             ref_model=self.ref_model,
             tokenizer=self._tokenizer,
             processing_class=self.processing_class,
             chat_template=self.chat_template,
             quantization_config=self._quantization_config,
             is_deepspeed_enabled=self.is_deepspeed_enabled,
-            metrics=lambda: self._metrics,
-            tokenize_prompt=lambda *a, **k: self._tokenize_prompt(*a, **k),
-            backbone_states=lambda *a, **k: self._backbone_states(*a, **k),
-            final_hidden=lambda *a, **k: self._final_hidden(*a, **k),
-            divergence=lambda *a, **k: self._divergence(*a, **k),
-            causal_lm=lambda *a, **k: self._causal_lm(*a, **k),
-            use_teacher_backbone=use_teacher_backbone,
-            group_size=lambda mode: self.num_generations if mode == "train" else self.num_generations_eval,
-            reward_weights=lambda: self.reward_weights,
-            add_callback=self.add_callback,
-            resume_checkpoint=lambda: getattr(self, "_gear_resume_from", None),
+            reward_weights=self.reward_weights,
+            resume_checkpoint=getattr(self, "_gear_resume_from", None),
         )
+
+    def tokenize_prompt(self, prompt, tools=None) -> list[int]:
+        return self._tokenize_prompt(prompt, tools)
+
+    def backbone_states(self, input_ids, attention_mask, position_ids=None, cache=None, after_cache=False):
+        return self._backbone_states(input_ids, attention_mask, position_ids, cache, after_cache)
+
+    def final_hidden(self, input_ids, attention_mask, keep: int) -> torch.Tensor:
+        return self._final_hidden(input_ids, attention_mask, keep)
+
+    def divergence(self, batch, student_hidden) -> tuple:
+        return self._divergence(batch, student_hidden)
+
+    def use_teacher_backbone(self, on: bool) -> None:
+        self._backbone_of_teacher = on
+
+    def group_size(self, mode: str) -> int:
+        return self.num_generations if mode == "train" else self.num_generations_eval
+
+    def log_teacher_metric(self, mode: str, name: str, value: float) -> None:
+        self._metrics[mode][name].append(value)
 
     def _grpo_runs_student_pass(self) -> bool:
         """Whether GRPOTrainer computes old log-probs with a no-grad pass of the policy (its own condition)."""
