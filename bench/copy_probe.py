@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from data.scripts.make_calc_tools_data import conversation, reference_format, teacher_messages
-    from gear_trl.data.teacher import tool_calls_text, training_chat_template
+    from gear_trl.teacher.prompts import tool_calls_text, training_chat_template
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)

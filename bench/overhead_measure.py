@@ -307,7 +307,7 @@ def _instrument(trainer, kind: str):
         _wrap(trainer, "_final_hidden", ("teacher", "teacher_backbone"))
         _wrap(trainer, "_backbone_states", ("teacher", "teacher_backbone"))
         _wrap(trainer, "_teacher_prompts", "teacher_prompts")
-        teacher = getattr(trainer, "teacher", None)  # gear_trl/trainer/teacher.py, after the teacher got its module
+        teacher = getattr(trainer, "teacher", None)  # gear_trl/teacher/teacher.py, after the teacher got its module
         if teacher is not None:
             _wrap(teacher, "hidden", "teacher")
             _wrap(teacher, "prompts", "teacher_prompts")

@@ -52,7 +52,7 @@ def sdpo_templates() -> dict[str, str]:
 def prompts_for(row: dict, templates: dict[str, str]) -> dict[str, list[dict]]:
     """The four prompts of one problem, conversational, as the trainers build them."""
     from gear_trl.data.math_tasks import GENERIC
-    from gear_trl.data.teacher import teacher_prompt
+    from gear_trl.teacher.prompts import teacher_prompt
     from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE
 
     student = GENERIC(row)["prompt"]  # the prompt the trainer builds (`dataset_format: generic`), one user turn

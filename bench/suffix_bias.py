@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 from transformers import AutoModelForCausalLM
 from transformers.cache_utils import DynamicCache
 
-from gear_trl.data.teacher import suffix_attention_bias
+from gear_trl.teacher.prompts import suffix_attention_bias
 
 RANDOM_4B = "qwen3-4b-random"
 

@@ -121,7 +121,7 @@ def credit_modes() -> str:
 
 def teacher_kinds() -> str:
     """The teacher-kind registry as a table."""
-    from gear_trl.trainer.teacher_kinds import _REGISTRY
+    from gear_trl.teacher.kinds import _REGISTRY
 
     lines = ["| `teacher` | weights it reads | its options | what it is |", "|---|---|---|---|"]
     for kind in _REGISTRY.values():

@@ -16,7 +16,7 @@ from datasets import load_dataset
 from transformers import AutoTokenizer
 
 from gear_trl.data import prepare_dataset
-from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat_template
+from gear_trl.teacher.prompts import teacher_prompt, tool_calls_text, training_chat_template
 from gear_trl.envs import Calculator, get_environment_factory
 from gear_trl.rewards import get_reward_funcs
 from gear_trl.rewards.calculator import calculator_answer_reward, expected_answer

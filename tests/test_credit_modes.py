@@ -11,10 +11,17 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from gear_trl import GEARConfig
-from gear_trl.credit import modes
+from gear_trl.credit import assign_credit, distill_advantages, modes
 from gear_trl.credit.divergence import SIGNED_LOG_RATIO
-from gear_trl.credit.modes import CreditInputs, CreditMode, credit_mode, register_credit_mode
-from gear_trl.trainer.teacher_kinds import TeacherKind, register_teacher_kind, teacher_kind
+from gear_trl.credit.modes import (
+    CreditInputs,
+    CreditMode,
+    Distillation,
+    DistillationTerm,
+    credit_mode,
+    register_credit_mode,
+)
+from gear_trl.teacher.kinds import TeacherKind, register_teacher_kind, teacher_kind
 from tests.utils import TINY, make_trainer, tiny_args
 
 
@@ -29,7 +36,7 @@ def inputs(kl, base, mask=None, **config):
         log_ratio=None,
         mask=mask,
         base=torch.tensor(base, dtype=torch.float32),
-        config=SimpleNamespace(**{**defaults, **config}),
+        options=SimpleNamespace(**{**defaults, **config}),
     )
 
 
@@ -116,6 +123,76 @@ def test_a_new_credit_mode_is_one_record_and_one_function(tmp_path):
         assert trainer.state.global_step == 2
     finally:
         modes._REGISTRY.pop("last-token")
+
+
+def pull_toward_teacher(inputs: CreditInputs, advantages, rows) -> DistillationTerm:
+    """A distillation-like term of a mode's own: minus the divergence, weight 0.25 on the rows offered."""
+    return DistillationTerm(dense=-inputs.kl.float(), rows=rows, weight=0.25)
+
+
+def test_assign_credit_blends_a_modes_own_term_by_hand():
+    """Two rows, one with a teacher: `none`'s weights 1, the fallback on row 1, then the mode's own term
+    (1 - 0.25) * A + 0.25 * (-kl) on row 0's model tokens only (row 1 has no teacher; token 2 of row 0 is padding)."""
+    seen = {}
+
+    def term(inputs, advantages, rows):
+        seen["options"] = vars(inputs.options)
+        return pull_toward_teacher(inputs, advantages, rows)
+
+    mode = CreditMode("by-hand", modes.uniform, distillation=Distillation(term, options=("weight_alpha",)))
+    settings = SimpleNamespace(weight_alpha=2.0, onset_min_kl=0.0, rlsd_eps=0.2)
+    kl = torch.tensor([[0.4, 0.8, 0.0], [1.0, 1.0, 1.0]])
+    trace = assign_credit(
+        mode,
+        settings,
+        CreditInputs(kl=kl, entropy=torch.zeros_like(kl), log_ratio=None,
+                     mask=torch.tensor([[True, True, False], [True, True, True]]), base=torch.tensor([1.0, -1.0])),
+        has_truth=torch.tensor([True, False]),
+    )  # fmt: skip
+    assert seen["options"] == {"weight_alpha": 2.0}  # only what the term declared, not the whole settings
+    assert trace.weights.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
+    torch.testing.assert_close(trace.distilled, torch.tensor([[0.75 - 0.1, 0.75 - 0.2, 0.0], [-1.0, -1.0, -1.0]]))
+    assert trace.distill_rows.tolist() == [True, False]
+    with pytest.raises(AttributeError, match="'onset_min_kl' was not declared"):
+        _ = modes.declared_options(("weight_alpha",), settings).onset_min_kl
+
+
+def test_a_mode_with_its_own_distillation_term_is_one_record(tmp_path):
+    """A mode with a distillation-like term of its own (one record: a function and a `Distillation`): its compute
+    receives only its declared options, the term only its own, and the loss's advantages are the term's blend."""
+    from tests.credit_plugin import last_token
+    from tests.test_trainer import first_batch, generate
+
+    received = []
+
+    def compute(inputs):
+        received.append(set(vars(inputs.options)))
+        return last_token(inputs)
+
+    def term(inputs, advantages, rows):
+        received.append(set(vars(inputs.options)))
+        return pull_toward_teacher(inputs, advantages, rows)
+
+    register_credit_mode(
+        CreditMode("last-token-pull", compute, reads=("weight_alpha",), distillation=Distillation(term, ("normalize",)))
+    )
+    try:
+        trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, credit="last-token-pull"))
+        batch = generate(trainer, first_batch(trainer))
+        trace = trainer.compute_credit(dict(batch))
+        assert received[:2] == [{"weight_alpha"}, {"normalize"}]
+        rows = batch["gear_has_truth"] & batch["gear_scorable"]
+        assert torch.equal(trace.distill_rows, rows) and rows.any()
+        mask = trace.mask.bool()
+        want = distill_advantages(trace.advantages, -trace.kl, mask, 0.25, rows)
+        torch.testing.assert_close(trace.distilled, want)
+        assert not torch.allclose(trace.distilled, trace.advantages)
+        divergence = trainer._divergence(dict(batch), trainer._student_hidden_pass(dict(batch)))
+        torch.testing.assert_close(trainer._gear_advantages(dict(batch), divergence, "eval"), want)
+        trainer.train()
+        assert trainer.state.global_step == 2
+    finally:
+        modes._REGISTRY.pop("last-token-pull")
 
 
 @pytest.mark.slow

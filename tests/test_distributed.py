@@ -185,7 +185,7 @@ def test_ema_teacher_under_zero3_averages_each_ranks_shards_and_saves_whole_weig
     )
     from safetensors.torch import load_file
 
-    from gear_trl.trainer.teacher_weights import TEACHER_STATE_FILE
+    from gear_trl.teacher.weights import TEACHER_STATE_FILE
 
     theta = [load_file(Path("data/tiny-qwen3-arith/model.safetensors"))]
     teacher = [theta[0]]
@@ -229,7 +229,7 @@ def test_periodic_teacher_under_zero3_resyncs_each_ranks_shards_and_saves_whole_
     )
     from safetensors.torch import load_file
 
-    from gear_trl.trainer.teacher_weights import TEACHER_STATE_FILE
+    from gear_trl.teacher.weights import TEACHER_STATE_FILE
 
     theta = [load_file(Path("data/tiny-qwen3-arith/model.safetensors"))]
     teacher = [None]

@@ -315,7 +315,7 @@ def test_the_label_oracle_is_a_registered_credit_mode_running_the_arms_own_mode_
         log_ratio=None,
         mask=torch.tensor([MASK, MASK]),
         base=torch.tensor([-1.0, -0.5]),  # both failed: the second matches the reference, so nothing is located
-        config=types.SimpleNamespace(**fields),
+        options=types.SimpleNamespace(**fields),
         completion_ids=torch.tensor([[vocab.index(t) for t in row] for row in completions]),
         prompt_ids=torch.tensor([[vocab.index(PROMPT)]] * 2),
         tokenizer=Tokenizer(),

@@ -230,7 +230,7 @@ def horizon_inputs(base: list[float]):
         log_ratio=None,
         mask=mask,
         base=torch.tensor(base),
-        config=config(),
+        options=config(),
         completion_ids=completion_ids,
         prompt_ids=torch.tensor([tokenizer.encode([PROMPT])] * 2),
         tokenizer=tokenizer,

@@ -9,7 +9,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoTokenizer, TrainerCallback
 
-from gear_trl.trainer.teacher import prefix_sharing_supported
+from gear_trl.teacher.teacher import prefix_sharing_supported
 from tests.utils import TINY, make_trainer, tiny_args
 
 NOT_SHARED = [

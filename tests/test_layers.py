@@ -8,6 +8,7 @@ Layers, bottom to top (docs/design.md; each is a folder of the package, the entr
     credit        the mathematics: pure tensor functions
     tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
     reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
+    teacher       the teacher (gear_trl/teacher/): what it is shown, its kinds and weights, its pass, its probe
     trainer       GEARConfig, GEARTrainer and its callbacks, the Hub check, the package's public names
     entry points  `python -m gear_trl.train / evaluate / inspect_credit`, `gear-trl-table`, the evaluation package
                   (gear_trl/evaluation/: its command line, loops, pass@k, backends), gear_trl.testing (support for tests and
@@ -24,12 +25,13 @@ from pathlib import Path
 
 import pytest
 
-LAYERS = ("cli", "credit", "tasks", "reporting", "trainer", "entry points")
+LAYERS = ("cli", "credit", "tasks", "reporting", "teacher", "trainer", "entry points")
 
 PLACES = {
     # Subpackages are placed whole (the tree shows the layers); a top-level module on its own.
     "gear_trl.credit": "credit",
-    "gear_trl.data": "tasks",  # dataset adapters, and teacher prompts (data/teacher.py)
+    "gear_trl.data": "tasks",  # dataset adapters
+    "gear_trl.teacher": "teacher",  # what the teacher is shown, its kinds and weights, its pass and host, its probe
     "gear_trl.rewards": "tasks",
     "gear_trl.envs": "tasks",  # environments, and their rollouts on TRL's tool loop (envs/rollout.py)
     "gear_trl.cli": "cli",  # the user-input error type (errors.py), plug-ins by import path (plugins.py)

@@ -102,7 +102,7 @@ def test_the_fair_arm_shows_sdpos_teacher_gears_prompt_at_weight_one_half(tmp_pa
     from bench import credit_methods as study
     from bench.harness.sdpo import GEAR_WORDING
     from gear_trl.data.math_tasks import GENERIC
-    from gear_trl.data.teacher import teacher_prompt
+    from gear_trl.teacher.prompts import teacher_prompt
     from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE
 
     job = study.job_for("independent-k8", "sdpo-trl-fair-0.5", 0, tmp_path)

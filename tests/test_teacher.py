@@ -2,7 +2,7 @@
 
 from transformers import AutoTokenizer
 
-from gear_trl.data.teacher import ELLIPSIS, TeacherPromptBuilder, has_ground_truth, teacher_prompt
+from gear_trl.teacher.prompts import ELLIPSIS, TeacherPromptBuilder, has_ground_truth, teacher_prompt
 from gear_trl.trainer.gear_config import DEFAULT_MATH_TEACHER_TEMPLATE
 
 TEMPLATE = "\nReference: {ground_truth}"
@@ -77,7 +77,7 @@ def test_short_prompts_are_not_truncated():
 
 
 def test_tool_calls_are_written_as_the_chat_template_writes_them():
-    from gear_trl.data.teacher import tool_calls_text
+    from gear_trl.teacher.prompts import tool_calls_text
 
     tokenizer = AutoTokenizer.from_pretrained("data/tiny-qwen3")
     calls = [{"name": "cd", "arguments": {"folder": "docs"}}, {"name": "ls", "arguments": {}}]
@@ -121,7 +121,7 @@ def test_repeated_prompts_are_tokenized_once():
 
 
 def test_reference_solution_placeholder_falls_back_to_the_answer():
-    from gear_trl.data.teacher import teacher_hint
+    from gear_trl.teacher.prompts import teacher_hint
 
     template = "\nAnswer {ground_truth}; solution: {reference_solution}"
     assert teacher_hint(template, "7", "3 + 4 = 7") == "\nAnswer 7; solution: 3 + 4 = 7"
@@ -156,3 +156,40 @@ def test_solution_reference_switches_the_default_template_and_needs_the_placehol
         make(teacher_reference="solution", teacher_template="\nReference: {ground_truth}")
     with pytest.raises(ValueError, match="`teacher_reference` must be one of"):
         make(teacher_reference="steps")
+
+
+def test_the_trainer_is_the_teachers_host_and_the_old_module_paths_still_import():
+    """GEARTrainer implements every method of `TeacherHost` (the teacher's few named needs), and the teacher's modules'
+    old paths (gear_trl.trainer.teacher*, gear_trl.data.teacher) are the new modules, with a DeprecationWarning."""
+    import subprocess
+    import sys
+    import typing
+
+    from gear_trl import GEARTrainer
+    from gear_trl.teacher.teacher import TeacherHost
+
+    needs = [
+        name for name in TeacherHost.__dict__ if callable(getattr(TeacherHost, name)) and not name.startswith("_")
+    ]
+    assert len(needs) <= 10 and "teacher_parts" in needs
+    assert [name for name in needs if not callable(getattr(GEARTrainer, name, None))] == []
+    assert set(typing.get_type_hints(TeacherHost)) == {"args", "accelerator"}
+    script = """
+import importlib, warnings
+moved = {"gear_trl.trainer.teacher": "gear_trl.teacher.teacher", "gear_trl.trainer.teacher_kinds": "gear_trl.teacher.kinds",
+         "gear_trl.trainer.teacher_weights": "gear_trl.teacher.weights", "gear_trl.trainer.teacher_probe": "gear_trl.teacher.probe",
+         "gear_trl.data.teacher": "gear_trl.teacher.prompts"}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import gear_trl.train, gear_trl.evaluation.cli, gear_trl.inspect_credit  # internal imports: the new places
+assert not [w for w in caught if "moved to gear_trl.teacher" in str(w.message)], [str(w.message) for w in caught]
+for old, new in moved.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new), old
+    assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught), old
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from transformers import AutoTokenizer
 
-from gear_trl.data.teacher import MAX_FEEDBACK_CHARS, TeacherPromptBuilder, final_observation
+from gear_trl.teacher.prompts import MAX_FEEDBACK_CHARS, TeacherPromptBuilder, final_observation
 from tests.utils import TINY
 
 

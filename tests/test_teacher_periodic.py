@@ -9,8 +9,8 @@ from transformers import AutoModelForCausalLM
 
 from gear_trl import GEARConfig
 from gear_trl.credit import rlsd_lambda
-from gear_trl.trainer.teacher_kinds import teacher_kind
-from gear_trl.trainer.teacher_weights import TEACHER_STATE_FILE
+from gear_trl.teacher.kinds import teacher_kind
+from gear_trl.teacher.weights import TEACHER_STATE_FILE
 
 PERIODIC_ADAPTER = teacher_kind("periodic").adapter
 from tests.utils import TINY, make_trainer, tiny_args

@@ -10,7 +10,7 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM
 
-from gear_trl.data.teacher import (
+from gear_trl.teacher.prompts import (
     prefix_sharing_forwards,
     prefix_sharing_plan,
     prefix_sharing_tokens,

@@ -45,7 +45,7 @@ def test_a_sibling_probe_without_groups_is_refused_before_the_student_is_scored(
     recipe.write_text("credit: gear\nteacher_reference: sibling\n")
     argv = ["--model", TINY, "--dataset", "data/arith", "--dataset_format", "generic", "--limit", "4", "--no_progress",
             "--enable_thinking", "false", "--as_teacher", str(recipe), "--output", str(tmp_path / "r.json")]  # fmt: skip
-    # the message is gear_trl/trainer/teacher_probe.py's, still in the dash spelling
+    # the message is gear_trl/teacher/probe.py's, still in the dash spelling
     _refuses_before_loading(monkeypatch, argv, r"samples a group per prompt.*--num_samples G")
 
 
@@ -78,7 +78,7 @@ def even_length(completions, **kwargs):
 def test_the_sibling_probe_shows_a_success_to_the_teacher_of_the_groups_other_rollouts(tmp_path, monkeypatch, capsys):
     """Rows without references: each prompt is sampled as a group; every rollout whose group has another success
     gets a teacher prompt showing the best other one (as training chooses), scored against the rollout's own score."""
-    from gear_trl.data.teacher import sibling_choice
+    from gear_trl.teacher.prompts import sibling_choice
 
     (tmp_path / "sibling_probe_fixture.py").write_text(REWARD)
     monkeypatch.syspath_prepend(str(tmp_path))

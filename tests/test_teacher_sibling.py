@@ -11,8 +11,8 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 from gear_trl import GEARTrainer
-from gear_trl.data.teacher import sibling_choice
-from gear_trl.trainer.teacher import sibling_reference
+from gear_trl.teacher.prompts import sibling_choice
+from gear_trl.teacher.teacher import sibling_reference
 from tests.utils import TINY, digit_share, make_trainer, tiny_args
 
 

@@ -1,4 +1,4 @@
-"""Teachers other than the live policy: `teacher: base` under full fine-tuning and `teacher: ema` (gear_trl/trainer/teacher_weights.py)."""
+"""Teachers other than the live policy: `teacher: base` under full fine-tuning and `teacher: ema` (gear_trl/teacher/weights.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from gear_trl.trainer.teacher_kinds import teacher_kind
-from gear_trl.trainer.teacher_weights import TEACHER_STATE_FILE, ema_masters, ema_update_
+from gear_trl.teacher.kinds import teacher_kind
+from gear_trl.teacher.weights import TEACHER_STATE_FILE, ema_masters, ema_update_
 
 EMA_ADAPTER = teacher_kind("ema").adapter
 from tests.utils import TINY, make_trainer, tiny_args

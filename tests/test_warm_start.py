@@ -93,7 +93,7 @@ def test_sft_rows_show_the_rl_prompt(task):
 def test_arith_recipe_gives_the_teacher_the_worked_solution(task):
     # Through the recipe's adapter (`dataset_format: generic`) each row keeps its worked solution, which the teacher
     # prompt of `teacher_reference: solution` shows in place of the bare answer.
-    from gear_trl.data.teacher import teacher_prompt
+    from gear_trl.teacher.prompts import teacher_prompt
     from gear_trl.train import load_splits, parse_args
 
     script_args, args, _ = parse_args(

@@ -54,11 +54,11 @@ warm starts cannot read: bench/sdpo_teacher.py) is left out; GEAR's teacher show
 
 def gear_teacher_wording(dataset, training_args):
     """`dataset` with SDPO's `privileged_context` set to the text GEAR's teacher appends to each row's question
-    (`gear_trl.data.teacher.teacher_hint`): `training_args.teacher_template` (a `GEARConfig`'s, the solution template
+    (`gear_trl.teacher.prompts.teacher_hint`): `training_args.teacher_template` (a `GEARConfig`'s, the solution template
     under `teacher_reference: solution`) filled with the row's ground truth and reference solution (the answer where
     the row has none), as GEAR's teacher prompt is filled."""
     from gear_trl.data.math_tasks import REFERENCE_SOLUTION_COLUMN
-    from gear_trl.data.teacher import teacher_hint
+    from gear_trl.teacher.prompts import teacher_hint
 
     column, template = training_args.ground_truth_column, training_args.teacher_template
     if column not in dataset.column_names:

@@ -20,7 +20,7 @@ Outputs (a pure function of `--seed`; the test split is drawn first, so `--n-tra
   what the RL trainer shows (`gear_trl.data.math_tasks.GENERIC` with its default prompt template); a fraction
   (`--teacher-frac`, default 0.3) of rows are *teacher-style*: the user message also carries
   `DEFAULT_MATH_TEACHER_TEMPLATE` with the ground truth, appended by the same function the trainer uses
-  (`gear_trl.data.teacher.teacher_prompt`), so the model learns to make use of a reference answer. Another fraction
+  (`gear_trl.teacher.prompts.teacher_prompt`), so the model learns to make use of a reference answer. Another fraction
   (`--solution-frac`, default 0) carries the worked solution instead, with `DEFAULT_MATH_SOLUTION_TEMPLATE` (the
   teacher prompt of `teacher_reference: solution`). The SFT problems are the train problems, then fresh problems
   (never test ones) up to `--n-sft`. `load_dataset("data/arith")` ignores `sft.jsonl` (its name matches no split
@@ -42,7 +42,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
 from gear_trl.data.math_tasks import GENERIC
-from gear_trl.data.teacher import teacher_prompt
+from gear_trl.teacher.prompts import teacher_prompt
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 
 QUESTION_TEMPLATES = ["Compute {expr}.", "What is {expr}?", "Calculate {expr}."]

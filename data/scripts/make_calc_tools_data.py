@@ -30,8 +30,8 @@ not change it):
   "function", "function": {"name", "arguments"}}]}` and a `{"role": "tool", "name", "content"}` message holding what
   the calculator returned, then the final assistant answer. A fraction (`--teacher-frac`, default 0.3) of rows are
   *teacher-style*: the user message carries `TEACHER_TEMPLATE` with the reference calls written as the chat template
-  writes tool calls, appended exactly as GEARTrainer builds the teacher prompt (`gear_trl.data.teacher.teacher_prompt`
-  with `gear_trl.data.teacher.tool_calls_text`), so the model learns to make use of them. The SFT problems are the train
+  writes tool calls, appended exactly as GEARTrainer builds the teacher prompt (`gear_trl.teacher.prompts.teacher_prompt`
+  with `gear_trl.teacher.prompts.tool_calls_text`), so the model learns to make use of them. The SFT problems are the train
   problems, then fresh ones (never test ones) up to `--n-sft`. `load_dataset("data/calc_tools")` ignores `sft.jsonl`,
   so it gives the train and test splits only.
 
@@ -67,7 +67,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
 from data.scripts.make_arith_data import expression, partial_results  # the arithmetic task's problems, written as text
-from gear_trl.data.teacher import teacher_prompt, tool_calls_text, training_chat_template
+from gear_trl.teacher.prompts import teacher_prompt, tool_calls_text, training_chat_template
 from gear_trl.envs.base import tool_names
 from gear_trl.envs.calculator import Calculator
 

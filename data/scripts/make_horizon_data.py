@@ -43,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO_ROOT))
 
 from gear_trl.data.math_tasks import GENERIC
-from gear_trl.data.teacher import teacher_prompt
+from gear_trl.teacher.prompts import teacher_prompt
 from gear_trl.rewards.horizon import VARIANTS, decision_spans, make_problem, question, reference_lines
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 

@@ -13,7 +13,7 @@ At the end the script samples completions for the test split the way the RL trai
 - greedy: greedy decoding on the plain prompt;
 - sampled: sampling at temperature 1.0 on the plain prompt (what GRPO sees);
 - teacher: sampling at temperature 1.0 on the teacher prompt (the ground truth appended with
-  `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.data.teacher.teacher_prompt` builds it);
+  `DEFAULT_MATH_TEACHER_TEMPLATE`, as `gear_trl.teacher.prompts.teacher_prompt` builds it);
 - teacher with the solution (test rows with a `reference_solution`): the same with the worked solution appended with
   `DEFAULT_MATH_SOLUTION_TEMPLATE`, the teacher prompt of `teacher_reference: solution`.
 
@@ -66,7 +66,7 @@ from transformers import AutoTokenizer, GenerationConfig, TrainerCallback, set_s
 from trl import SFTConfig, SFTTrainer
 
 from gear_trl.data.math_tasks import GENERIC
-from gear_trl.data.teacher import teacher_prompt
+from gear_trl.teacher.prompts import teacher_prompt
 from gear_trl.rewards.math_rewards import accuracy_reward, boxed_spans
 from gear_trl.testing.tiny import EOS_TOKEN, PAD_TOKEN, build_tiny_qwen3
 from gear_trl.trainer.gear_config import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
@@ -254,7 +254,7 @@ def calc_rows(rows: list[dict[str, Any]], tokenizer, teacher: bool = False) -> l
     teacher prompt, as in the teacher-style SFT rows: the row's `reference_solution` when it has one
     (`--teacher-reference steps`), else the reference calls as the trainer's chat template writes them, appended
     with the task's template."""
-    from gear_trl.data.teacher import tool_calls_text, training_chat_template
+    from gear_trl.teacher.prompts import tool_calls_text, training_chat_template
     from gear_trl.data.tool_use import TOOL_USE
 
     prepared = [TOOL_USE(row) for row in rows]

@@ -3,13 +3,14 @@
 - :func:`reverse_kl_and_entropy`: student-teacher reverse KL and entropy per token.
 - :func:`lm_head_statistics`: the same per row, with the student's log-partition and target log-probabilities.
 - :class:`CreditMode`, :func:`register_credit_mode`, :func:`credit_mode`: the credit modes' registry, one record and
-  one function per mode.
+  one function per mode; :class:`Distillation`: a mode's distillation term.
+- :func:`assign_credit`: the one call the trainer makes: a mode's credit, distillation and :class:`CreditTrace`.
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights; :func:`spare_failed_prefix` lowers a
   failed completion's weights before its first segment (`failed_prefix_weight`, not in the paper), the tokens
   :func:`failed_prefix_mask` marks.
-- :func:`gigpo_advantages`: GiGPO step-level advantages.
+- :func:`gigpo_advantages`: GiGPO step-level advantages; :func:`gigpo_token_advantages` spreads them over a rank's tokens.
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
 - :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (not in the paper) and the share of onsets in
   passed rollouts on teacher-supported tokens.
@@ -25,6 +26,8 @@
   rollouts).
 """
 
+from .assign import assign_credit
+from .credit_trace import CreditTrace
 from .diagnostics import failure_contrast, failure_contrast_sums
 from .distill import (
     agreement_advantages,
@@ -37,12 +40,15 @@ from .distill import (
     group_has_outcome_signal,
 )
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
-from .gigpo import gigpo_advantages
+from .gigpo import gigpo_advantages, gigpo_token_advantages
 from .modes import (
     CREDIT_MODES,
     CreditInputs,
     CreditMode,
     CreditOutputs,
+    DeclaredOptions,
+    Distillation,
+    DistillationTerm,
     credit_mode,
     credit_modes,
     register_credit_mode,
@@ -64,23 +70,29 @@ __all__ = [
     "CreditInputs",
     "CreditMode",
     "CreditOutputs",
+    "CreditTrace",
+    "DeclaredOptions",
+    "Distillation",
+    "DistillationTerm",
     "HeadStatistics",
-    "below_noise_floor",
-    "credit_mode",
-    "credit_modes",
     "agreement_advantages",
+    "assign_credit",
+    "below_noise_floor",
     "bound_distill_signal",
     "collapse_verdict",
+    "credit_mode",
+    "credit_modes",
     "distill_advantages",
     "distillation_gate",
     "distillation_share",
-    "group_advantage_scale",
-    "group_has_outcome_signal",
     "failed_prefix_mask",
     "failure_contrast",
     "failure_contrast_sums",
     "gear_token_weights",
     "gigpo_advantages",
+    "gigpo_token_advantages",
+    "group_advantage_scale",
+    "group_has_outcome_signal",
     "lm_head_statistics",
     "register_credit_mode",
     "register_segmenter",

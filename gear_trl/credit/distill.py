@@ -19,6 +19,7 @@ sign is what the one ceiling the horizon study measured above GRPO, `oracle-proc
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -264,7 +265,9 @@ def bound_distill_signal(
         if not bound > 0 or not 0 < weight <= 1:
             raise ValueError(f"bound must be > 0 and weight in (0, 1]; got {bound}, {weight}.")
         if scale is None or scale.shape != dense.shape[:1]:
-            raise ValueError(f"bound needs scale [B] = [{dense.shape[0]}]; got {None if scale is None else tuple(scale.shape)}.")
+            raise ValueError(
+                f"bound needs scale [B] = [{dense.shape[0]}]; got {None if scale is None else tuple(scale.shape)}."
+            )
         limit = (bound * scale.detach().to(out).clamp_min(0.0) / weight)[:, None]
         out = torch.maximum(torch.minimum(out, limit), -limit)
     return out
@@ -339,7 +342,9 @@ def collapse_verdict(
     falling = out["reward_trend"] is not None and out["reward_trend"] < 0
     if falling and out["share"] is not None and out["share"] > share_limit:
         out.update(fires=True, rule="share")
-    elif falling and out["entropy_trend"] is not None and e_first > 0 and out["entropy_trend"] > entropy_rise * e_first:
+    elif (
+        falling and out["entropy_trend"] is not None and e_first > 0 and out["entropy_trend"] > entropy_rise * e_first
+    ):
         out.update(fires=True, rule="entropy")
     return out
 
@@ -347,8 +352,10 @@ def collapse_verdict(
 def collapse_warning(verdict: dict, weight: float, backoff: bool) -> str:
     """The monitor's one warning for a verdict that fires (docs/metrics.md quotes it)."""
     if verdict["rule"] == "share":
-        what = (f"the distillation term holds {verdict['share']:.2f} of the advantage (gear/distill_share, mean over "
-                f"the last window) while the training reward is {-verdict['reward_trend']:.3f} below its first window")
+        what = (
+            f"the distillation term holds {verdict['share']:.2f} of the advantage (gear/distill_share, mean over "
+            f"the last window) while the training reward is {-verdict['reward_trend']:.3f} below its first window"
+        )
     else:
         what = (f"the policy's entropy rose by {verdict['entropy_trend']:.3f} while the training reward fell "
                 f"{-verdict['reward_trend']:.3f} below its first window")  # fmt: skip
@@ -357,6 +364,57 @@ def collapse_warning(verdict: dict, weight: float, backoff: bool) -> str:
               "Lower `distillation_weight`, gate the term on groups with an outcome signal "
               "(`distillation_gate: mixed`), bound it (`distillation_bound`), or distil from a fixed teacher "
               "(`teacher: base`); `distillation_backoff: true` halves the weight automatically")  # fmt: skip
-    return (f"Self-distillation may be collapsing at `distillation_weight: {weight:g}`: {what}. A self-teacher "
-            f"distilled where the outcome gives no signal feeds on itself. {action} (docs/metrics.md, collapse "
-            "monitor).")
+    return (
+        f"Self-distillation may be collapsing at `distillation_weight: {weight:g}`: {what}. A self-teacher "
+        f"distilled where the outcome gives no signal feeds on itself. {action} (docs/metrics.md, collapse "
+        "monitor)."
+    )
+
+
+@dataclass(frozen=True)
+class DistillationTerm:
+    """A dense term to blend into the advantages: ``(1 - weight) * A_t + weight * dense_t`` on `rows`' model tokens
+    (`gear_trl.credit.distill.distill_advantages`).
+
+    Attributes:
+        dense: float [B, T], the term, already clipped or bounded as the loss should use it.
+        rows: bool [B], the rows it touches.
+        weight: its weight in [0, 1].
+    """
+
+    dense: torch.Tensor
+    rows: torch.Tensor
+    weight: float
+
+
+DISTILLATION_OPTIONS = (
+    "distillation_weight",
+    "distillation_signal",
+    "distillation_gate",
+    "distillation_clip",
+    "distillation_bound",
+)
+"""The options SDPO's distillation term reads (`gear_trl.credit.modes.SDPO`)."""
+
+
+def sdpo_distillation(inputs, advantages: torch.Tensor, rows: torch.Tensor):
+    """`distillation_weight`'s term (`gear_trl.credit.modes.SDPO`): the sampled token's log pT - log pS
+    (`inputs.log_ratio`, [B, T]) or with `distillation_signal: agreement` :func:`agreement_advantages` of
+    `inputs.agreement` ([2, B, T]), then `distillation_gate` (on `inputs.group_signal`, [B]) narrows `rows` ([B] bool)
+    and `distillation_clip` / `distillation_bound` (on `inputs.group_scale`, [B]) shape the term
+    (:func:`bound_distill_signal`). `advantages`: [B, T], the mode's credit. None when `distillation_weight` is 0;
+    with gate, clip and bound at their defaults the term is the signal itself on every row of `rows`."""
+    options = inputs.options
+    if options.distillation_weight <= 0:
+        return None
+    dense = inputs.log_ratio
+    if options.distillation_signal == "agreement":
+        dense = agreement_advantages(inputs.agreement[0], inputs.agreement[1], inputs.mask, inputs.group_size)
+    if options.distillation_gate != "none":
+        signal = inputs.group_signal.to(rows.device)
+        rows = rows & distillation_gate(options.distillation_gate, signal, advantages, inputs.mask)
+    scale = inputs.group_scale if options.distillation_bound is not None else None
+    dense = bound_distill_signal(
+        dense, options.distillation_weight, options.distillation_clip, options.distillation_bound, scale
+    )
+    return DistillationTerm(dense, rows, options.distillation_weight)

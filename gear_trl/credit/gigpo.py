@@ -407,3 +407,53 @@ def _validate(
             f"scorable must be a bool tensor of shape [N] = [{n}], got {scorable.dtype} {tuple(scorable.shape)}"
         )
     return rewards, group_ids, scorable
+
+
+def gigpo_token_advantages(
+    rewards_per_func: Tensor,
+    reward_weights: Tensor,
+    anchors: Sequence[Sequence[Hashable]],
+    step_index: Tensor,
+    start: int,
+    group_size: int,
+    *,
+    gamma: float,
+    omega: float,
+    mode: str,
+    similarity_threshold: float | None,
+) -> tuple[Tensor, dict[str, float]]:
+    """GiGPO's episode + step advantage of every model token of one rank's rows (`credit: gigpo`, `gear-gigpo`).
+
+    Args:
+        rewards_per_func: [N, F] float, every rollout of the generation batch (all ranks) per reward function, NaN
+            where a function gave none.
+        reward_weights: [F] float, the reward functions' weights.
+        anchors: N lists, each rollout's step anchors (all ranks, in rank order).
+        step_index: [B, T] long, this rank's rows' step of each token, -1 off model tokens
+            (:func:`step_index_from_mask`).
+        start: the index in N of this rank's first row.
+        group_size: rollouts per prompt (consecutive rows form a group).
+        gamma, omega, mode, similarity_threshold: `gigpo_gamma`, `gigpo_omega`, `gigpo_mode`,
+            `gigpo_similarity_threshold`.
+
+    Returns:
+        The advantages [B, T] float (0 on tool results and padding), on `step_index`'s device, and
+        :func:`gigpo_advantages_with_stats`' statistics. Rows no reward function scored get advantage 0 and stay out
+        of the statistics, as in GRPO.
+    """
+    weights = reward_weights.to(rewards_per_func.device)
+    rewards = torch.nan_to_num((rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).cpu()
+    scorable = ~torch.isnan(rewards_per_func).all(dim=1).cpu()
+    group_ids = torch.arange(len(anchors)) // group_size
+    step_advs, stats = gigpo_advantages_with_stats(
+        rewards,
+        group_ids,
+        anchors,
+        gamma=gamma,
+        omega=omega,
+        mode=mode,
+        similarity_threshold=similarity_threshold,
+        scorable=scorable,
+    )
+    rows = step_index.size(0)
+    return step_advantages_to_tokens(step_advs[start : start + rows], step_index).to(step_index.device), stats

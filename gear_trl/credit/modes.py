@@ -14,7 +14,14 @@ documentation read instead of comparing names:
   ``"log_ratio"`` (the sampled token's signed log pS - log pT, RLSD's signal).
 - ``log_ratio``: it reads the sampled token's teacher/student log-ratio besides the divergence.
 - ``options``: the `GEARConfig` fields that only it reads (the model card lists them).
+- ``reads``: the `GEARConfig` fields it reads besides ``options`` (shared with other modes, not on the model card).
+  Its ``compute`` receives exactly ``options + reads`` (:attr:`CreditInputs.options`), never the whole configuration.
+- ``distillation``: the dense term blended into its advantages (:class:`Distillation`: a function and the options it
+  reads), SDPO's sampled-token log-ratio under `distillation_weight` by default (:data:`SDPO`); None for none.
 - ``unlogged``: the `gear/` metrics that mean nothing under it (docs/metrics.md tabulates them).
+
+The trainer calls one function, :func:`gear_trl.credit.assign.assign_credit`, which hands each part its declared
+options and assembles the :class:`~gear_trl.credit.credit_trace.CreditTrace`; it never changes when a mode is added.
 
 A new mode is one record and one function::
 
@@ -28,10 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from .distill import DISTILLATION_OPTIONS, DistillationTerm, sdpo_distillation
 from .rlsd import rlsd_lambda, rlsd_token_weights
 from .segments import MODE_SEGMENTERS, segment_signal
 from .signed import signed_signal
@@ -50,11 +59,16 @@ class CreditInputs:
             for it (`GEARConfig.wants_log_ratio`).
         mask: bool, True at model-written tokens.
         base: float, GRPO's advantages, [B] (one per completion) or [B, T] (GiGPO's per-step ones spread over tokens).
-        config: the run's `GEARConfig` (a mode reads its own options from it).
+        options: the options the consumer declared (`CreditMode.options + reads`, or `Distillation.options`), read
+            as attributes (``inputs.options.weight_alpha``); :func:`declared_options` builds it.
         step: the optimizer step the batch trains (for schedules).
         turn_starts: bool, True at the first model token of each assistant turn, or None for single-turn rows.
         completion_ids: long [B, T], the sampled tokens; prompt_ids: long [B, P]; tokenizer: the trainer's tokenizer.
             For modes that read the text (the studies' label oracles); the built-in modes do not.
+        agreement: float [2, B, T], pT(y_t) and sum_v pS(v) pT(v), or None (`GEARConfig.wants_agreement`).
+        group_signal: bool [B], whether each row's group's rewards differ (`distillation_gate`), or None.
+        group_scale: float [B], each row's group's mean |advantage| (`distillation_bound`), or None.
+        group_size: the rollouts per prompt (`num_generations`), for group-normalized terms.
     """
 
     kl: torch.Tensor
@@ -62,12 +76,43 @@ class CreditInputs:
     log_ratio: torch.Tensor | None
     mask: torch.Tensor
     base: torch.Tensor
-    config: Any
+    options: Any = None
     step: int = 0
     turn_starts: torch.Tensor | None = None
     completion_ids: torch.Tensor | None = None
     prompt_ids: torch.Tensor | None = None
     tokenizer: Any = None
+    agreement: torch.Tensor | None = None
+    group_signal: torch.Tensor | None = None
+    group_scale: torch.Tensor | None = None
+    group_size: int = 1
+
+    @property
+    def config(self) -> Any:
+        """Deprecated: the declared options (`options`); a mode no longer receives the whole configuration."""
+        import warnings
+
+        warnings.warn(
+            "CreditInputs.config is deprecated: read CreditInputs.options.", DeprecationWarning, stacklevel=2
+        )
+        return self.options
+
+
+class DeclaredOptions(SimpleNamespace):
+    """The options a credit function declared, as attributes; reading an undeclared one names the declaration."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"option {name!r} was not declared: add it to the CreditMode's `options` or `reads` (or the "
+            "Distillation's `options`) to receive it."
+        )
+
+
+def declared_options(names: tuple[str, ...], settings: Any) -> DeclaredOptions:
+    """The options `names` read off `settings` (a `GEARConfig`, or any object with those attributes)."""
+    return DeclaredOptions(**{name: getattr(settings, name) for name in dict.fromkeys(names)})
 
 
 @dataclass(frozen=True)
@@ -94,6 +139,23 @@ CreditFunction = Callable[[CreditInputs], CreditOutputs]
 
 
 @dataclass(frozen=True)
+class Distillation:
+    """A mode's distillation: ``term(inputs, advantages, rows)`` -> :class:`DistillationTerm`, or None when off.
+
+    ``inputs`` carries `options` (only these ``options``) and, for a mode whose signal is the log-ratio, its
+    ``log_ratio`` as log pT - log pS; ``advantages`` [B, T] are the mode's credit after the no-teacher fallback;
+    ``rows`` [B] bool the rows that may be distilled (a teacher and a score)."""
+
+    term: Callable[[CreditInputs, torch.Tensor, torch.Tensor], DistillationTerm | None]
+    options: tuple[str, ...] = ()
+
+
+SDPO = Distillation(sdpo_distillation, DISTILLATION_OPTIONS)
+"""`distillation_weight`'s blend of the teacher's sampled-token log-ratio (SDPO) or `distillation_signal: agreement`,
+with `distillation_gate`, `distillation_clip` and `distillation_bound`: every built-in mode's distillation."""
+
+
+@dataclass(frozen=True)
 class CreditMode:
     """One credit mode (see the module docstring for each field)."""
 
@@ -108,6 +170,13 @@ class CreditMode:
     options: tuple[str, ...] = ()
     unlogged: tuple[str, ...] = ()
     summary: str = ""
+    reads: tuple[str, ...] = ()
+    distillation: Distillation | None = SDPO
+
+    @property
+    def declared(self) -> tuple[str, ...]:
+        """Every option its ``compute`` receives: ``options`` then ``reads``."""
+        return tuple(dict.fromkeys((*self.options, *self.reads)))
 
     @property
     def prefix_weights(self) -> bool:
@@ -197,7 +266,7 @@ def segmented(segmenter: str, *, signed: bool = False) -> CreditFunction:
     the signal is signed by the teacher's log-ratio first (`credit: gear-signed`, :func:`signed_signal`)."""
 
     def compute(inputs: CreditInputs) -> CreditOutputs:
-        args = inputs.config
+        args = inputs.options
         signal, segment_ids = segment_signal(
             inputs.kl,
             inputs.entropy,
@@ -236,7 +305,7 @@ def rlsd(inputs: CreditInputs) -> CreditOutputs:
     with delta_t = log pT - log pS of the sampled token (the divergence pass gives log pS - log pT here) and lam on
     its schedule (`rlsd_lambda`, `rlsd_lambda_warmup_steps`, `rlsd_lambda_decay_steps`). Its own metrics: the blend
     now, and the share of model tokens (of rows with a teacher) whose weight sits at a clip bound."""
-    args = inputs.config
+    args = inputs.options
     mask = inputs.mask.bool()
     delta = -inputs.kl
     lam = rlsd_lambda(args.rlsd_lambda, inputs.step, args.rlsd_lambda_decay_steps, args.rlsd_lambda_warmup_steps)
@@ -267,31 +336,40 @@ SEGMENT_METRICS = (
 _GEAR_OPTIONS = ("onset_threshold", "entropy_threshold", "normalize", "max_segment_len", "weight_alpha",
                  "weight_lambda", "weight_norm", "weight_eps")  # fmt: skip
 _GIGPO_OPTIONS = ("gigpo_gamma", "gigpo_omega", "gigpo_mode")
+_SEGMENTED_READS = ("onset_threshold", "entropy_threshold", "fixed_segment_len", "max_segment_len", "normalize",
+                    "onset_min_kl", "weight_alpha", "weight_eps", "weight_lambda", "weight_norm",
+                    "failed_prefix_weight")  # fmt: skip
+_GIGPO_READS = ("gigpo_similarity_threshold",)
 
 BUILT_IN = (
     CreditMode("none", uniform, teacher=False, unlogged=NO_SEGMENT_METRICS,
                summary="Plain GRPO: every token carries its completion's advantage."),
-    CreditMode("token", segmented("token"), segmenter="token", options=_GEAR_OPTIONS,
+    CreditMode("token", segmented("token"), segmenter="token", options=_GEAR_OPTIONS, reads=_SEGMENTED_READS,
                summary="Each token weighted by its own normalized divergence; no segments (ablation)."),
-    CreditMode("turn", segmented("turn"), segmenter="turn", options=_GEAR_OPTIONS,
+    CreditMode("turn", segmented("turn"), segmenter="turn", options=_GEAR_OPTIONS, reads=_SEGMENTED_READS,
                summary="One segment per assistant turn carrying its largest divergence (ablation)."),
     CreditMode("fixed", segmented("fixed"), segmenter="fixed", options=(*_GEAR_OPTIONS, "fixed_segment_len"),
+               reads=_SEGMENTED_READS,
                summary="Windows of `fixed_segment_len` tokens carrying their largest divergence (ablation)."),
     CreditMode("gear-no-entropy", segmented("gear-no-entropy"), segmenter="gear-no-entropy", onsets=True,
-               options=_GEAR_OPTIONS, summary="GEAR's onsets without entropy: a segment runs to the next onset."),
+               options=_GEAR_OPTIONS, reads=_SEGMENTED_READS,
+               summary="GEAR's onsets without entropy: a segment runs to the next onset."),
     CreditMode("gear", segmented("gear"), segmenter="gear", onsets=True, log_ratio=True, options=_GEAR_OPTIONS,
+               reads=_SEGMENTED_READS,
                summary="GEAR (arXiv 2605.11853): onsets open segments, entropy closes them, clipped weights."),
     CreditMode("gigpo", uniform, teacher=False, per_step=True, options=_GIGPO_OPTIONS, unlogged=NO_SEGMENT_METRICS,
+               reads=_GIGPO_READS,
                summary="GiGPO (arXiv 2505.10978): step-level advantages from anchor-state groups; no teacher."),
     CreditMode("gear-gigpo", segmented("gear"), segmenter="gear", onsets=True, per_step=True,
-               options=(*_GEAR_OPTIONS, *_GIGPO_OPTIONS), summary="GEAR's weights on GiGPO's step advantages."),
+               options=(*_GEAR_OPTIONS, *_GIGPO_OPTIONS), reads=(*_SEGMENTED_READS, *_GIGPO_READS),
+               summary="GEAR's weights on GiGPO's step advantages."),
     CreditMode("rlsd", rlsd, signal="log_ratio",
                options=("rlsd_lambda", "rlsd_eps", "rlsd_lambda_decay_steps", "rlsd_lambda_warmup_steps",
                         "rlsd_negative_only"),
                unlogged=(*KL_METRICS, *SEGMENT_METRICS),
                summary="RLSD (arXiv 2604.03128): the sampled token's clipped teacher/student ratio; no segments."),
     CreditMode("gear-signed", segmented("gear", signed=True), segmenter="gear", onsets=True, log_ratio=True,
-               options=_GEAR_OPTIONS,
+               options=_GEAR_OPTIONS, reads=_SEGMENTED_READS,
                summary="GEAR's segments, the signal signed by the teacher's log-ratio (this project's variant)."),
 )  # fmt: skip
 

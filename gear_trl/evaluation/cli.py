@@ -293,7 +293,7 @@ def _add_run_options(add) -> None:
         metavar="RECIPE",
         help="Also score the model as GEAR's teacher: each prompt with the recipe's teacher hint and reference "
         "(default: GEARConfig's), reported as `as_teacher` beside the student's score, with `teacher_gap` "
-        "(gear_trl/trainer/teacher_probe.py).",
+        "(gear_trl/teacher/probe.py).",
     )
 
 
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> dict:
     dataset, adapter, reward_names, reward_funcs = _rows_and_rewards(args, bfcl_tasks, bfcl_rows, reward_names,
                                                                      own_reward)  # fmt: skip
     if args.as_teacher is not None:  # what cannot be probed is refused before the student's evaluation
-        from ..trainer.teacher_probe import check_probe
+        from ..teacher.probe import check_probe
 
         check_probe(dataset, args.as_teacher, args.num_samples, args.temperature)
     if simulator is not None:
@@ -738,7 +738,7 @@ def _run_rows(args, model, tokenizer, generator, dataset, adapter, bfcl_rows, re
 
         result = by_dialogue(result, dataset["dialogue"])
     if args.as_teacher is not None:
-        from ..trainer.teacher_probe import probe_as_teacher
+        from ..teacher.probe import probe_as_teacher
 
         result = probe_as_teacher(run, result, dataset, tokenizer, args.as_teacher)
     return result
@@ -767,7 +767,7 @@ def _write_report(args: argparse.Namespace, report: dict, reward_names: list[str
         f"mean reward {mean_reward}{extra}{skipped} -> {output}"
     )
     if args.as_teacher is not None:
-        from ..trainer.teacher_probe import probe_summary
+        from ..teacher.probe import probe_summary
 
         print(probe_summary(report, reward_names[0]))
 

@@ -135,7 +135,7 @@ def checkpoint_problem(checkpoint: str) -> str | None:
     if not weights_found and not deepspeed:
         return "it holds no model weights (model.safetensors, adapter_model.safetensors, ...)"
 
-    teacher = os.path.join(checkpoint, "gear_teacher.safetensors")  # `teacher: ema`'s average (teacher_weights.py)
+    teacher = os.path.join(checkpoint, "gear_teacher.safetensors")  # `teacher: ema`'s average (gear_trl/teacher/weights.py)
     if os.path.isfile(teacher):
         problem = safetensors_problem(teacher)
         if problem:

@@ -22,21 +22,13 @@ from ..credit.modes import CREDIT_MODES, CreditMode, credit_mode, credit_modes
 from ..credit.rlsd import RLSD_EPS, RLSD_LAMBDA
 from ..credit.segments import NORMALIZATIONS
 from ..credit.weights import WEIGHT_NORMS
-from .teacher_kinds import teacher_kind
+from ..teacher.kinds import teacher_kind
+from ..teacher.prompts import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 """The `loss_type` values TRL 1.16's GRPOTrainer computes (its `_compute_loss`; tests/test_preflight_all.py checks)."""
 TEACHER_REFERENCES = ("answer", "solution", "sibling")
-
-DEFAULT_MATH_TEACHER_TEMPLATE = (
-    "\n\nA reference answer to this problem is: {ground_truth}\n"
-    "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
-)
-DEFAULT_MATH_SOLUTION_TEMPLATE = (
-    "\n\nA reference solution to this problem is:\n{reference_solution}\n"
-    "Use it only to check your own reasoning; solve the problem step by step and give the final answer in \\boxed{{}}."
-)
-"""The teacher template `teacher_reference: solution` uses in place of the default one."""
+# DEFAULT_MATH_TEACHER_TEMPLATE and DEFAULT_MATH_SOLUTION_TEMPLATE live with the teacher's prompts (imported above).
 
 
 def _choice(name: str, value, choices) -> None:
@@ -606,11 +598,16 @@ class GEARConfig(GRPOConfig):
         nothing, all found at once (one ValueError naming each field)."""
         problems = []
         if self.distillation_gate not in DISTILLATION_GATES:
-            problems.append(f"`distillation_gate` must be one of {list(DISTILLATION_GATES)}, got {self.distillation_gate!r}.")
+            problems.append(
+                f"`distillation_gate` must be one of {list(DISTILLATION_GATES)}, got {self.distillation_gate!r}."
+            )
         for name in ("distillation_bound", "distillation_clip"):
             value = getattr(self, name)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf")
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not value > 0
+                or value == float("inf")
             ):
                 problems.append(f"`{name}` must be a positive finite number or None, got {value!r}.")
         if not isinstance(self.distillation_backoff, bool):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from ..credit import distillation_share, failed_prefix_mask, teacher_supported_onsets
+from ..credit.credit_trace import CreditTrace
 from ..credit.diagnostics import SUM_NAMES as CONTRAST_SUMS
 from ..credit.diagnostics import failure_contrast, failure_contrast_sums
-from .credit_trace import CreditTrace
 
 
 class GearMetricsMixin:

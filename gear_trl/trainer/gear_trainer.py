@@ -1,6 +1,6 @@
 """`GEARTrainer`: TRL's GRPOTrainer with GEAR's per-token advantage weights.
 
-Glue only: the mathematics lives in `gear_trl.credit`, teacher prompts in `gear_trl.data.teacher`. After GRPO has generated
+Glue only: the mathematics lives in `gear_trl.credit`, the teacher in `gear_trl.teacher`. After GRPO has generated
 and scored a batch, the trainer
 
 1. builds teacher prompts (the prompt with the ground truth in it) and appends the same completion tokens,
@@ -32,24 +32,22 @@ from trl.trainer.utils import maybe_gather_lm_head_ctx
 from ..cli.errors import UserInputError
 from ..credit import (
     CreditInputs,
-    agreement_advantages,
-    below_noise_floor,
-    bound_distill_signal,
-    distill_advantages,
-    distillation_gate,
+    CreditTrace,
+    assign_credit,
     group_advantage_scale,
     group_has_outcome_signal,
     reverse_kl_and_entropy,
 )
-from ..credit.gigpo import gigpo_advantages_with_stats, step_advantages_to_tokens, step_index_from_mask
+from ..credit.gigpo import gigpo_token_advantages, step_index_from_mask
 from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
-from ..data.teacher import final_observation, has_ground_truth, suffix_attention_bias
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
 from ..rewards.guard import guard_reward_func
+from ..teacher.kinds import teacher_kind
+from ..teacher.prompts import final_observation, suffix_attention_bias
+from ..teacher.teacher import HostParts, Teacher, copy_initial_adapter
 from .callbacks import CreditReportCallback, DistillationMonitor
 from .checkpoints import CheckpointSaveError, io_failure_cause, save_failure_message
-from .credit_trace import CreditTrace
 from .devices import check_single_device
 from .fused_head import FusedDivergence, divergence_in_log_probs
 from .gear_config import GEARConfig, check_peft_for_teacher, check_vllm_server_tools
@@ -75,8 +73,6 @@ from .model_parts import (
 )
 from .preflight import check_trackers, reward_parameter_problems
 from .step_metrics import StepMetrics
-from .teacher import Teacher, TeacherHost, copy_initial_adapter
-from .teacher_kinds import teacher_kind
 
 logger = logging.getLogger(__name__)
 
@@ -189,8 +185,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         self._warned_unscorable = False
         if args.uses_teacher:  # a model TRL spread over several GPUs (gear_trl/trainer/devices.py)
             check_single_device(self.model, args.credit)
-        # The teacher's weights, prompts and pass (gear_trl/trainer/teacher.py); None when no mode reads it.
-        self.teacher = Teacher(self._teacher_host()) if args.uses_teacher else None
+        # The teacher's weights, prompts and pass (gear_trl/teacher/teacher.py); None when no mode reads it.
+        self.teacher = Teacher(self) if args.uses_teacher else None
         if args.uses_teacher:
             # The teacher pass and the student pass it is compared with (GRPO's no-grad pass or the loss's forward)
             # run in training mode: with dropout on they would see different random networks, and the KL between
@@ -240,19 +236,12 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             return output
 
         ground_truths = [row.get(self.args.ground_truth_column) for row in inputs]
-        kinds = ["ground truth"] * len(inputs)
-        if self.args.teacher_reads_siblings:
-            looks = [self.args.teacher_reference == "sibling" or not has_ground_truth(t) for t in ground_truths]
-            ground_truths = self.teacher.sibling_references(
-                mode, ground_truths, record.completions, record.rewards_per_func
-            )
-            kinds = [
-                kind if not look else "successful sibling" if shown is not None else "none (no sibling)"
-                for kind, look, shown in zip(kinds, looks, ground_truths, strict=True)
-            ]
-        # what each row's teacher was shown, for the credit reports: inspect reads it here, the callback from the
-        # batch (a list, which TRL's split and shuffle carry with the rows as they do the tensors)
-        self.last_teacher_references = list(zip(kinds, ground_truths, strict=True))
+        # what each row's teacher is shown (its ground truth or a sibling's answer), for the credit reports: inspect
+        # reads it here, the callback from the batch (a list, which TRL's split and shuffle carry with the rows)
+        self.last_teacher_references = self.teacher.references(
+            mode, ground_truths, record.completions, record.rewards_per_func
+        )
+        ground_truths = [reference for _, reference in self.last_teacher_references]
         tools = [self._prompt_tools(i) for i in range(len(inputs))]
         solutions = None
         if self.args.teacher_reference == "solution":
@@ -291,7 +280,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             output["advantages"] = self._gear_advantages(output, divergence, mode)
             self._student_hidden = None
             for key in GEAR_BATCH_KEYS:
-                del output[key]
+                output.pop(key, None)  # the distillation keys exist only with distillation_weight
         return output
 
     def _distillation_group_inputs(self, output, record, mode: str, mask) -> None:
@@ -318,9 +307,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             else:
                 row = advantages.abs()
             every_row = self.accelerator.gather(row)
-            output["gear_group_scale"] = group_advantage_scale(every_row, None, group_size)[rows].to(
-                mask.device
-            )
+            output["gear_group_scale"] = group_advantage_scale(every_row, None, group_size)[rows].to(mask.device)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards ([B_global, n_sources], gathered over ranks), with the completions no source scored counted:
@@ -394,35 +381,44 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 self._metrics["train"][name].append(value)
         return super().log(logs, start_time)
 
-    def _teacher_host(self) -> TeacherHost:
-        """What the teacher reads of this trainer, named (`gear_trl.trainer.teacher.TeacherHost`). The methods are looked
-        up at each call, so a subclass's or a test's replacement of one on the trainer is what the teacher calls."""
+    # ----------------------------------------------------------------------------------------------------------------
+    # The teacher's host (`gear_trl.teacher.teacher.TeacherHost`): what the teacher reads of this trainer. Each method
+    # looks up the trainer's own at the call, so a subclass's or a test's replacement of one is what the teacher calls.
 
-        def use_teacher_backbone(on: bool) -> None:
-            self._backbone_of_teacher = on
-
-        return TeacherHost(
-            args=self.args,
-            accelerator=self.accelerator,
-            policy=lambda: self.model,
+    def teacher_parts(self) -> HostParts:
+        return HostParts(
+            policy=self.model,
+            causal_lm=self._causal_lm(),
             ref_model=self.ref_model,
             tokenizer=self._tokenizer,
             processing_class=self.processing_class,
             chat_template=self.chat_template,
             quantization_config=self._quantization_config,
             is_deepspeed_enabled=self.is_deepspeed_enabled,
-            metrics=lambda: self._metrics,
-            tokenize_prompt=lambda *a, **k: self._tokenize_prompt(*a, **k),
-            backbone_states=lambda *a, **k: self._backbone_states(*a, **k),
-            final_hidden=lambda *a, **k: self._final_hidden(*a, **k),
-            divergence=lambda *a, **k: self._divergence(*a, **k),
-            causal_lm=lambda *a, **k: self._causal_lm(*a, **k),
-            use_teacher_backbone=use_teacher_backbone,
-            group_size=lambda mode: self.num_generations if mode == "train" else self.num_generations_eval,
-            reward_weights=lambda: self.reward_weights,
-            add_callback=self.add_callback,
-            resume_checkpoint=lambda: getattr(self, "_gear_resume_from", None),
+            reward_weights=self.reward_weights,
+            resume_checkpoint=getattr(self, "_gear_resume_from", None),
         )
+
+    def tokenize_prompt(self, prompt, tools=None) -> list[int]:
+        return self._tokenize_prompt(prompt, tools)
+
+    def backbone_states(self, input_ids, attention_mask, position_ids=None, cache=None, after_cache=False):
+        return self._backbone_states(input_ids, attention_mask, position_ids, cache, after_cache)
+
+    def final_hidden(self, input_ids, attention_mask, keep: int) -> torch.Tensor:
+        return self._final_hidden(input_ids, attention_mask, keep)
+
+    def divergence(self, batch, student_hidden) -> tuple:
+        return self._divergence(batch, student_hidden)
+
+    def use_teacher_backbone(self, on: bool) -> None:
+        self._backbone_of_teacher = on
+
+    def group_size(self, mode: str) -> int:
+        return self.num_generations if mode == "train" else self.num_generations_eval
+
+    def log_teacher_metric(self, mode: str, name: str, value: float) -> None:
+        self._metrics[mode][name].append(value)
 
     def _grpo_runs_student_pass(self) -> bool:
         """Whether GRPOTrainer computes old log-probs with a no-grad pass of the policy (its own condition)."""
@@ -543,79 +539,30 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
 
     @torch.no_grad()
     def _credit(self, batch, divergence: tuple) -> CreditTrace:
-        """The credit of `args.credit`'s record (`gear_trl.credit.modes`) for this batch, with the documented
-        fallback for rows without a ground truth (plain GRPO weights) and `distillation_weight`'s blend."""
+        """The credit of `args.credit`'s record for this batch (`gear_trl.credit.assign_credit`: the mode, the
+        fallback for rows without a ground truth, its distillation term), from the batch and the divergence pass."""
         kl, entropy, log_ratio, agreement = divergence
         mask = model_token_mask(batch)
-        base = batch["gear_base_advantages"]
-        mode = self.args.credit_mode
-        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-        out = mode.compute(
-            CreditInputs(
-                kl=kl,
-                entropy=entropy,
-                log_ratio=log_ratio,
-                mask=mask,
-                base=base,
-                config=self.args,
-                step=self.state.global_step,
-                turn_starts=turn_starts(mask) if "tool_mask" in batch else None,
-                completion_ids=batch["completion_ids"],
-                prompt_ids=batch["prompt_ids"],
-                tokenizer=tokenizer,
-            )
-        )
-        # Documented fallback: a row without ground truth has no teacher, hence plain GRPO weights.
-        has_truth = batch["gear_has_truth"]
-        base_tokens = base[:, None] if base.dim() == 1 else base
-        weights = torch.where(has_truth[:, None], out.weights.to(mask.device), mask.float())
-        segment_ids = torch.where(has_truth[:, None], out.segment_ids.to(mask.device), -1)
-        advantages = base_tokens * weights
-        if out.advantages is not None:
-            advantages = torch.where(has_truth[:, None], out.advantages.to(advantages), advantages)
-        distilled = distill_rows = dense = None
-        if self.args.distillation_weight > 0:
-            if mode.signal == "log_ratio":  # its divergence pass's signal is the sampled token's log pS - log pT
-                log_ratio = -kl
-            scorable = batch.get("gear_scorable")  # absent from a batch built by hand: every row scored
-            distill_rows = has_truth if scorable is None else has_truth & scorable.to(has_truth.device)
-            dense = log_ratio  # the term blended in: SDPO's log-ratio, or `distillation_signal: agreement`'s
-            if self.args.distillation_signal == "agreement":
-                dense = agreement_advantages(agreement[0], agreement[1], mask, self.num_generations)
-            dense, distill_rows = self._shape_distillation(batch, dense, distill_rows, advantages, mask)
-            distilled = distill_advantages(advantages, dense, mask, self.args.distillation_weight, distill_rows)
-        return CreditTrace(
-            completion_ids=batch["completion_ids"],
-            mask=mask,
+        inputs = CreditInputs(
             kl=kl,
             entropy=entropy,
-            signal=out.signal.to(mask.device),
-            segment_ids=segment_ids,
-            weights=weights,
-            advantages=advantages,
-            has_ground_truth=has_truth,
-            below_floor=has_truth & below_noise_floor(kl, mask, self.args.onset_min_kl)
-            if mode.signal != "log_ratio"
-            else None,
             log_ratio=log_ratio,
-            distilled=distilled,
-            dense=dense,
-            distill_rows=distill_rows,
-            stats=out.stats,
+            mask=mask,
+            base=batch["gear_base_advantages"],
+            step=self.state.global_step,
+            turn_starts=turn_starts(mask) if "tool_mask" in batch else None,
+            completion_ids=batch["completion_ids"],
+            prompt_ids=batch["prompt_ids"],
+            tokenizer=getattr(self.processing_class, "tokenizer", self.processing_class),
+            agreement=agreement,
+            group_signal=batch.get("gear_group_signal"),
+            group_scale=batch.get("gear_group_scale"),
+            group_size=self.num_generations,
         )
-
-    def _shape_distillation(self, batch, dense, distill_rows, advantages, mask):
-        """`distillation_gate`, `distillation_clip` and `distillation_bound` (gear_trl.credit.distill): the rows the
-        term may touch and the term itself; with all three at their defaults, `dense` and `distill_rows` unchanged."""
-        args = self.args
-        if args.distillation_gate != "none":
-            signal = batch["gear_group_signal"].to(distill_rows.device)
-            distill_rows = distill_rows & distillation_gate(args.distillation_gate, signal, advantages, mask)
-        scale = batch.get("gear_group_scale") if args.distillation_bound is not None else None
-        dense = bound_distill_signal(
-            dense, args.distillation_weight, args.distillation_clip, args.distillation_bound, scale
+        # `gear_scorable` is absent from a batch built by hand: every row scored
+        return assign_credit(
+            self.args.credit_mode, self.args, inputs, batch["gear_has_truth"], batch.get("gear_scorable")
         )
-        return dense, distill_rows
 
     def compute_credit(self, batch) -> CreditTrace:
         """GEAR's per-token credit for a batch from `_generate_and_score_completions`, by an explicit student pass.
@@ -649,14 +596,10 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
     def _gigpo_token_advantages(self, mode, mask, record) -> torch.Tensor:
         """GiGPO's episode + step advantage of every model token, [B, T] (0 on tool results and padding).
 
-        Groups span ranks, so anchors and rewards of the whole generation batch are gathered, the advantages are
-        computed identically on every rank, and each rank keeps its own slice.
+        Groups span ranks, so anchors and rewards of the whole generation batch are gathered here, the advantages are
+        computed identically on every rank (`gear_trl.credit.gigpo.gigpo_token_advantages`), and each rank keeps its
+        own slice.
         """
-        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        weights = self.reward_weights.to(record.rewards_per_func.device)
-        rewards = torch.nan_to_num((record.rewards_per_func * weights[None]).nansum(dim=1), nan=0.0).cpu()
-        # Rows every reward function returned None for: advantage 0 and out of the statistics, as in GRPO.
-        scorable = ~torch.isnan(record.rewards_per_func).all(dim=1).cpu()
         step_index = step_index_from_mask(mask)
         steps = (step_index.max(dim=1).values + 1).clamp(min=0).tolist()
         history = record.state_history
@@ -668,23 +611,22 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             rank = self.accelerator.process_index
             anchors = anchors[:num_steps] + [f"unmatched:{rank}:{i}:{k}" for k in range(len(anchors), num_steps)]
             local.append(anchors)
-        all_anchors = gather_object(local)
-        group_ids = torch.arange(len(all_anchors)) // num_generations
-        step_advs, stats = gigpo_advantages_with_stats(
-            rewards,
-            group_ids,
-            all_anchors,
+        advantages, stats = gigpo_token_advantages(
+            record.rewards_per_func,
+            self.reward_weights,
+            gather_object(local),
+            step_index,
+            self.accelerator.process_index * len(steps),
+            self.num_generations if mode == "train" else self.num_generations_eval,
             gamma=self.args.gigpo_gamma,
             omega=self.args.gigpo_omega,
             mode=self.args.gigpo_mode,
             similarity_threshold=self.args.gigpo_similarity_threshold,
-            scorable=scorable,
         )
-        start = self.accelerator.process_index * len(steps)
         self._metrics[mode]["gigpo/step_groups"].append(stats["num_step_groups"])
         self._metrics[mode]["gigpo/singleton_frac"].append(stats["singleton_step_group_frac"])
         self._metrics[mode]["gigpo/step_adv_std"].append(stats["step_adv_std"])
-        return step_advantages_to_tokens(step_advs[start : start + len(steps)], step_index).to(mask.device)
+        return advantages.to(mask.device)
 
     def _log_tool_metrics(self, mode, record) -> None:
         stats = tool_stats(record.completions)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datasets import Dataset
 
 from ..cli.errors import UserInputError
-from ..data.teacher import has_ground_truth
 from ..data.tool_use import json_text
+from ..teacher.prompts import has_ground_truth
 
 
 def ground_truth_as_json(dataset, column: str):

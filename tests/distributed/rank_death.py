@@ -23,7 +23,7 @@ from trl import GRPOTrainer
 
 from gear_trl import train
 from gear_trl.trainer.gear_trainer import GEARTrainer
-from gear_trl.trainer.teacher import Teacher
+from gear_trl.teacher.teacher import Teacher
 
 
 def die_here(trainer, phase: str) -> None:

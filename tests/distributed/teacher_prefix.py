@@ -7,7 +7,6 @@ one-token forwards that match the other rank's count), and how far its states ar
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,13 +18,25 @@ from datasets import Dataset
 
 from gear_trl import GEARConfig, GEARTrainer
 from gear_trl.rewards import get_reward_funcs
-from gear_trl.trainer.teacher import Teacher
+from gear_trl.teacher.teacher import Teacher
 from tests.utils import report_and_leave
 
 # With shuffling off, per-device batch 2, two steps per generation and two generations per prompt, rank 0 gets rows
 # 0, 0, 1, 1 (the same prompt twice: one distinct teacher prompt) and rank 1 rows 2, 2, 3, 3 (two).
 PROMPTS = ["What is 3 + 4?", "What is 3 + 4?", "What is 10 + 5?", "Add 6 and 1, then double it."]
 TRUTHS = ["7", "7", "15", "14"]
+
+
+class CountingHost:
+    """The trainer as the teacher's host, with its two forwards wrapped by `counted`."""
+
+    def __init__(self, host, counted):
+        self._host = host
+        self.backbone_states = counted(host.backbone_states)
+        self.final_hidden = counted(host.final_hidden)
+
+    def __getattr__(self, name):
+        return getattr(self._host, name)
 
 
 class Recording(Teacher):
@@ -43,9 +54,7 @@ class Recording(Teacher):
             return counting
 
         # the teacher's forwards, counted: a backbone forward of its own or one through the trainer's final_hidden
-        self.host = dataclasses.replace(
-            host, backbone_states=counted(host.backbone_states), final_hidden=counted(host.final_hidden)
-        )
+        self.host = CountingHost(host, counted)
         try:
             shared = super().hidden(output, teacher_prompt_ids)
             did_share = self.pass_shared
