@@ -247,14 +247,18 @@ def test_every_documented_evaluation_of_a_hub_model_names_its_chat_mode():
     checked = 0
     for page in pages:
         text = page.read_text()
-        chooses = re.search(r'^EVAL="python -m gear_trl\.evaluate --enable_thinking (true|false)"', text, re.MULTILINE)
+        chooses = re.search(
+            r'^EVAL="(python -m gear_trl\.evaluate|gear-trl-evaluate) --enable_thinking (true|false)"', text, re.MULTILINE
+        )
         for command in _commands(text):
             model = re.search(r"--model (\S+)", command)
             if model is None or model.group(1).startswith(("outputs/", "data/", "./", "/", "MODEL")):
                 continue
             checked += 1
-            if model.group(1) == "$run":  # a loop over the base model and the trained runs: one mode for all
-                assert command.lstrip().startswith("$EVAL") and chooses, f"{page.name}: {command.strip()}"
+            # a loop over the base model and the trained runs, or reproducing.md's `score NAME MODEL BENCHMARK`
+            # function that every loop calls: one mode, set once in EVAL, for all
+            if model.group(1) in ("$run", "$2"):
+                assert re.match(r"(score\(\) \{ )?\$EVAL ", command.lstrip()) and chooses, f"{page.name}: {command.strip()}"
             else:
                 assert "--enable_thinking" in command, f"{page.name}: {command.strip()}"
-    assert checked >= 7  # the evaluation page's Hub example and the reproducing page's six loops
+    assert checked >= 2  # the evaluation page's Hub example and the reproducing page's `score` function

@@ -16,7 +16,7 @@ def exit_on_user_error(main, argv) -> None:
     plug-ins import from it); a `UserInputError` ends the process with one `error: ...` line (exit 1)."""
     import sys
 
-    from .plugins import import_from_current_folder
+    from .paths import import_from_current_folder
 
     import_from_current_folder()
     try:
