@@ -547,7 +547,10 @@ def performance_host() -> str:
     after = report["runs"]["after"]["configs"]
     grpo_top = after["grpo"]["totals"]["top-level operators"]
     teacher = after["gear/gpu_path"]["regions"]["teacher forward"]["top-level operators"]
-    metrics_syncs = sum(n for source, n in after["gear/gpu_path"]["sync_sources"].items() if "gear_metrics" in source)
+    own_syncs = sorted(
+        ((*source.split(" @ ", 1), n) for source, n in after["gear/gpu_path"]["sync_sources"].items() if "gear_trl/" in source),
+        key=lambda item: -item[2],
+    )
     best = min(after[c]["totals"]["top-level operators"] / grpo_top for c in after if c != "grpo")
     lines += [
         "",
@@ -555,9 +558,9 @@ def performance_host() -> str:
         f"own forward is {teacher / grpo_top:.2f}x GRPO's step by itself (a forward of every layer against GRPO's "
         "forward and backward), which leaves the rest almost no room; at chunk 64 the divergence's per-chunk "
         "operators add as much again, at the recipes' chunk 512 little.",
-        f"- Of GEAR's own synchronizations {metrics_syncs} are its metrics' (`gear_trl/trainer/gear_metrics.py`: "
-        "boolean indexing, `.item()`, `.tolist()`), now the largest source; the divergence and the segments are down "
-        "to one each.",
+        "- GEAR's own synchronizations a step (`gear/gpu_path`), by source: "
+        + ", ".join(f"{n} `{kind.strip()}` in `{where.split(':')[0].strip()}`" for kind, where, n in own_syncs)
+        + ".",
         "- On CPU GEAR's divergence runs inside the loss's LM head with one BLAS dot per row (faster there, "
         "bench/results/overhead/NOTES.md), hence its operator count; a GPU takes the `gpu_path` rows.",
     ]
