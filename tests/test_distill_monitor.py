@@ -157,3 +157,55 @@ def test_the_metrics_page_quotes_the_warning_as_the_monitor_writes_it():
     quoted = " ".join(line[2:] for line in section.splitlines() if line.startswith("> "))
     written = collapse_warning({"rule": "share", "share": 0.9, "reward_trend": -0.4, "entropy_trend": None}, 0.5, False)
     assert quoted == written
+
+
+def logged(monitor, steps):
+    """The training logs a trainer writes to `log_history` for these steps: TRL's means and the monitor's metrics."""
+    return [{"reward": r, "gear/distill_share": s, "entropy": e, **monitor.observe(s, r, e)} for s, r, e in steps]
+
+
+def test_a_resumed_run_keeps_the_backed_off_weight_its_spacing_and_its_one_warning(caplog):
+    """Killed after the second back-off and resumed from the checkpoint: the resumed monitor, built again from the
+    recipe (weight 0.5), takes the history from `log_history` and goes on exactly as the uninterrupted one."""
+    steps = COLLAPSE + [(0.9, 0.0, 1.0)] * MONITOR_WINDOW
+    whole = DistillationMonitor(args(distillation_backoff=True, distillation_backoff_floor=0.1))
+    uninterrupted = feed(whole, steps)
+    cut = next(k for k, o in enumerate(uninterrupted) if o["gear/distill_weight"] == 0.125) + 3
+    first = DistillationMonitor(args(distillation_backoff=True, distillation_backoff_floor=0.1))
+    history = logged(first, steps[:cut])
+    resumed = DistillationMonitor(args(distillation_backoff=True, distillation_backoff_floor=0.1))
+    resumed.resume([{"loss": 1.0}, *history])  # entries without the monitor's metrics are not its logs
+    assert resumed.args.distillation_weight == 0.125 and resumed.backoffs == 2 and resumed.warned
+    caplog.clear()  # the two monitors before the kill warned; the resumed one must not again
+    with caplog.at_level(logging.WARNING, logger="gear_trl.trainer.callbacks"):
+        rest = feed(resumed, steps[cut:])
+    assert rest == uninterrupted[cut:]
+    assert not [r for r in caplog.records if "may be collapsing" in r.getMessage()]  # warned once, before the kill
+    assert resumed.backoffs == whole.backoffs
+
+
+def test_resuming_without_back_off_keeps_the_recipes_weight():
+    first = DistillationMonitor(args())
+    history = logged(first, COLLAPSE)
+    resumed = DistillationMonitor(args())
+    resumed.resume(history)
+    assert resumed.args.distillation_weight == 0.5 and resumed.warned and resumed.backoffs == 0
+    assert len(resumed.reward) == len(COLLAPSE)
+
+
+@pytest.mark.slow
+def test_the_trainer_hands_a_resumed_run_its_history_from_the_checkpoint(tmp_path):
+    """Two steps saved at each step, then the same run resumed from checkpoint-2 for a third: the resumed trainer's
+    monitor holds all three logged steps (the first two from the checkpoint's log_history), not one."""
+    from tests.utils import make_trainer, tiny_args
+
+    args = tiny_args(tmp_path, distillation_weight=0.25, max_steps=2, save_strategy="steps", save_steps=1)
+    first = make_trainer(tmp_path, args=args)
+    first.train()
+    assert len(first.distillation_monitor.reward) == 2
+    resumed_args = tiny_args(tmp_path, distillation_weight=0.25, max_steps=3, save_strategy="steps", save_steps=1)
+    resumed = make_trainer(tmp_path, args=resumed_args)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-2"))
+    monitor = resumed.distillation_monitor
+    assert len(monitor.reward) == 3
+    assert monitor.reward[:2] == first.distillation_monitor.reward

@@ -181,6 +181,29 @@ class DistillationMonitor:
         self.backoffs = 0
         self._quiet_until = 0  # logged step before which a back-off may not repeat
 
+    def resume(self, log_history: list[dict]) -> None:
+        """Take up a resumed run's history from its checkpoint's `log_history` (the trainer's state, saved with every
+        checkpoint): each training log the monitor saw is an entry with its `gear/distill_weight`, and the inputs it
+        judged are the same entry's `gear/distill_share`, `reward` and `entropy` (TRL logs the NaN-free means the
+        monitor reads). So after a resume the warning is not repeated, the back-off keeps the weight it had reached
+        (and its spacing), and the windows span the whole run, not only what followed the resume."""
+        seen = [e for e in log_history if "gear/distill_weight" in e and "reward" in e]
+        if not seen or self.reward:
+            return
+        for entry in seen:
+            self.share.append(entry.get("gear/distill_share"))
+            self.reward.append(entry.get("reward"))
+            self.entropy.append(entry.get("entropy"))
+        self.warned = any(e.get("gear/collapse_warning") == 1.0 for e in seen)
+        weights = [e["gear/distill_weight"] for e in seen]
+        configured = self.args.distillation_weight  # the recipe's, read again by the resumed run
+        lowered = [k for k, w in enumerate(weights) if w < (weights[k - 1] if k else configured)]
+        self.backoffs = len(lowered)
+        if lowered:
+            self._quiet_until = lowered[-1] + 1 + self.window
+        if self.args.distillation_backoff:
+            self.args.distillation_weight = weights[-1]
+
     def observe(self, share, reward, entropy) -> dict[str, float]:
         """One training log's means (None where not logged); returns the monitor's metrics for the same log."""
         from ..credit.distill import collapse_verdict, collapse_warning

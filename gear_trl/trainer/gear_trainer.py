@@ -372,6 +372,8 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         metrics (they go to the trackers and `log_history` with the rest)."""
         monitor = getattr(self, "distillation_monitor", None)
         if monitor is not None and self.model.training and self._metrics["train"].get("reward"):
+            if not monitor.reward:  # a resumed run's history is in its checkpoint's log_history (none in a new run)
+                monitor.resume(self.state.log_history)
 
             def mean(name):
                 values = [v for v in self._metrics["train"].get(name, []) if not math.isnan(v)]
