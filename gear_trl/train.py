@@ -207,7 +207,7 @@ def parse_args(argv: list[str] | None = None):
 def check_config_file(argv: list[str]) -> None:
     """Refuse a `--config` that names no readable file, in one line with the closest file's name (TRL would open it
     and fail with a traceback)."""
-    from .trainer.preflight import PreflightError, _closest_sibling
+    from .trainer.preflight import PreflightError, closest_sibling
 
     if "--config" not in argv:
         return
@@ -217,7 +217,7 @@ def check_config_file(argv: list[str]) -> None:
     path = argv[index + 1]
     if not os.path.isfile(path):
         kind = "is a folder, not a recipe file" if os.path.isdir(path) else "no such recipe file"
-        raise PreflightError(f"`--config`: {kind}: {path!r}{_closest_sibling(path)}.")
+        raise PreflightError(f"`--config`: {kind}: {path!r}{closest_sibling(path)}.")
 
 
 def recipe_adapter(script_args: GEARScriptArguments, column_names: list[str]):

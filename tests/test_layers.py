@@ -138,6 +138,47 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def private_imports(package_dir: Path) -> list[str]:
+    """Every `from <module of another room> import _name`: a room's private names are its own (issue 74)."""
+    modules = module_files(package_dir)
+    found = []
+    for name, path in sorted(modules.items()):
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = node.module or ""
+            if node.level:
+                source = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            if not source.startswith("gear_trl") or room_of(source, modules) == room_of(name, modules):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{name} ({room_of(name, modules)}) imports the private {source}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another_room():
+    problems = private_imports(PACKAGE)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_private_import_across_rooms_is_found_and_one_within_a_room_is_not(tmp_path):
+    package = write(
+        tmp_path,
+        {
+            "gear_trl/__init__.py": "",
+            "gear_trl/train.py": "from .trainer.preflight import _hidden, shown\n",
+            "gear_trl/trainer/__init__.py": "",
+            "gear_trl/trainer/preflight.py": "def _hidden(): ...\ndef shown(): ...\n",
+            "gear_trl/trainer/gear_trainer.py": "from .preflight import _hidden\n",
+        },
+    )
+    assert private_imports(package) == [
+        "gear_trl.train (gear_trl.train) imports the private gear_trl.trainer.preflight._hidden"
+    ]
+
+
 def test_every_module_is_placed_and_imports_only_downwards_without_cycles():
     problems = find_problems(PACKAGE)
     assert not problems, "\n".join(problems)

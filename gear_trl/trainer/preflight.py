@@ -81,7 +81,7 @@ def looks_like_local_path(name: str) -> bool:
     return len(parts) > 2 or (len(parts) == 2 and os.path.isdir(parts[0]))
 
 
-def _closest_sibling(path: str, keep=None) -> str:
+def closest_sibling(path: str, keep=None) -> str:
     """The text " (did you mean 'x'?)" naming the entry of `path`'s folder closest to it, among those that
     `keep(entry_path)` accepts (all when `keep` is None); "" when none is close."""
     parent, base = os.path.split(os.path.normpath(os.path.expanduser(path)))
@@ -113,7 +113,7 @@ def check_model_source(name: str, what: str = "model_name_or_path", cache_dir: s
     if looks_like_local_path(name):
         if _in_hub_cache(name, cache_dir):
             return
-        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name)}.")
+        raise PreflightError(f"`{what}`: no such local folder: {name!r}{closest_sibling(name)}.")
     if hub_offline() and not _in_hub_cache(name, cache_dir):
         raise PreflightError(
             f"`{what}`: {name!r} is not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE "
@@ -142,9 +142,9 @@ def check_dataset_source(name: str, what: str = "dataset_name") -> None:
     if os.path.exists(path):
         return
     if _is_data_file(name):
-        raise PreflightError(f"`{what}`: no such local file: {name!r}{_closest_sibling(name, _is_data_file)}.")
+        raise PreflightError(f"`{what}`: no such local file: {name!r}{closest_sibling(name, _is_data_file)}.")
     if looks_like_local_path(name):
-        raise PreflightError(f"`{what}`: no such local folder: {name!r}{_closest_sibling(name, _could_be_dataset)}.")
+        raise PreflightError(f"`{what}`: no such local folder: {name!r}{closest_sibling(name, _could_be_dataset)}.")
 
 
 def load_dataset_named(name: str, config: str | None = None, what: str = "dataset_name", revision: str | None = None):
