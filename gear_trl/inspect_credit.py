@@ -18,8 +18,8 @@ import os
 import sys
 from dataclasses import replace
 
-from .cli.errors import UserInputError
-from .cli.flags import FlagParser
+from .inputs.errors import UserInputError
+from .inputs.flags import FlagParser
 from .evaluation.generation import is_adapter_dir, load_model
 from .reporting import (
     choose_rollouts,
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .cli.errors import exit_on_user_error
+    from .inputs.errors import exit_on_user_error
 
     exit_on_user_error(main, argv)
 

@@ -700,8 +700,8 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    from .cli.errors import UserInputError
-    from .cli.plugins import import_from_current_folder
+    from .inputs.errors import UserInputError
+    from .inputs.plugins import import_from_current_folder
     from .trainer.checkpoints import CheckpointSaveError
 
     # `gear-trl-train` imports the recipe's plug-ins (`my_rewards:exact_answer`) from the current folder, as

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.evaluation.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
 from gear_trl.evaluation.cli import main
 from gear_trl.evaluation.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids

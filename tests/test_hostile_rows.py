@@ -10,7 +10,7 @@ import pytest
 from trl import GRPOTrainer
 
 from gear_trl import GEARTrainer
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.train import main, parse_args
 from gear_trl.trainer.preflight import PreflightError
 

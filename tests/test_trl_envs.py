@@ -15,7 +15,7 @@ import pytest
 from datasets import Dataset
 
 from gear_trl import GEARConfig, GEARTrainer
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.data import DATASET_ADAPTERS, detect_adapter, prepare_dataset
 from gear_trl.envs import get_environment_factories
 from gear_trl.envs.checks import check_environments

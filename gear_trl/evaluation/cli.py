@@ -48,8 +48,8 @@ import os
 import re
 import sys
 
-from ..cli.errors import UserInputError
-from ..cli.flags import FlagParser
+from ..inputs.errors import UserInputError
+from ..inputs.flags import FlagParser
 from .bfcl import (
     BFCL_MULTI_TURN,
     BFCL_SINGLE_TURN,
@@ -774,6 +774,6 @@ def _write_report(args: argparse.Namespace, report: dict, reward_names: list[str
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from ..cli.errors import exit_on_user_error
+    from ..inputs.errors import exit_on_user_error
 
     exit_on_user_error(main, argv)

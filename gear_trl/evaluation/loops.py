@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .generation import prompt_ids
 from .pass_at_k import _mean, _pass_ks
 from .scoring import _check_sampling, _report, _reward_names, _sample, score

@@ -29,8 +29,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..cli.errors import UserInputError
-from ..cli.plugins import load_plugin
+from ..inputs.errors import UserInputError
+from ..inputs.plugins import load_plugin
 from ..envs.rollout import encodable_text
 
 STOP = "###STOP###"

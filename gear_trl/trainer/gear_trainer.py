@@ -29,7 +29,7 @@ from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from ..credit import (
     CreditInputs,
     CreditTrace,

@@ -9,7 +9,7 @@ import json
 import os
 import tempfile
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 
 GROUND_TRUTH_WARN_FRACTION = 0.5
 """Warn when more than this share of the training rows has no usable ground truth (none at all is an error)."""
