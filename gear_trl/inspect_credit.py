@@ -150,7 +150,7 @@ def parse_cli(argv: list[str] | None = None):
 def default_split(script_args) -> str:
     """The split to inspect when `--split` is not given: the recipe's `dataset_test_split` if the dataset has it, else
     its `dataset_train_split` (said on stdout either way)."""
-    from .trainer.preflight import load_dataset_named
+    from .inputs.preflight import load_dataset_named
 
     splits = load_dataset_named(
         script_args.dataset_name, script_args.dataset_config, revision=getattr(script_args, "dataset_revision", None)

@@ -60,7 +60,7 @@ def test_a_hub_model_without_run_settings_is_refused_until_the_mode_is_given(mon
     loaded = []
     monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: loaded.append(a))
     monkeypatch.setattr("gear_trl.evaluation.cli.load_tokenizer", lambda *a, **k: loaded.append(a))
-    monkeypatch.setattr("gear_trl.trainer.preflight.check_model_source", lambda *a, **k: None)  # as if cached
+    monkeypatch.setattr("gear_trl.inputs.preflight.check_model_source", lambda *a, **k: None)  # as if cached
     with pytest.raises(UserInputError) as raised:
         main(["--model", "Qwen/Qwen3-4B", "--benchmark", "math500"])
     message = str(raised.value)

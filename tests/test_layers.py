@@ -4,8 +4,9 @@ chain of imports comes back to where it started. Imports inside functions count:
 Layers, bottom to top (docs/design.md; each is a folder of the package, the entry points its top-level modules):
 
     inputs        what a user hands in, and how it is refused: the user-input error type, plug-in loading by import
-                  path, the flag parser, paths; shared by the entry points and the task plug-ins (gear_trl/inputs/:
-                  imports nothing of gear_trl; gear_trl/cli/ is its deprecated old name, shims only)
+                  path, the flag parser, paths, a run's checks before its model loads (preflight.py); shared by the entry
+                  points, evaluation, the trainer and the task plug-ins (gear_trl/inputs/: imports nothing of gear_trl
+                  above it; gear_trl/cli/ is its deprecated old name, shims only)
     credit        the mathematics: pure tensor functions
     tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
     reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
@@ -35,10 +36,10 @@ PLACES = {
     "gear_trl.teacher": "teacher",  # what the teacher is shown, its kinds and weights, its pass and host, its probe
     "gear_trl.rewards": "tasks",
     "gear_trl.envs": "tasks",  # environments, and their rollouts on TRL's tool loop (envs/rollout.py)
-    "gear_trl.inputs": "inputs",  # the user-input error type (errors.py), plug-ins by path (plugins.py), flags, paths
+    "gear_trl.inputs": "inputs",  # UserInputError, plug-ins by path, flags, paths, pre-load checks (preflight.py)
     "gear_trl.cli": "inputs",  # deprecated old name of gear_trl.inputs: one-line shims re-exporting it
     "gear_trl.reporting": "reporting",
-    "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, preflight, checkpoints, ...
+    "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, hub, rows, checkpoints, ...
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
     "gear_trl.evaluate": "entry points",  # `python -m gear_trl.evaluate`: gear_trl.evaluation.cli
@@ -46,7 +47,7 @@ PLACES = {
     "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports
     "gear_trl.testing": "entry points",
     "gear_trl.models": "entry points",  # `python -m gear_trl.models.smollm2`: a pretrained model fetched and converted
-    "gear_trl.evaluation": "entry points",  # command line, loops, pass@k, backends, simulated users, run settings
+    "gear_trl.evaluation": "entry points",  # command line, loops (which run GEARTrainer.evaluate), pass@k, backends
     "gear_trl.evaluation.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each
 }
 
@@ -299,6 +300,7 @@ MOVED = {  # old module path: new module path (issue 74: rooms named for what th
     "gear_trl.cli.flags": "gear_trl.inputs.flags",
     "gear_trl.cli.paths": "gear_trl.inputs.paths",
     "gear_trl.cli.plugins": "gear_trl.inputs.plugins",
+    "gear_trl.trainer.preflight": "gear_trl.inputs.preflight",
 }
 
 

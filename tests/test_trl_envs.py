@@ -21,7 +21,7 @@ from gear_trl.envs import get_environment_factories
 from gear_trl.envs.checks import check_environments
 from gear_trl.envs.rollout import RolloutRecord, ToolRolloutMixin, step_anchors
 from gear_trl.train import load_splits, main, parse_args, reward_names
-from gear_trl.trainer.preflight import PreflightError
+from gear_trl.inputs.preflight import PreflightError
 from tests.bank_plugin.bank import to_example
 from tests.trl_env_plugin.games import GuessEnv, InstructionEnv, SilentEnv
 

@@ -16,7 +16,7 @@ def benchmark_splits(name: str, load: Callable | None = None) -> list[tuple[str,
     Hub or local dataset split, bfcl-eval's single-turn entries or multi-turn tasks, or ACEBench's category. A
     multi-turn task's request is its first turn's user messages. Unknown presets and missing sources raise
     `UserInputError` naming the entry. `load(dataset, config, what=...)` reads a Hub or local dataset (the entry
-    points pass `gear_trl.trainer.preflight.load_dataset_named`, which names what is missing; the task layer does not
+    points pass `gear_trl.inputs.preflight.load_dataset_named`, which names what is missing; the task layer does not
     import the trainer's); default `datasets.load_dataset`."""
     from ..inputs.errors import UserInputError
 

@@ -71,7 +71,7 @@ from .model_parts import (
     switch_off_dropout,
     turn_starts,
 )
-from .preflight import check_trackers, reward_parameter_problems
+from ..inputs.preflight import check_trackers, reward_parameter_problems
 from .step_metrics import StepMetrics
 
 logger = logging.getLogger(__name__)
