@@ -18,8 +18,8 @@ import os
 import sys
 from dataclasses import replace
 
-from .cli.errors import UserInputError
-from .cli.flags import FlagParser
+from .inputs.errors import UserInputError
+from .inputs.flags import FlagParser
 from .evaluation.generation import is_adapter_dir, load_model
 from .reporting import (
     choose_rollouts,
@@ -150,7 +150,7 @@ def parse_cli(argv: list[str] | None = None):
 def default_split(script_args) -> str:
     """The split to inspect when `--split` is not given: the recipe's `dataset_test_split` if the dataset has it, else
     its `dataset_train_split` (said on stdout either way)."""
-    from .trainer.preflight import load_dataset_named
+    from .inputs.preflight import load_dataset_named
 
     splits = load_dataset_named(
         script_args.dataset_name, script_args.dataset_config, revision=getattr(script_args, "dataset_revision", None)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> tuple[str, str]:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .cli.errors import exit_on_user_error
+    from .inputs.errors import exit_on_user_error
 
     exit_on_user_error(main, argv)
 

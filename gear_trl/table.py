@@ -30,8 +30,8 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-from .cli.errors import UserInputError
-from .cli.flags import FlagParser
+from .inputs.errors import UserInputError
+from .inputs.flags import FlagParser
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "num_samples")
 """The sampling a report's score depends on; reports of one benchmark must agree on each."""
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from .cli.errors import exit_on_user_error
+    from .inputs.errors import exit_on_user_error
 
     exit_on_user_error(main, argv)
 

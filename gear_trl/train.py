@@ -165,7 +165,7 @@ def parse_args(argv: list[str] | None = None):
     that names it with the closest known key."""
     import yaml
 
-    from .trainer.preflight import PreflightError
+    from .inputs.preflight import PreflightError
 
     argv = list(argv) if argv is not None else sys.argv[1:]
     check_config_file(argv)
@@ -207,7 +207,7 @@ def parse_args(argv: list[str] | None = None):
 def check_config_file(argv: list[str]) -> None:
     """Refuse a `--config` that names no readable file, in one line with the closest file's name (TRL would open it
     and fail with a traceback)."""
-    from .trainer.preflight import PreflightError, closest_sibling
+    from .inputs.preflight import PreflightError, closest_sibling
 
     if "--config" not in argv:
         return
@@ -242,7 +242,7 @@ def load_splits(
     training split, named when it is missing (`--split` for inspect)."""
     from .data import prepare_dataset
     from .rewards import get_reward_funcs
-    from .trainer.preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
+    from .inputs.preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
     from .trainer.rows import check_prepared_rows, check_raw_rows
 
     if not script_args.dataset_name:
@@ -305,7 +305,7 @@ def held_out_splits(script_args: GEARScriptArguments):
     """(name, rows) of every split the run is scored on: `dataset_test_split` of the training dataset (when it is
     another split) and every split of each `held_out_datasets` entry."""
     from .evaluation.held_out import BENCHMARK_PREFIX, benchmark_splits
-    from .trainer.preflight import load_dataset_named
+    from .inputs.preflight import load_dataset_named
 
     dataset = load_dataset_named(
         script_args.dataset_name, script_args.dataset_config, revision=script_args.dataset_revision
@@ -327,7 +327,7 @@ def held_out_splits(script_args: GEARScriptArguments):
 def overlap_warnings(script_args: GEARScriptArguments) -> list[str]:
     """One message per evaluation split that shares a prompt with the training split (`gear_trl.data.overlap`)."""
     from .data.overlap import overlap_message, request_texts
-    from .trainer.preflight import load_dataset_named
+    from .inputs.preflight import load_dataset_named
 
     dataset = load_dataset_named(
         script_args.dataset_name, script_args.dataset_config, revision=script_args.dataset_revision
@@ -348,7 +348,7 @@ def reward_names(script_args: GEARScriptArguments, warn: bool = False) -> list[s
     Several environments: none only if each supplies one, and with some that do and some that do not the recipe must
     name the rewards. `warn`: warn when rewards are named beside an environment's own."""
     from .envs import factory_class, get_environment_factories, supplies_reward
-    from .trainer.preflight import PreflightError
+    from .inputs.preflight import PreflightError
 
     given = script_args.reward_funcs
     if not script_args.environment:
@@ -442,7 +442,7 @@ def preflight(
     """The checks that need neither model nor data, each run even when another has failed: every problem is recorded
     in `problems` (a `Problems`); without one, they are raised together at the end as one `PreflightError`."""
     from .trainer.hub import check_hub_access
-    from .trainer.preflight import (
+    from .inputs.preflight import (
         Problems,
         check_model_source,
         check_precision,
@@ -506,7 +506,7 @@ def check_reward_parameters(script_args, training_args: GEARConfig, train_datase
     """Every reward function's required parameters against the training rows' columns and what TRL passes, before
     the model loads: all mismatches in one `PreflightError`."""
     from .rewards import get_reward_funcs
-    from .trainer.preflight import PreflightError, reward_parameter_problems
+    from .inputs.preflight import PreflightError, reward_parameter_problems
 
     funcs = get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
     found = reward_parameter_problems(
@@ -565,7 +565,7 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
     """The checkpoint to resume from: `resume_from_checkpoint` when set (it must be complete), else the newest
     complete `checkpoint-N` of `output_dir`; each newer incomplete one is reported with the reason it is skipped."""
     from .trainer.checkpoints import checkpoint_problem, find_resumable_checkpoint
-    from .trainer.preflight import PreflightError
+    from .inputs.preflight import PreflightError
 
     explicit = training_args.resume_from_checkpoint
     if explicit is not None:
@@ -586,7 +586,7 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
     from .evaluation.run_settings import write_run_settings
     from .trainer.interrupt import InterruptCallback
-    from .trainer.preflight import Problems, full_finetune_learning_rate_warning
+    from .inputs.preflight import Problems, full_finetune_learning_rate_warning
     from .trainer.rows import check_prompts_fit
 
     # Every problem found before the model loads is reported at once (`Problems`); a check that needs what an
@@ -700,8 +700,8 @@ def _print_main(message: str) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    from .cli.errors import UserInputError
-    from .cli.plugins import import_from_current_folder
+    from .inputs.errors import UserInputError
+    from .inputs.plugins import import_from_current_folder
     from .trainer.checkpoints import CheckpointSaveError
 
     # `gear-trl-train` imports the recipe's plug-ins (`my_rewards:exact_answer`) from the current folder, as

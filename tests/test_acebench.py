@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.data import acebench as acebench_data
 from gear_trl.data.acebench import NON_INTERACTIVE_CATEGORIES, load_acebench
 from gear_trl.evaluation.benchmarks import ACEBENCH_PRESETS, get_preset

@@ -13,7 +13,7 @@ import torch
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from transformers import AutoTokenizer
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.evaluation.benchmarks import PRESETS, get_preset, presets_table
 from gear_trl.evaluation.cli import main, make_parser
 from gear_trl.rewards.math_rewards import is_correct

@@ -374,7 +374,7 @@ def test_a_missing_bfcl_eval_is_named_not_scored_zero(monkeypatch):
     import importlib
     import sys
 
-    from gear_trl.cli.errors import UserInputError
+    from gear_trl.inputs.errors import UserInputError
 
     module = importlib.import_module("gear_trl.rewards.bfcl_ast")  # the package's `bfcl_ast` is the function
 

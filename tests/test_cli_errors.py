@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gear_trl.trainer import hub
-from gear_trl.trainer.preflight import check_trackers
+from gear_trl.inputs.preflight import check_trackers
 
 RECIPE = "recipes/tiny/config_math.yaml"
 
@@ -74,7 +74,7 @@ def test_missing_trackers_name_the_install_extra(monkeypatch):
 def test_every_tracker_extra_is_declared_in_setup_cfg():
     import configparser
 
-    from gear_trl.trainer.preflight import TRACKERS
+    from gear_trl.inputs.preflight import TRACKERS
 
     parser = configparser.ConfigParser()
     parser.read("setup.cfg")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl.cli.flags import FlagParser, deprecation
+from gear_trl.inputs.flags import FlagParser, deprecation
 from gear_trl.evaluation.cli import make_parser as evaluate_parser
 from gear_trl.table import make_parser as table_parser
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gear_trl.cli.plugins import import_from_current_folder
+from gear_trl.inputs.plugins import import_from_current_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl.trainer.preflight import PreflightError, check_dataset_source, load_dataset_named
+from gear_trl.inputs.preflight import PreflightError, check_dataset_source, load_dataset_named
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.data import acebench
 from gear_trl.evaluation.benchmarks import BFCL_EVAL_REQUIREMENT, get_preset
 

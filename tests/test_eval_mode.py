@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.evaluation.benchmarks import PRESETS, QWEN3_NON_THINKING, get_preset
 from gear_trl.evaluation.cli import main
 from gear_trl.evaluation.generation import Sampling, model_revision, read_generation_config, shipped_sampling, stop_ids
@@ -60,7 +60,7 @@ def test_a_hub_model_without_run_settings_is_refused_until_the_mode_is_given(mon
     loaded = []
     monkeypatch.setattr("gear_trl.evaluation.cli.load_model", lambda *a, **k: loaded.append(a))
     monkeypatch.setattr("gear_trl.evaluation.cli.load_tokenizer", lambda *a, **k: loaded.append(a))
-    monkeypatch.setattr("gear_trl.trainer.preflight.check_model_source", lambda *a, **k: None)  # as if cached
+    monkeypatch.setattr("gear_trl.inputs.preflight.check_model_source", lambda *a, **k: None)  # as if cached
     with pytest.raises(UserInputError) as raised:
         main(["--model", "Qwen/Qwen3-4B", "--benchmark", "math500"])
     message = str(raised.value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.evaluation.cli import main
 from tests.utils import TINY
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.evaluation.cli import main
 from gear_trl.evaluation.pass_at_k import default_pass_ks, pass_at_k
 from gear_trl.evaluation.run_settings import RUN_SETTINGS, read_run_settings, write_run_settings

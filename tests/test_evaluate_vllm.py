@@ -9,7 +9,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.evaluation.cli import main
 from gear_trl.evaluation.generation import Sampling, VLLMGenerator
 

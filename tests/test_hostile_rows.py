@@ -10,9 +10,9 @@ import pytest
 from trl import GRPOTrainer
 
 from gear_trl import GEARTrainer
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.train import main, parse_args
-from gear_trl.trainer.preflight import PreflightError
+from gear_trl.inputs.preflight import PreflightError
 
 CALC = "recipes/tiny/config_calc_tools.yaml"
 

@@ -16,7 +16,7 @@ def test_gear_trl_imports_and_bfcl_official_says_what_to_install_without_bfcl_ev
         import gear_trl
         from gear_trl import GEARConfig, GEARTrainer
         from gear_trl.envs.bfcl_official import BFCLOfficialEnvironment, load_tasks
-        from gear_trl.cli.errors import UserInputError
+        from gear_trl.inputs.errors import UserInputError
 
         assert not hasattr(BFCLOfficialEnvironment, "cd"), "tools installed without bfcl-eval"
         try:

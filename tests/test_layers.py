@@ -3,8 +3,10 @@ chain of imports comes back to where it started. Imports inside functions count:
 
 Layers, bottom to top (docs/design.md; each is a folder of the package, the entry points its top-level modules):
 
-    cli           the user-input error type and plug-in loading by import path, shared by the entry points and the
-                  task plug-ins (gear_trl/cli/: imports nothing of gear_trl)
+    inputs        what a user hands in, and how it is refused: the user-input error type, plug-in loading by import
+                  path, the flag parser, paths, a run's checks before its model loads (preflight.py); shared by the entry
+                  points, evaluation, the trainer and the task plug-ins (gear_trl/inputs/: imports nothing of gear_trl
+                  above it; gear_trl/cli/ is its deprecated old name, shims only)
     credit        the mathematics: pure tensor functions
     tasks         data adapters, rewards, environments, teacher prompts, tool rollouts
     reporting     credit rendered as HTML, PNG and tables (pure; the trainer's callback and the CLI both use it)
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-LAYERS = ("cli", "credit", "tasks", "reporting", "teacher", "trainer", "entry points")
+LAYERS = ("inputs", "credit", "tasks", "reporting", "teacher", "trainer", "entry points")
 
 PLACES = {
     # Subpackages are placed whole (the tree shows the layers); a top-level module on its own.
@@ -34,9 +36,10 @@ PLACES = {
     "gear_trl.teacher": "teacher",  # what the teacher is shown, its kinds and weights, its pass and host, its probe
     "gear_trl.rewards": "tasks",
     "gear_trl.envs": "tasks",  # environments, and their rollouts on TRL's tool loop (envs/rollout.py)
-    "gear_trl.cli": "cli",  # the user-input error type (errors.py), plug-ins by import path (plugins.py)
+    "gear_trl.inputs": "inputs",  # UserInputError, plug-ins by path, flags, paths, pre-load checks (preflight.py)
+    "gear_trl.cli": "inputs",  # deprecated old name of gear_trl.inputs: one-line shims re-exporting it
     "gear_trl.reporting": "reporting",
-    "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, preflight, checkpoints, ...
+    "gear_trl.trainer": "trainer",  # GEARTrainer, GEARConfig, callbacks, fused head, hub, rows, checkpoints, ...
     "gear_trl": "trainer",  # __init__: `from gear_trl import GEARConfig, GEARTrainer`
     "gear_trl.train": "entry points",
     "gear_trl.evaluate": "entry points",  # `python -m gear_trl.evaluate`: gear_trl.evaluation.cli
@@ -44,7 +47,7 @@ PLACES = {
     "gear_trl.table": "entry points",  # `gear-trl-table`: the paper's table from evaluation reports
     "gear_trl.testing": "entry points",
     "gear_trl.models": "entry points",  # `python -m gear_trl.models.smollm2`: a pretrained model fetched and converted
-    "gear_trl.evaluation": "entry points",  # command line, loops, pass@k, backends, simulated users, run settings
+    "gear_trl.evaluation": "entry points",  # command line, loops (which run GEARTrainer.evaluate), pass@k, backends
     "gear_trl.evaluation.benchmarks": "tasks",  # evaluation presets: dataset, prompt, sampling and scoring of each
 }
 
@@ -290,3 +293,37 @@ def test_no_module_shadows_a_standard_library_name():
         if (path.stem if path.suffix == ".py" else path.name) in sys.stdlib_module_names
     )
     assert shadowing == [], f"these modules shadow the standard library's: {shadowing}; rename them"
+
+
+MOVED = {  # old module path: new module path (issue 74: rooms named for what they hold)
+    "gear_trl.cli.errors": "gear_trl.inputs.errors",
+    "gear_trl.cli.flags": "gear_trl.inputs.flags",
+    "gear_trl.cli.paths": "gear_trl.inputs.paths",
+    "gear_trl.cli.plugins": "gear_trl.inputs.plugins",
+    "gear_trl.trainer.preflight": "gear_trl.inputs.preflight",
+}
+
+
+def test_moved_modules_old_paths_are_the_new_modules_with_a_deprecation_warning():
+    """Each moved module's old path imports the new module itself (so a monkeypatch through either path patches the
+    one module) with a DeprecationWarning naming the new place, and the package's own imports use the new places."""
+    import subprocess
+    import sys
+
+    script = f"""
+import importlib, warnings
+moved = {MOVED!r}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import gear_trl.train, gear_trl.evaluation.cli, gear_trl.inspect_credit, gear_trl.table  # internal imports
+assert not [w for w in caught if " moved to gear_trl." in str(w.message)], [str(w.message) for w in caught]
+for old, new in moved.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new), old
+    assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught), old
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]

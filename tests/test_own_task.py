@@ -11,7 +11,7 @@ import pytest
 from datasets import Dataset, IterableDataset
 
 from gear_trl import GEARConfig, GEARTrainer
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.teacher.prompts import DEFAULT_TOOL_SOLUTION_TEMPLATE, DEFAULT_TOOL_TEACHER_TEMPLATE
 from gear_trl.envs import Calculator
 from gear_trl.envs.rollout import ran_out_of_budget

@@ -77,7 +77,7 @@ def reads_answer(completions, answer, **kwargs):
 
 def test_a_reward_asking_for_the_renamed_column_is_told_its_new_name(tmp_path):
     from gear_trl.train import moved_columns, parse_args
-    from gear_trl.trainer.preflight import reward_parameter_problems
+    from gear_trl.inputs.preflight import reward_parameter_problems
 
     recipe = tmp_path / "recipe.yaml"
     columns = ["prompt", "ground_truth", "reference_solution"]
@@ -102,7 +102,7 @@ def test_the_recipe_without_its_cpu_lines_says_which_to_add(tmp_path):
     import torch
 
     from gear_trl.train import parse_args
-    from gear_trl.trainer.preflight import PreflightError
+    from gear_trl.inputs.preflight import PreflightError
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: bf16 is supported")

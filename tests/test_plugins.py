@@ -8,7 +8,7 @@ import json
 import pytest
 from datasets import Dataset
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.data import get_adapter, prepare_dataset
 from gear_trl.envs import Calculator, get_environment_factory, tool_names
 from gear_trl.envs.checks import check_environment

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from gear_trl.trainer.gear_config import LOSS_TYPES
-from gear_trl.trainer.preflight import (
+from gear_trl.inputs.preflight import (
     PreflightError,
     Problems,
     check_vllm,
@@ -167,7 +167,7 @@ def test_full_fine_tuning_at_a_lora_rate_is_warned():
 
 
 def test_train_warns_full_fine_tuning_at_a_lora_rate(tmp_path, monkeypatch):
-    from gear_trl.trainer import preflight
+    from gear_trl.inputs import preflight
 
     monkeypatch.setattr(preflight, "FULL_FINETUNE_MIN_HIDDEN_SIZE", 1)  # treat the tiny model as a real one
     from gear_trl.train import cli
@@ -183,7 +183,7 @@ def test_a_hub_dataset_that_cannot_be_fetched_is_one_problem(monkeypatch):
     """A gated Hub dataset (the tool-use recipes' xLAM set) whose terms were not accepted: one line naming it."""
     import datasets
 
-    from gear_trl.trainer import preflight
+    from gear_trl.inputs import preflight
 
     def gated(*args, **kwargs):
         raise FileNotFoundError("Dataset 'Salesforce/xlam-function-calling-60k' is a gated dataset on the Hub.\nmore")

@@ -217,7 +217,7 @@ def test_recipe_comments_name_only_presets_that_exist(path):
 def test_the_overlap_check_reads_benchmark_presets(monkeypatch):
     """`benchmark:NAME` entries load the rows evaluation scores (bfcl-eval's categories, ACEBench's), and a training
     set sharing a request with one of them is warned about."""
-    from gear_trl.cli.errors import UserInputError
+    from gear_trl.inputs.errors import UserInputError
     from gear_trl.data import acebench
     from gear_trl.data.overlap import request_texts
     from gear_trl.evaluation.held_out import benchmark_splits

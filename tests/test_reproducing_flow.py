@@ -86,7 +86,7 @@ def test_the_gpu_installs_give_the_recipes_what_they_need():
     the Hub login the recipes that push need (README, getting-started, reproducing)."""
     import yaml
 
-    from gear_trl.trainer.preflight import TRACKERS
+    from gear_trl.inputs.preflight import TRACKERS
 
     recipes = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "recipes").glob("Qwen3-*/*/config_*.yaml"))]
     trackers = {t for r in recipes for t in ([r["report_to"]] if isinstance(r["report_to"], str) else r["report_to"])}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gear_trl.trainer.preflight import reward_parameter_problems
+from gear_trl.inputs.preflight import reward_parameter_problems
 
 pytestmark = pytest.mark.usefixtures("never_load_a_model")  # tests/conftest.py
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from gear_trl.rewards.check import constant_reward_message, message_shape
-from gear_trl.trainer.preflight import TRL_REWARD_ARGUMENTS
+from gear_trl.inputs.preflight import TRL_REWARD_ARGUMENTS
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "rewards.md"
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from transformers import AutoModelForCausalLM
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.trainer.devices import check_planned_devices, check_single_device, model_devices
 from tests.utils import TINY, make_trainer, tiny_args
 

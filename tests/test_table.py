@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.table import main, paired_interval, t_quantile
 
 REPO = Path(__file__).resolve().parents[1]

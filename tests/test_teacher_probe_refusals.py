@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.data import DATASET_ADAPTERS
 from gear_trl.evaluation.cli import main
 from gear_trl.evaluation.loops import task_reward

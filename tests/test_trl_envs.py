@@ -15,13 +15,13 @@ import pytest
 from datasets import Dataset
 
 from gear_trl import GEARConfig, GEARTrainer
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.data import DATASET_ADAPTERS, detect_adapter, prepare_dataset
 from gear_trl.envs import get_environment_factories
 from gear_trl.envs.checks import check_environments
 from gear_trl.envs.rollout import RolloutRecord, ToolRolloutMixin, step_anchors
 from gear_trl.train import load_splits, main, parse_args, reward_names
-from gear_trl.trainer.preflight import PreflightError
+from gear_trl.inputs.preflight import PreflightError
 from tests.bank_plugin.bank import to_example
 from tests.trl_env_plugin.games import GuessEnv, InstructionEnv, SilentEnv
 

@@ -66,7 +66,7 @@ def test_gear_run_without_any_ground_truth_is_refused_naming_column_adapter_and_
 
 def test_mostly_missing_ground_truth_warns_and_plain_grpo_with_format_only_is_not_refused(tmp_path):
     from gear_trl.rewards import get_reward_funcs
-    from gear_trl.trainer.preflight import check_ground_truth, ground_truth_users
+    from gear_trl.inputs.preflight import check_ground_truth, ground_truth_users
 
     rows = [{"prompt": "q", "ground_truth": value} for value in ("1", None, "", None)]
     from datasets import Dataset
@@ -316,7 +316,7 @@ def test_precision_mismatch_is_refused_before_the_model_loads(tmp_path, no_model
 
 
 def test_deepspeed_config_precision_must_match_or_be_auto(tmp_path):
-    from gear_trl.trainer.preflight import check_precision
+    from gear_trl.inputs.preflight import check_precision
 
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps({"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}))

@@ -9,7 +9,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from gear_trl.cli.errors import UserInputError
+from gear_trl.inputs.errors import UserInputError
 from gear_trl.envs.bfcl_official import (
     ADDED_FUNCTIONS_PROMPT,
     _named_arguments,

@@ -1,5 +1,9 @@
-"""What the entry points (`gear_trl.train`, `gear_trl.evaluate`, `gear_trl.inspect_credit`, `gear_trl.table`) share
-with the task plug-ins below them: the user-input error type (`errors`), loading a user's reward, environment or
-dataset adapter by import path (`plugins`) and the command-line flag style (`flags`). Nothing here imports the rest
-of gear_trl.
+"""Deprecated: moved to `gear_trl.inputs` (the user-input error type, plug-in loading, the flag parser, paths).
+
+`gear_trl.cli` was never the command line; its modules (`errors`, `flags`, `paths`, `plugins`) are shims that
+re-export `gear_trl.inputs.<module>` with a DeprecationWarning at import.
 """
+
+import warnings
+
+warnings.warn("gear_trl.cli moved to gear_trl.inputs.", DeprecationWarning, stacklevel=2)

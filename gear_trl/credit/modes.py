@@ -233,7 +233,7 @@ def credit_mode(name: str) -> CreditMode:
 
 
 def _load_credit_mode(path: str) -> CreditMode:
-    from ..cli.plugins import load_plugin
+    from ..inputs.plugins import load_plugin
 
     record = load_plugin(path, "credit")
     if not isinstance(record, CreditMode):

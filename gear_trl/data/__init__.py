@@ -20,8 +20,8 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from ..cli.errors import UserInputError
-from ..cli.plugins import load_plugin
+from ..inputs.errors import UserInputError
+from ..inputs.plugins import load_plugin
 from .math_tasks import (
     AIME,
     GENERIC,

@@ -29,7 +29,7 @@ import os
 import urllib.request
 from typing import Any
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 
 NORMAL_CATEGORIES = (
     "normal_single_turn_single_function",

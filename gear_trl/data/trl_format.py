@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .math_tasks import with_system_prompt
 from .tool_use import json_text
 

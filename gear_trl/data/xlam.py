@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .bfcl import OPTIONAL_MARKER, bfcl_tool_name
 from .math_tasks import with_system_prompt
 

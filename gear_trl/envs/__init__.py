@@ -11,8 +11,8 @@ covers every multi-turn task (`gear_trl.envs.bfcl_official`).
 
 import json
 
-from ..cli.errors import UserInputError
-from ..cli.plugins import load_plugin
+from ..inputs.errors import UserInputError
+from ..inputs.plugins import load_plugin
 from .base import APIEnvironment, ToolError, not_a_tool, tool_names
 from .bfcl import API_CLASSES, FUNCTION_OWNERS, BFCLEnvironment, environment_class, environment_name
 from .bfcl_official import BFCLOfficialEnvironment

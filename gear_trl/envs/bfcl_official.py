@@ -41,7 +41,7 @@ import os
 import uuid
 from typing import Any
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .base import not_a_tool
 
 MULTI_TURN_CLASSES = (

@@ -25,7 +25,7 @@ import json
 import warnings
 from typing import Any
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .base import not_a_tool, tool_names
 
 PLUMBING = ("state_key",)

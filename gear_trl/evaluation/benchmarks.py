@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from ..data.acebench import ACEBENCH_GITHUB
 
 ACEBENCH_PRESETS = {

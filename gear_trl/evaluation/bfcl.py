@@ -3,7 +3,7 @@ and the per-category figures of their reports."""
 
 from __future__ import annotations
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .pass_at_k import _mean
 
 BFCL_MULTI_TURN = "bfcl_multi_turn"

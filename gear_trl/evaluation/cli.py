@@ -48,8 +48,8 @@ import os
 import re
 import sys
 
-from ..cli.errors import UserInputError
-from ..cli.flags import FlagParser
+from ..inputs.errors import UserInputError
+from ..inputs.flags import FlagParser
 from .bfcl import (
     BFCL_MULTI_TURN,
     BFCL_SINGLE_TURN,
@@ -480,7 +480,7 @@ def _preset_name(name: str) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     args = apply_defaults(make_parser().parse_args(argv))
-    from ..trainer.preflight import check_dataset_source, check_model_source
+    from ..inputs.preflight import check_dataset_source, check_model_source
 
     # A mistyped path is named here, not reported later as a failure to reach the Hub.
     check_model_source(args.model, "--model")
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> dict:
 def _task_rewards(args: argparse.Namespace, bfcl: bool) -> tuple[list[str] | None, object]:
     """(the names of the rewards that score the run, or None for the task's own once its rows are known; the
     environment's `get_reward` as a reward function when it is the default, evaluation's as it is training's)."""
-    from ..trainer.preflight import PreflightError
+    from ..inputs.preflight import PreflightError
 
     reward_names = args.reward
     own_reward = None
@@ -774,6 +774,6 @@ def _write_report(args: argparse.Namespace, report: dict, reward_names: list[str
 
 def cli(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from ..cli.errors import exit_on_user_error
+    from ..inputs.errors import exit_on_user_error
 
     exit_on_user_error(main, argv)

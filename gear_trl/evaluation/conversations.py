@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .generation import _row_tools, prompt_ids
 from .pass_at_k import _mean, _pass_ks
 from .scoring import _report, _reward_names, _sample, score

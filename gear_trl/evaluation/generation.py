@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 
 Completion = tuple[list[int], str, bool]
 

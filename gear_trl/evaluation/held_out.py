@@ -16,9 +16,9 @@ def benchmark_splits(name: str, load: Callable | None = None) -> list[tuple[str,
     Hub or local dataset split, bfcl-eval's single-turn entries or multi-turn tasks, or ACEBench's category. A
     multi-turn task's request is its first turn's user messages. Unknown presets and missing sources raise
     `UserInputError` naming the entry. `load(dataset, config, what=...)` reads a Hub or local dataset (the entry
-    points pass `gear_trl.trainer.preflight.load_dataset_named`, which names what is missing; the task layer does not
+    points pass `gear_trl.inputs.preflight.load_dataset_named`, which names what is missing; the task layer does not
     import the trainer's); default `datasets.load_dataset`."""
-    from ..cli.errors import UserInputError
+    from ..inputs.errors import UserInputError
 
     try:
         return _benchmark_splits(name, load)
@@ -49,7 +49,7 @@ def _benchmark_splits(name: str, load: Callable | None) -> list[tuple[str, list[
         from ..data.acebench import load_acebench
 
         return [(label, list(load_acebench(preset.dataset, preset.split)))]
-    from ..cli.errors import UserInputError
+    from ..inputs.errors import UserInputError
 
     if load is None:
         from datasets import load_dataset

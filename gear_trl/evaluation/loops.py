@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .generation import prompt_ids
 from .pass_at_k import _mean, _pass_ks
 from .scoring import _check_sampling, _report, _reward_names, _sample, score
@@ -54,7 +54,7 @@ def load_eval_split(
     """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`.
     `columns`: question column, answer column and answer pattern of `dataset_format="columns"`."""
     from ..data import column_adapter, detect_adapter, get_adapter, prepare_dataset
-    from ..trainer.preflight import PreflightError, load_dataset_named
+    from ..inputs.preflight import PreflightError, load_dataset_named
 
     if dataset_format == ACEBENCH:  # not on the Hub: a checkout, converted rows, or GitHub (gear_trl.data.acebench)
         from ..data.acebench import load_acebench

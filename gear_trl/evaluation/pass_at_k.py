@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 
 
 def _mean(values) -> float | None:

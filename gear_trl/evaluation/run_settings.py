@@ -43,7 +43,7 @@ def read_run_settings(model: str) -> tuple[dict[str, Any], str | None]:
     """(settings, path read) for a model folder: its own `RUN_SETTINGS`, else its parent's when it is a
     `checkpoint-N` folder; ({}, None) for a Hub id or a folder without one. A file that is not a JSON object is
     refused (UserInputError naming it) rather than silently ignored."""
-    from ..cli.errors import UserInputError
+    from ..inputs.errors import UserInputError
 
     if not os.path.isdir(model):
         return {}, None

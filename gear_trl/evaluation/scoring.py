@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from .pass_at_k import _mean, _pass_at, _pass_ks
 
 

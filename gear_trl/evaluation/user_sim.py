@@ -29,8 +29,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..cli.errors import UserInputError
-from ..cli.plugins import load_plugin
+from ..inputs.errors import UserInputError
+from ..inputs.plugins import load_plugin
 from ..envs.rollout import encodable_text
 
 STOP = "###STOP###"
@@ -161,7 +161,7 @@ class LLMUserSimulator:
         if max_turns is not None and max_turns < 1:
             raise UserInputError(f"LLMUserSimulator: `max_turns` must be at least 1, got {max_turns}.")
         if model is not None:
-            from ..trainer.preflight import check_model_source
+            from ..inputs.preflight import check_model_source
 
             check_model_source(model, "--user_simulator_kwargs model")
         self.model_path, self.goal_column, self.system_prompt = model, goal_column, system_prompt

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from ..cli.errors import UserInputError
-from ..cli.plugins import load_plugin
+from ..inputs.errors import UserInputError
+from ..inputs.plugins import load_plugin
 from ..envs.bfcl_official import bfcl_official_turn_reward
 from .acebench import acebench_accuracy
 from .bfcl_ast import bfcl_ast

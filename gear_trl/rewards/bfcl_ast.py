@@ -37,7 +37,7 @@ import sys
 import types
 from typing import Any
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from ..data.bfcl import bfcl_function_to_tool_schema, bfcl_tool_name, rename_possible_answer
 from ..envs.tool_calls import column_value, parse_tool_calls
 

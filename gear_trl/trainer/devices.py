@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 
 
 def model_devices(model) -> list[str]:

@@ -29,7 +29,7 @@ from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from ..credit import (
     CreditInputs,
     CreditTrace,
@@ -71,7 +71,7 @@ from .model_parts import (
     switch_off_dropout,
     turn_starts,
 )
-from .preflight import check_trackers, reward_parameter_problems
+from ..inputs.preflight import check_trackers, reward_parameter_problems
 from .step_metrics import StepMetrics
 
 logger = logging.getLogger(__name__)

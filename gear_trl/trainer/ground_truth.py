@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datasets import Dataset
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 from ..data.tool_use import json_text
 from ..teacher.prompts import has_ground_truth
 

@@ -8,7 +8,7 @@ import os
 from huggingface_hub import HfApi, get_token
 from huggingface_hub.constants import HF_HUB_OFFLINE
 
-from ..cli.errors import UserInputError
+from ..inputs.errors import UserInputError
 
 _TIMEOUT_S = 20
 

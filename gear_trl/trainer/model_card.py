@@ -8,7 +8,7 @@ import os
 from accelerate.utils import is_peft_model
 
 from ..teacher.kinds import teacher_kind
-from .preflight import looks_like_local_path
+from ..inputs.preflight import looks_like_local_path
 
 
 class CreditCardMixin:

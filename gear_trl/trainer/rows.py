@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .preflight import PreflightError
+from ..inputs.preflight import PreflightError
 
 MAX_GROUND_TRUTH_CHARS = 100_000
 """Longest ground truth accepted. An answer or a reference call chain is a few hundred characters; one of 100k is a
