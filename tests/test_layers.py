@@ -301,6 +301,11 @@ MOVED = {  # old module path: new module path (issue 74: rooms named for what th
     "gear_trl.cli.paths": "gear_trl.inputs.paths",
     "gear_trl.cli.plugins": "gear_trl.inputs.plugins",
     "gear_trl.trainer.preflight": "gear_trl.inputs.preflight",
+    "gear_trl.trainer.teacher": "gear_trl.teacher.teacher",  # the teacher in one room
+    "gear_trl.trainer.teacher_kinds": "gear_trl.teacher.kinds",
+    "gear_trl.trainer.teacher_weights": "gear_trl.teacher.weights",
+    "gear_trl.trainer.teacher_probe": "gear_trl.teacher.probe",
+    "gear_trl.data.teacher": "gear_trl.teacher.prompts",
 }
 
 
