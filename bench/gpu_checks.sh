@@ -2,7 +2,7 @@
 # The checks that need a GPU, in one go: about 9 minutes on one H200, offline (random or shipped weights only).
 #
 #   bash bench/gpu_checks.sh [OUT_DIR]                 # default outputs/gpu_checks
-#   bash bench/gpu_checks.sh [OUT_DIR] --device cpu    # step 6 alone at a tiny geometry (tests/test_gpu_checks.py)
+#   bash bench/gpu_checks.sh [OUT_DIR] --device cpu    # step 6 alone at a tiny geometry (bench/tests/test_gpu_checks.py)
 #
 # 1. versions and the GPU;
 # 2. GEAR trains 2 steps on the GPU from the horizon warm start (data/tiny-qwen3-horizon-independent, K = 4), once in

@@ -8,7 +8,7 @@ to the site under `results/figures/<study>/`, so a page shows the committed PNG,
 
 The configuration reference (`COMMITTED`) is generated too, from `GEARConfig`'s field help, but committed in its page
 between `<!-- begin committed: NAME -->` and `<!-- end committed: NAME -->`, so that docs/configuration.md reads whole
-on GitHub; tests/test_docs.py regenerates it and fails when it differs. Refresh it with
+on GitHub; tests/project/test_docs.py regenerates it and fails when it differs. Refresh it with
 
     python docs/hooks.py --write        (or: make docs-config)
 """
@@ -87,7 +87,7 @@ def performance_cuda() -> str:
 
 
 def quickstart() -> str:
-    """The README's Python quickstart, the block tests/test_readme.py runs."""
+    """The README's Python quickstart, the block tests/project/test_readme.py runs."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- quickstart -->\n(```python\n.*?```)", text, re.DOTALL)
     return match.group(1)

@@ -8,7 +8,7 @@ A Markdown file holds a block as
 
 (or inline, on one line, inside a sentence or a table cell), and `BLOCKS[name]()` returns the text between the two
 markers. `python -m docs.results_blocks --write` rewrites every block of every file in `FILES` in place;
-`python -m docs.results_blocks --check` (and tests/test_results_blocks.py) fails where a block differs from what the
+`python -m docs.results_blocks --check` (and tests/project/test_results_blocks.py) fails where a block differs from what the
 JSON gives. Prose around a block is written by hand; the figures inside it never are.
 
 Plain code: the standard library and the files in `PATHS` only (no gear_trl, no bench import), so the module
@@ -1332,7 +1332,7 @@ DISTILL_RECIPES = "`recipes/Qwen3-4B/grpo_distill/` and `recipes/Qwen3-8B/grpo_d
 def config_recommendation() -> str:
     """What the declared study decides for the Qwen3 recipes (issue 51 item 8), from `recommendation` in
     credit_methods.json: not yet, while a cell is running; outcome 2's arm and its recipes; or that nothing is
-    recommended. tests/test_recipe_provenance.py checks the recipes against the same record."""
+    recommended. tests/project/test_recipe_provenance.py checks the recipes against the same record."""
     declared = load("credit_methods")
     pending = [f"`{c}`, {n} of {declared['runs_declared'][c]} runs in" for c, n in declared["cells_pending"].items()]
     if pending:

@@ -7,7 +7,7 @@ loss ``(log pS(y_t) - log pT(y_t)).detach() * log pS(y_t)``, whose gradient is `
 joins GRPO's in GRPO's own loss: ``(1 - w) * A_t + w * delta_t`` gives on policy (importance ratio 1) with
 ``loss_type="grpo"`` the gradient of TRL's ``(1 - w) * policy_loss + w * distillation_loss``; under a token-level
 aggregation (``dapo``) the term is aggregated as the policy term is, where TRL's averages it per sequence
-(tests/test_credit_distill.py).
+(tests/credit/test_credit_distill.py).
 
 Every weighting GEAR has scales a rollout's one advantage by a weight >= 0, so a failed rollout's right decision is
 blamed, at best less. The log-ratio has a sign per token: where the teacher, which sees the reference, gives the

@@ -20,7 +20,7 @@ publish its evaluation protocol, so these are our choice of the common one. The 
 recommended math instruction ("Please reason step by step, and put your final answer within \boxed{}.",
 `gear_trl.data.math_tasks.MATH_PROMPT_TEMPLATE`), the training prompt of our math recipes; scoring is `accuracy`
 (math-verify equivalence of the last `\boxed{}` with the reference answer), whose agreement with lighteval's math
-metric is tested on generated cases in tests/test_benchmarks.py.
+metric is tested on generated cases in tests/evaluation/test_benchmarks.py.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ PRESETS: dict[str, Preset] = {
                 max_new_tokens=4096,
                 source="BFCL v4 (bfcl-eval 2026.3.23): temperature 0.001 (here greedy)",
                 notes="non-live AST category; `tool_call_accuracy` agrees with BFCL's ast_checker "
-                "(tests/test_bfcl_checker_agreement.py)",
+                "(tests/rewards/test_bfcl_checker_agreement.py)",
             )
             for category in ("simple", "multiple", "parallel", "parallel_multiple")
         ),

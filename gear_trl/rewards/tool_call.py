@@ -9,7 +9,7 @@ meaning it may be left out; `tools` is a JSON string of OpenAI-style tool schema
 `possible_answer` (multi-turn rows, scored by another reward) get None, which TRL leaves out of this reward's mean.
 
 The checking gives the verdict of BFCL's AST checker (`ast_checker` in the bfcl-eval package, Python categories),
-written independently; `tests/test_bfcl_checker_agreement.py` scores candidates generated from every BFCL
+written independently; `tests/rewards/test_bfcl_checker_agreement.py` scores candidates generated from every BFCL
 single-turn row with both and asserts they agree.
 
 - The number of calls equals the number of expected calls, and calls and expected calls pair up one-to-one, in any

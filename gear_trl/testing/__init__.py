@@ -5,5 +5,5 @@ small size). The committed `data/tiny-qwen3*` models were built with it (`data/s
 `data/scripts/make_warm_start.py`), and tests build models of other sizes the same way.
 
 `vllm_standin`: a stand-in for vLLM's offline engine, under which TRL's colocated vLLM generation runs on CPU
-(tests/test_vllm_standin.py).
+(tests/testing/test_vllm_standin.py).
 """

@@ -26,7 +26,7 @@ from ..teacher.kinds import teacher_kind
 from ..teacher.prompts import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
-"""The `loss_type` values TRL 1.16's GRPOTrainer computes (its `_compute_loss`; tests/test_preflight_all.py checks)."""
+"""The `loss_type` values TRL 1.16's GRPOTrainer computes (its `_compute_loss`; tests/inputs/test_preflight_all.py checks)."""
 TEACHER_REFERENCES = ("answer", "solution", "sibling")
 # DEFAULT_MATH_TEACHER_TEMPLATE and DEFAULT_MATH_SOLUTION_TEMPLATE live with the teacher's prompts (imported above).
 

@@ -1,6 +1,6 @@
 """A user's own task, kept outside gear_trl and used only by import path (`tests.bank_plugin.bank:BankEnv`, ...): a
 bank API environment with three tools and a GiGPO state key, a reward reading the environment, and a dataset adapter
-for rows in a format of its own (`request`, `calls`, `final`). tests/test_plugins.py loads it as a user would."""
+for rows in a format of its own (`request`, `calls`, `final`). tests/inputs/test_plugins.py loads it as a user would."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Users of one's own for the bank task, loaded only by import path (`tests.bank_plugin.users:Customer`, ...) as
-`--user_simulator` plug-ins: tests/test_user_sim.py drives conversations with them."""
+`--user_simulator` plug-ins: tests/evaluation/test_user_sim.py drives conversations with them."""
 
 from __future__ import annotations
 

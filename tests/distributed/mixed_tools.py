@@ -1,6 +1,6 @@
 """Two ranks over gloo, one whose batch has rows with tool schemas and one whose batch has none (a dataset whose
 `tools` column is set on some rows only). Each rank runs one generation + loss of the real GEARTrainer on its own
-rows. Run by tests/test_trust_trainer.py through `accelerate launch`; writes a JSON report."""
+rows. Run by tests/trainer/test_trust_trainer.py through `accelerate launch`; writes a JSON report."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`python -m gear_trl.train`, with one rank killing itself (SIGKILL) part way through a step, as a rank lost to the
-OOM killer or a failed node would. Run by tests/test_rank_death.py through `accelerate launch`.
+OOM killer or a failed node would. Run by tests/distributed/test_rank_death.py through `accelerate launch`.
 
     GEAR_KILL=PHASE:STEP:RANK accelerate launch ... tests/distributed/rank_death.py --config RECIPE.yaml ...
 
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from trl import GRPOTrainer
 
 from gear_trl import train
-from gear_trl.trainer.gear_trainer import GEARTrainer
 from gear_trl.teacher.teacher import Teacher
+from gear_trl.trainer.gear_trainer import GEARTrainer
 
 
 def die_here(trainer, phase: str) -> None:

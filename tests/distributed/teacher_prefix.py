@@ -1,6 +1,6 @@
 """Two ranks holding different numbers of distinct teacher prompts (rank 0: one, rank 1: two) under the launcher's
 distributed engine, with teacher prefix sharing on, where rank 0's batch takes the full pass and rank 1's shares (as
-ranks whose prompts differ may decide). Run by tests/test_distributed.py through `accelerate launch`; writes a JSON
+ranks whose prompts differ may decide). Run by tests/distributed/test_distributed.py through `accelerate launch`; writes a JSON
 report: per rank, the distinct prompts, whether the pass shared, the backbone forwards it made (its own and the
 one-token forwards that match the other rank's count), and how far its states are from the full pass's."""
 

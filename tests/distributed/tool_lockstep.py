@@ -1,5 +1,5 @@
 """Two ranks whose rollouts need different numbers of tool rounds (rank 0: 3, rank 1: 1), under the launcher's
-distributed engine. Run by tests/test_distributed.py through `accelerate launch`; writes a JSON report."""
+distributed engine. Run by tests/distributed/test_distributed.py through `accelerate launch`; writes a JSON report."""
 
 from __future__ import annotations
 

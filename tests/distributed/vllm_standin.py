@@ -2,7 +2,7 @@
 distributed engine, each batch's credit checked against the loss path's (tests/standin_credit.py). With `--tools`,
 the tiny tool-use recipe, where rank 0's tool rollouts run two tool rounds and rank 1's one (`--rounds`): colocated
 vLLM at tensor-parallel size 1 needs no lockstep, so the ranks make different numbers of generate calls. Run by
-tests/test_vllm_standin.py through `accelerate launch`; writes a JSON report."""
+tests/testing/test_vllm_standin.py through `accelerate launch`; writes a JSON report."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def main() -> None:
     rounds = [int(n) for n in known.rounds.split(",")][rank]
     script = tool_script(AutoTokenizer.from_pretrained("data/tiny-qwen3"), rounds) if known.tools else None
     with colocated_vllm_standin(script=script) as engines:
-        trainer = standin_trainer(rest)  # the recipe and its overrides, as tests/test_vllm_standin.py gives them
+        trainer = standin_trainer(
+            rest
+        )  # the recipe and its overrides, as tests/testing/test_vllm_standin.py gives them
         trainer.train()
     mine = {
         "rank": dist.get_rank(),

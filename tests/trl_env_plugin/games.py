@@ -1,7 +1,7 @@
 """Environments of a user's own written in TRL's documented `environment_factory` style (TRL's GRPOTrainer docs:
 a class built without arguments, `reset(**kwargs)` returning None or the text to append to the prompt, public methods
 with type hints and a Google-style docstring as tools, `get_reward()` scoring the rollout from the environment's
-state). Nothing here imports gear_trl: tests/test_trl_envs.py and the recipes next to this file use them by import
+state). Nothing here imports gear_trl: tests/envs/test_trl_envs.py and the recipes next to this file use them by import
 path, as a TRL user would bring them.
 
 - `GuessEnv`: guess a secret number with higher/lower hints; the row's `secret` column (a column no dataset adapter
