@@ -18,9 +18,9 @@ import os
 import sys
 from dataclasses import replace
 
+from .evaluation.generation import is_adapter_dir, load_model
 from .inputs.errors import UserInputError
 from .inputs.flags import FlagParser
-from .evaluation.generation import is_adapter_dir, load_model
 from .reporting import (
     choose_rollouts,
     decode_tokens,

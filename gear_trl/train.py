@@ -241,8 +241,8 @@ def load_splits(
     teacher, the `accuracy` reward, ...), and warns when more than half lack one. `split_option`: how the user set the
     training split, named when it is missing (`--split` for inspect)."""
     from .data import prepare_dataset
-    from .rewards import get_reward_funcs
     from .inputs.preflight import PreflightError, check_ground_truth, ground_truth_users, load_dataset_named
+    from .rewards import get_reward_funcs
     from .trainer.rows import check_prepared_rows, check_raw_rows
 
     if not script_args.dataset_name:
@@ -441,7 +441,6 @@ def preflight(
 ) -> None:
     """The checks that need neither model nor data, each run even when another has failed: every problem is recorded
     in `problems` (a `Problems`); without one, they are raised together at the end as one `PreflightError`."""
-    from .trainer.hub import check_hub_access
     from .inputs.preflight import (
         Problems,
         check_model_source,
@@ -450,6 +449,7 @@ def preflight(
         check_vllm,
         check_writable_dir,
     )
+    from .trainer.hub import check_hub_access
 
     collect = problems if problems is not None else Problems()
     with collect.check():
@@ -505,8 +505,8 @@ def preflight(
 def check_reward_parameters(script_args, training_args: GEARConfig, train_dataset) -> None:
     """Every reward function's required parameters against the training rows' columns and what TRL passes, before
     the model loads: all mismatches in one `PreflightError`."""
-    from .rewards import get_reward_funcs
     from .inputs.preflight import PreflightError, reward_parameter_problems
+    from .rewards import get_reward_funcs
 
     funcs = get_reward_funcs(reward_names(script_args), training_args.ground_truth_column)
     found = reward_parameter_problems(
@@ -564,8 +564,8 @@ def float32_on_cpu(model_args: ModelConfig, training_args: GEARConfig, print_fn=
 def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
     """The checkpoint to resume from: `resume_from_checkpoint` when set (it must be complete), else the newest
     complete `checkpoint-N` of `output_dir`; each newer incomplete one is reported with the reason it is skipped."""
-    from .trainer.checkpoints import checkpoint_problem, find_resumable_checkpoint
     from .inputs.preflight import PreflightError
+    from .trainer.checkpoints import checkpoint_problem, find_resumable_checkpoint
 
     explicit = training_args.resume_from_checkpoint
     if explicit is not None:
@@ -585,8 +585,8 @@ def resume_checkpoint(training_args: GEARConfig, print_fn=print) -> str | None:
 
 def main(script_args: GEARScriptArguments, training_args: GEARConfig, model_args: ModelConfig):
     from .evaluation.run_settings import write_run_settings
-    from .trainer.interrupt import InterruptCallback
     from .inputs.preflight import Problems, full_finetune_learning_rate_warning
+    from .trainer.interrupt import InterruptCallback
     from .trainer.rows import check_prompts_fit
 
     # Every problem found before the model loads is reported at once (`Problems`); a check that needs what an

@@ -4,13 +4,16 @@
 - :func:`lm_head_statistics`: the same per row, with the student's log-partition and target log-probabilities.
 - :class:`CreditMode`, :func:`register_credit_mode`, :func:`credit_mode`: the credit modes' registry, one record and
   one function per mode; :class:`Distillation`: a mode's distillation term.
-- :func:`assign_credit`: the one call the trainer makes: a mode's credit, distillation and :class:`CreditTrace`.
+- :func:`assign_credit`: the trainer's call with the divergence: a mode's credit, distillation and :class:`CreditTrace`;
+  :func:`group_credit`: its call after generation: a mode's step advantages (:class:`StepAdvantages`, GiGPO's) and
+  what its distillation reads of each row's group, from a :class:`GroupBatch` carrying the trainer's gathers.
 - :func:`segment_signal`: normalized signal and segments for a credit mode.
 - :func:`below_noise_floor`: completions whose largest KL is below the noise floor (`onset_min_kl`).
 - :func:`gear_token_weights`: GEAR's asymmetric multiplicative token weights; :func:`spare_failed_prefix` lowers a
   failed completion's weights before its first segment (`failed_prefix_weight`, not in the paper), the tokens
   :func:`failed_prefix_mask` marks.
-- :func:`gigpo_advantages`: GiGPO step-level advantages; :func:`gigpo_token_advantages` spreads them over a rank's tokens.
+- :func:`gigpo_advantages`: GiGPO step-level advantages; :func:`gigpo_token_advantages` spreads them over a rank's tokens;
+  :func:`gigpo_step_advantages` is `gigpo`'s and `gear-gigpo`'s ``steps`` (from a :class:`GroupBatch`).
 - :func:`rlsd_token_weights`, :func:`rlsd_lambda`: RLSD's token weights (`credit: rlsd`) and its lambda schedule.
 - :func:`signed_signal`, :func:`teacher_supported_onsets`: `credit: gear-signed` (not in the paper) and the share of onsets in
   passed rollouts on teacher-supported tokens.
@@ -26,7 +29,7 @@
   rollouts).
 """
 
-from .assign import assign_credit
+from .assign import GroupCredit, assign_credit, group_credit
 from .credit_trace import CreditTrace
 from .diagnostics import failure_contrast, failure_contrast_sums
 from .distill import (
@@ -40,7 +43,7 @@ from .distill import (
     group_has_outcome_signal,
 )
 from .divergence import HeadStatistics, lm_head_statistics, reverse_kl_and_entropy
-from .gigpo import gigpo_advantages, gigpo_token_advantages
+from .gigpo import gigpo_advantages, gigpo_step_advantages, gigpo_token_advantages
 from .modes import (
     CREDIT_MODES,
     CreditInputs,
@@ -49,6 +52,8 @@ from .modes import (
     DeclaredOptions,
     Distillation,
     DistillationTerm,
+    GroupBatch,
+    StepAdvantages,
     credit_mode,
     credit_modes,
     register_credit_mode,
@@ -74,7 +79,10 @@ __all__ = [
     "DeclaredOptions",
     "Distillation",
     "DistillationTerm",
+    "GroupBatch",
+    "GroupCredit",
     "HeadStatistics",
+    "StepAdvantages",
     "agreement_advantages",
     "assign_credit",
     "below_noise_floor",
@@ -90,8 +98,10 @@ __all__ = [
     "failure_contrast_sums",
     "gear_token_weights",
     "gigpo_advantages",
+    "gigpo_step_advantages",
     "gigpo_token_advantages",
     "group_advantage_scale",
+    "group_credit",
     "group_has_outcome_signal",
     "lm_head_statistics",
     "register_credit_mode",

@@ -1,25 +1,93 @@
-"""`assign_credit`: the one call the trainer makes for a batch's credit, whatever the mode.
+"""The trainer's two calls for a batch's credit, whatever the mode; each runs the mode's record (`gear_trl.credit.modes`).
 
-It runs the mode's record (`gear_trl.credit.modes`): the mode's ``compute`` on its declared options, the documented
-fallback for rows without a teacher (plain GRPO weights), the mode's distillation term (`CreditMode.distillation`,
-SDPO's under `distillation_weight` by default) and the assembled :class:`CreditTrace`. Pure tensor code: what
-needs the other ranks (group signals and scales) is gathered by the trainer beforehand and arrives in the inputs.
+- :func:`group_credit`, after generation: the mode's own advantages in place of GRPO's (`CreditMode.steps`, GiGPO's
+  per-step ones) and what its distillation term reads of each row's group (`Distillation.groups`), from a
+  :class:`GroupBatch` that carries the trainer's gathers (groups span ranks).
+- :func:`assign_credit`, with the divergence pass: the mode's ``compute`` on its declared options, the documented
+  fallback for rows without a teacher (plain GRPO weights), the mode's distillation term (`CreditMode.distillation`,
+  SDPO's under `distillation_weight` by default) and the assembled :class:`CreditTrace`.
+
+Pure tensor code: what needs the other ranks arrives as the trainer's gather functions or in the inputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from .credit_trace import CreditTrace
-from .distill import distill_advantages
-from .modes import CreditInputs, CreditMode, declared_options
+from .distill import distill_advantages, group_advantage_scale, group_has_outcome_signal
+from .modes import GROUP_INPUTS, CreditInputs, CreditMode, GroupBatch, declared_options
 from .segments import below_noise_floor
 
 TRACE_OPTIONS = ("onset_min_kl",)
 """What the assembly itself reads: the noise floor the trace's `below_floor` marks."""
+
+
+@dataclass(frozen=True)
+class GroupCredit:
+    """What :func:`group_credit` computed for one rank's rows.
+
+    Attributes:
+        advantages: float [B, T], the mode's own advantages in place of GRPO's (`CreditMode.steps`), or None to keep
+            GRPO's.
+        group_signal: bool [B], whether each row's group's rewards differ, where the distillation reads it, else None.
+        group_scale: float [B], each row's group's mean |advantage| (of `advantages` where set), where the
+            distillation reads it, else None.
+        metrics: the mode's own metrics for this batch, full name -> value (`gigpo/step_groups`, ...).
+    """
+
+    advantages: torch.Tensor | None = None
+    group_signal: torch.Tensor | None = None
+    group_scale: torch.Tensor | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def group_credit(mode: CreditMode, settings: Any, batch: GroupBatch) -> GroupCredit:
+    """The parts of `mode`'s credit that span a prompt's group, computed after generation, before the teacher pass.
+
+    Args:
+        mode: the credit mode's record.
+        settings: the run's options (a `GEARConfig`); the step advantages receive only `StepAdvantages.options`,
+            the distillation's `groups` only `Distillation.options`.
+        batch: one rank's rows and the whole generation batch's rewards (:class:`GroupBatch`, its `options` ignored).
+            Which gathers run is decided by `mode` and `settings` alone, so every rank makes the same ones.
+
+    Returns:
+        A :class:`GroupCredit`; with neither step advantages nor group inputs, an empty one (no gather made).
+    """
+    advantages, metrics = None, {}
+    if mode.steps is not None:
+        options = declared_options(mode.steps.options, settings)
+        advantages, metrics = mode.steps.compute(dataclasses.replace(batch, options=options))
+    wanted = ()
+    if mode.distillation is not None and mode.distillation.groups is not None:
+        wanted = mode.distillation.groups(declared_options(mode.distillation.options, settings))
+        unknown = sorted(set(wanted) - set(GROUP_INPUTS))
+        if unknown:
+            raise ValueError(f"A distillation's `groups` names {unknown}; it may ask for {list(GROUP_INPUTS)}.")
+    mask = batch.mask
+    start = batch.rank * mask.size(0)
+    rows = slice(start, start + mask.size(0))
+    group_signal = group_scale = None
+    if "group_signal" in wanted:
+        per_func = batch.rewards_per_func
+        weighted = (per_func * batch.reward_weights.to(per_func.device)[None]).nansum(dim=1)
+        weighted = torch.where(torch.isnan(per_func).all(dim=1), torch.nan, weighted)  # unscored: no part
+        group_signal = group_has_outcome_signal(weighted, batch.group_size)[rows].to(mask.device)
+    if "group_scale" in wanted:
+        current = (batch.advantages if advantages is None else advantages).float()
+        if current.dim() == 2:
+            m = mask.float()
+            row = (current.abs() * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+        else:
+            row = current.abs()
+        every_row = batch.gather(row)
+        group_scale = group_advantage_scale(every_row, None, batch.group_size)[rows].to(mask.device)
+    return GroupCredit(advantages, group_signal, group_scale, metrics)
 
 
 def assign_credit(
@@ -81,4 +149,5 @@ def assign_credit(
         dense=None if term is None else term.dense,
         distill_rows=None if term is None else term.rows,
         stats=out.stats,
+        distill_weight=0.0 if term is None else term.weight,
     )

@@ -37,8 +37,11 @@ class CreditTrace:
     distillation term would move the policy on it)."""
     stats: dict = field(default_factory=dict)
     """The credit mode's own `gear/` metrics, name -> (numerator, denominator) (`CreditOutputs.stats`)."""
+    distill_weight: float = 0.0
+    """The weight `distilled` blends `dense` in with (`DistillationTerm.weight`: `distillation_weight` under SDPO's
+    term); 0 without a term."""
 
     def to(self, device) -> CreditTrace:
-        moved = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "stats"}
-        moved = {k: None if v is None else v.detach().to(device) for k, v in moved.items()}
-        return CreditTrace(**moved, stats=self.stats)
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        moved = {k: v.detach().to(device) if isinstance(v, torch.Tensor) else v for k, v in moved.items()}
+        return CreditTrace(**moved)

@@ -418,3 +418,13 @@ def sdpo_distillation(inputs, advantages: torch.Tensor, rows: torch.Tensor):
         dense, options.distillation_weight, options.distillation_clip, options.distillation_bound, scale
     )
     return DistillationTerm(dense, rows, options.distillation_weight)
+
+
+def sdpo_group_inputs(options) -> tuple[str, ...]:
+    """What SDPO's term reads of each row's group (`gear_trl.credit.modes.SDPO`'s ``groups``): ``group_signal`` under
+    `distillation_gate`, ``group_scale`` under `distillation_bound`; nothing when `distillation_weight` is 0."""
+    if options.distillation_weight <= 0:
+        return ()
+    return (("group_signal",) if options.distillation_gate != "none" else ()) + (
+        ("group_scale",) if options.distillation_bound is not None else ()
+    )

@@ -22,6 +22,7 @@ __all__ = [
     "GIGPO_MODES",
     "gigpo_advantages",
     "gigpo_advantages_with_stats",
+    "gigpo_step_advantages",
     "step_advantages_to_tokens",
     "step_index_from_mask",
 ]
@@ -457,3 +458,47 @@ def gigpo_token_advantages(
     )
     rows = step_index.size(0)
     return step_advantages_to_tokens(step_advs[start : start + rows], step_index).to(step_index.device), stats
+
+
+GIGPO_OPTIONS = ("gigpo_gamma", "gigpo_omega", "gigpo_mode", "gigpo_similarity_threshold")
+"""What :func:`gigpo_step_advantages` reads (`gear_trl.credit.modes.GIGPO`)."""
+
+
+def gigpo_step_advantages(batch) -> tuple[Tensor, dict[str, float]]:
+    """GiGPO's advantages for `credit: gigpo` and `gear-gigpo` (their record's `steps`,
+    `gear_trl.credit.modes.GIGPO`): one rank's [B, T] advantages and the `gigpo/` metrics.
+
+    `batch` is a `gear_trl.credit.modes.GroupBatch`: ``mask`` [B, T] (this rank's model tokens),
+    ``rewards_per_func`` [N, F] and ``reward_weights`` [F] (every rank's rollouts), ``group_size``, ``rank``,
+    ``anchors()`` (this rank's rows' step anchors, one list per row), ``gather_object`` (every rank's lists, in rank
+    order) and ``options`` (:data:`GIGPO_OPTIONS`). Groups span ranks, so every rank gathers the anchors of the whole
+    generation batch, computes the same advantages (:func:`gigpo_token_advantages`) and keeps its own rows.
+    A row with fewer anchors than token runs (its last turn cut to nothing) gets a unique anchor for each run without
+    a turn: a singleton step group, step advantage 0.
+    """
+    mask = batch.mask
+    options = batch.options
+    step_index = step_index_from_mask(mask)
+    steps = (step_index.max(dim=1).values + 1).clamp(min=0).tolist()
+    local = []
+    for i, (anchors, num_steps) in enumerate(zip(batch.anchors(), steps, strict=True)):
+        unmatched = [f"unmatched:{batch.rank}:{i}:{k}" for k in range(len(anchors), num_steps)]
+        local.append(list(anchors[:num_steps]) + unmatched)
+    advantages, stats = gigpo_token_advantages(
+        batch.rewards_per_func,
+        batch.reward_weights,
+        batch.gather_object(local),
+        step_index,
+        batch.rank * len(steps),
+        batch.group_size,
+        gamma=options.gigpo_gamma,
+        omega=options.gigpo_omega,
+        mode=options.gigpo_mode,
+        similarity_threshold=options.gigpo_similarity_threshold,
+    )
+    metrics = {
+        "gigpo/step_groups": stats["num_step_groups"],
+        "gigpo/singleton_frac": stats["singleton_step_group_frac"],
+        "gigpo/step_adv_std": stats["step_adv_std"],
+    }
+    return advantages.to(mask.device), metrics

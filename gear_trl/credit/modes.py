@@ -9,7 +9,9 @@ documentation read instead of comparing names:
   None for a mode without them.
 - ``onsets``: its segments open at divergence onsets (so a failed rollout has a prefix before its first onset, which
   `failed_prefix_weight` may lower, and onset metrics mean something).
-- ``per_step``: its advantages are GiGPO's per-step ones (GIGPO.md) rather than one per completion.
+- ``per_step``: its advantages are per step (GiGPO's, GIGPO.md) rather than one per completion.
+- ``steps``: the advantages that replace GRPO's before the teacher pass (:class:`StepAdvantages`: a function of the
+  batch's groups and the options it reads), GiGPO's for a mode with ``per_step`` (:data:`GIGPO`); None keeps GRPO's.
 - ``signal``: what the divergence pass computes for it: ``"divergence"`` (the configured `divergence`) or
   ``"log_ratio"`` (the sampled token's signed log pS - log pT, RLSD's signal).
 - ``log_ratio``: it reads the sampled token's teacher/student log-ratio besides the divergence.
@@ -20,8 +22,12 @@ documentation read instead of comparing names:
   reads), SDPO's sampled-token log-ratio under `distillation_weight` by default (:data:`SDPO`); None for none.
 - ``unlogged``: the `gear/` metrics that mean nothing under it (docs/metrics.md tabulates them).
 
-The trainer calls one function, :func:`gear_trl.credit.assign.assign_credit`, which hands each part its declared
-options and assembles the :class:`~gear_trl.credit.credit_trace.CreditTrace`; it never changes when a mode is added.
+The trainer calls two functions, each with the mode's record, whatever the mode: after generation
+:func:`gear_trl.credit.assign.group_credit` (the mode's step advantages and what its distillation reads of each row's
+group, from a :class:`GroupBatch` that carries the trainer's gathers), and with the divergence
+:func:`gear_trl.credit.assign.assign_credit` (its weights, distillation and
+:class:`~gear_trl.credit.credit_trace.CreditTrace`). Each hands every part its declared options; the trainer never
+changes when a mode is added.
 
 A new mode is one record and one function::
 
@@ -40,7 +46,8 @@ from typing import Any
 
 import torch
 
-from .distill import DISTILLATION_OPTIONS, DistillationTerm, sdpo_distillation
+from .distill import DISTILLATION_OPTIONS, DistillationTerm, sdpo_distillation, sdpo_group_inputs
+from .gigpo import GIGPO_OPTIONS, gigpo_step_advantages
 from .rlsd import rlsd_lambda, rlsd_token_weights
 from .segments import MODE_SEGMENTERS, segment_signal
 from .signed import signed_signal
@@ -138,21 +145,79 @@ class CreditOutputs:
 CreditFunction = Callable[[CreditInputs], CreditOutputs]
 
 
+GROUP_INPUTS = ("group_signal", "group_scale")
+"""What a distillation term may ask of each row's group (`Distillation.groups`), computed by
+:func:`gear_trl.credit.assign.group_credit` into `CreditInputs.group_signal` and `CreditInputs.group_scale`."""
+
+
 @dataclass(frozen=True)
 class Distillation:
     """A mode's distillation: ``term(inputs, advantages, rows)`` -> :class:`DistillationTerm`, or None when off.
 
     ``inputs`` carries `options` (only these ``options``) and, for a mode whose signal is the log-ratio, its
     ``log_ratio`` as log pT - log pS; ``advantages`` [B, T] are the mode's credit after the no-teacher fallback;
-    ``rows`` [B] bool the rows that may be distilled (a teacher and a score)."""
+    ``rows`` [B] bool the rows that may be distilled (a teacher and a score). Whether the term is off must follow
+    from its options alone (every rank agrees: `gear/distill_share` is logged where it is on).
+
+    ``groups(options)``: which of :data:`GROUP_INPUTS` the term reads under these options (each costs the trainer
+    work over the whole generation batch, one gather for ``group_scale``); None for none."""
 
     term: Callable[[CreditInputs, torch.Tensor, torch.Tensor], DistillationTerm | None]
     options: tuple[str, ...] = ()
+    groups: Callable[[Any], tuple[str, ...]] | None = None
 
 
-SDPO = Distillation(sdpo_distillation, DISTILLATION_OPTIONS)
+SDPO = Distillation(sdpo_distillation, DISTILLATION_OPTIONS, sdpo_group_inputs)
 """`distillation_weight`'s blend of the teacher's sampled-token log-ratio (SDPO) or `distillation_signal: agreement`,
 with `distillation_gate`, `distillation_clip` and `distillation_bound`: every built-in mode's distillation."""
+
+
+@dataclass(frozen=True)
+class GroupBatch:
+    """What the trainer hands :func:`gear_trl.credit.assign.group_credit` after generation: one rank's rows, the
+    whole generation batch's rewards, and the trainer's gathers (groups span ranks; the functions here stay free of
+    any distributed state).
+
+    Attributes:
+        mask: bool [B, T], True at this rank's model-written tokens.
+        advantages: float [B], GRPO's advantages of this rank's rows.
+        rewards_per_func: float [N, F], every rank's rollouts (N = ranks x B, in rank order) per reward function,
+            NaN where a function gave none.
+        reward_weights: float [F], the reward functions' weights.
+        group_size: rollouts per prompt (consecutive rows of the N form a group).
+        rank: this rank's index (its rows are N's rows rank * B to rank * B + B - 1).
+        anchors: a function returning this rank's rows' step anchors (one list of hashable states per row), called
+            only by a part that reads them (GiGPO's).
+        gather_object: every rank's list of Python objects, concatenated in rank order (made on every rank alike).
+        gather: every rank's tensor, concatenated along dim 0 in rank order (made on every rank alike).
+        options: the options the consumer declared (`StepAdvantages.options`), as attributes.
+    """
+
+    mask: torch.Tensor
+    advantages: torch.Tensor
+    rewards_per_func: torch.Tensor
+    reward_weights: torch.Tensor
+    group_size: int
+    rank: int = 0
+    anchors: Callable[[], list] = list
+    gather_object: Callable[[list], list] = lambda objects: objects
+    gather: Callable[[torch.Tensor], torch.Tensor] = lambda tensor: tensor
+    options: Any = None
+
+
+@dataclass(frozen=True)
+class StepAdvantages:
+    """A mode's own advantages in place of GRPO's, computed after generation (before the teacher pass):
+    ``compute(batch)`` with `batch` a :class:`GroupBatch` whose `options` are only these ``options`` ->
+    (advantages [B, T] float on `batch.mask`'s device, metrics {name: float}, logged under their names)."""
+
+    compute: Callable[[GroupBatch], tuple[torch.Tensor, dict[str, float]]]
+    options: tuple[str, ...] = ()
+
+
+GIGPO = StepAdvantages(gigpo_step_advantages, GIGPO_OPTIONS)
+"""GiGPO's episode + anchor-state step advantages (`gigpo_gamma`, `gigpo_omega`, `gigpo_mode`,
+`gigpo_similarity_threshold`) and its `gigpo/` metrics: the ``steps`` of `gigpo` and `gear-gigpo`."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +237,14 @@ class CreditMode:
     summary: str = ""
     reads: tuple[str, ...] = ()
     distillation: Distillation | None = SDPO
+    steps: StepAdvantages | None = None
+
+    def __post_init__(self):
+        # `per_step` and `steps` say one thing: a record of earlier releases with `per_step=True` alone meant GiGPO's.
+        if self.steps is not None and not self.per_step:
+            object.__setattr__(self, "per_step", True)
+        elif self.per_step and self.steps is None:
+            object.__setattr__(self, "steps", GIGPO)
 
     @property
     def declared(self) -> tuple[str, ...]:
@@ -237,7 +310,7 @@ def _load_credit_mode(path: str) -> CreditMode:
 
     record = load_plugin(path, "credit")
     if not isinstance(record, CreditMode):
-        raise ValueError(
+        raise ValueError(  # noqa: TRY004 -- a configuration error, as every `credit` refusal
             f"`credit: {path}` names a {type(record).__name__}, not a `gear_trl.credit.CreditMode` record."
         )
     if _REGISTRY.get(record.name) is not record:
@@ -339,7 +412,6 @@ _GIGPO_OPTIONS = ("gigpo_gamma", "gigpo_omega", "gigpo_mode")
 _SEGMENTED_READS = ("onset_threshold", "entropy_threshold", "fixed_segment_len", "max_segment_len", "normalize",
                     "onset_min_kl", "weight_alpha", "weight_eps", "weight_lambda", "weight_norm",
                     "failed_prefix_weight")  # fmt: skip
-_GIGPO_READS = ("gigpo_similarity_threshold",)
 
 BUILT_IN = (
     CreditMode("none", uniform, teacher=False, unlogged=NO_SEGMENT_METRICS,
@@ -357,11 +429,10 @@ BUILT_IN = (
     CreditMode("gear", segmented("gear"), segmenter="gear", onsets=True, log_ratio=True, options=_GEAR_OPTIONS,
                reads=_SEGMENTED_READS,
                summary="GEAR (arXiv 2605.11853): onsets open segments, entropy closes them, clipped weights."),
-    CreditMode("gigpo", uniform, teacher=False, per_step=True, options=_GIGPO_OPTIONS, unlogged=NO_SEGMENT_METRICS,
-               reads=_GIGPO_READS,
+    CreditMode("gigpo", uniform, teacher=False, steps=GIGPO, options=_GIGPO_OPTIONS, unlogged=NO_SEGMENT_METRICS,
                summary="GiGPO (arXiv 2505.10978): step-level advantages from anchor-state groups; no teacher."),
-    CreditMode("gear-gigpo", segmented("gear"), segmenter="gear", onsets=True, per_step=True,
-               options=(*_GEAR_OPTIONS, *_GIGPO_OPTIONS), reads=(*_SEGMENTED_READS, *_GIGPO_READS),
+    CreditMode("gear-gigpo", segmented("gear"), segmenter="gear", onsets=True, steps=GIGPO,
+               options=(*_GEAR_OPTIONS, *_GIGPO_OPTIONS), reads=_SEGMENTED_READS,
                summary="GEAR's weights on GiGPO's step advantages."),
     CreditMode("rlsd", rlsd, signal="log_ratio",
                options=("rlsd_lambda", "rlsd_eps", "rlsd_lambda_decay_steps", "rlsd_lambda_warmup_steps",

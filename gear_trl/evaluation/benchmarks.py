@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..inputs.errors import UserInputError
 from ..data.acebench import ACEBENCH_GITHUB
+from ..inputs.errors import UserInputError
 
 ACEBENCH_PRESETS = {
     "acebench_single_function": "normal_single_turn_single_function",

@@ -29,9 +29,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ..envs.rollout import encodable_text
 from ..inputs.errors import UserInputError
 from ..inputs.plugins import load_plugin
-from ..envs.rollout import encodable_text
 
 STOP = "###STOP###"
 """The stop marker: a user message holding it ends the episode (the message itself is not sent). Our choice, written

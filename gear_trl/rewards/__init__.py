@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..envs.bfcl_official import bfcl_official_turn_reward
 from ..inputs.errors import UserInputError
 from ..inputs.plugins import load_plugin
-from ..envs.bfcl_official import bfcl_official_turn_reward
 from .acebench import acebench_accuracy
 from .bfcl_ast import bfcl_ast
 from .calculator import calculator_answer_reward

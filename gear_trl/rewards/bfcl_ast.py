@@ -37,9 +37,9 @@ import sys
 import types
 from typing import Any
 
-from ..inputs.errors import UserInputError
 from ..data.bfcl import bfcl_function_to_tool_schema, bfcl_tool_name, rename_possible_answer
 from ..envs.tool_calls import column_value, parse_tool_calls
+from ..inputs.errors import UserInputError
 
 AST_CATEGORIES = (
     "live_simple",

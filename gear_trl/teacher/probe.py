@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..inputs.errors import UserInputError
 from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
+from ..inputs.errors import UserInputError
 from .prompts import DEFAULT_MATH_SOLUTION_TEMPLATE, DEFAULT_MATH_TEACHER_TEMPLATE, has_ground_truth, teacher_prompt
 from .teacher import render_reference, tool_template_for
 

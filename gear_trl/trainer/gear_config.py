@@ -508,6 +508,16 @@ class GEARConfig(GRPOConfig):
                 + ", so it would do nothing. Leave it at 1.0."
             )
         _in_range("distillation_weight", self.distillation_weight, 0.0, 1.0)
+        if self.distillation_weight > 0 and "distillation_weight" not in getattr(mode.distillation, "options", ()):
+            raise ValueError(
+                f"`distillation_weight: {self.distillation_weight}` does nothing under `credit: {self.credit}`, whose "
+                + (
+                    "record has no distillation term"
+                    if mode.distillation is None
+                    else "own distillation term does not read it"
+                )
+                + " (`CreditMode.distillation`), but it would run the teacher pass. Leave it at 0."
+            )
         if self.distillation_signal not in DISTILLATION_SIGNALS:
             raise ValueError(
                 f"`distillation_signal` must be one of {', '.join(DISTILLATION_SIGNALS)}; got "
@@ -524,7 +534,11 @@ class GEARConfig(GRPOConfig):
                     "`distillation_signal: agreement` reads the whole teacher distribution (sum_v pS(v) pT(v)), "
                     f"which the divergence pass computes only with `divergence: full`; here it computes "
                     f"`{self.divergence_signal}`"
-                    + (" (`credit: rlsd` reads the sampled token's log-ratio alone)" if self.credit == "rlsd" else "")
+                    + (
+                        f" (`credit: {self.credit}` reads the sampled token's log-ratio alone)"
+                        if mode.signal == "log_ratio"
+                        else ""
+                    )
                     + ". Use `divergence: full`, or `distillation_signal: log_ratio`."
                 )
         self._check_distillation_options()

@@ -70,11 +70,9 @@ class GearMetricsMixin:
                 rows_sum(row_kl, wrong_rows),
                 # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
                 self._failed_prefix_tokens(trace),
-                # distillation_weight: the distillation term's share of the loss's advantage mass
+                # the distillation term's share of the loss's advantage mass (`distillation_weight` under SDPO's)
                 *(
-                    distillation_share(
-                        trace.advantages, trace.dense, mask, self.args.distillation_weight, trace.distill_rows
-                    )
+                    distillation_share(trace.advantages, trace.dense, mask, trace.distill_weight, trace.distill_rows)
                     if trace.distilled is not None
                     else torch.zeros(2, device=device)
                 ),
@@ -153,7 +151,9 @@ class GearMetricsMixin:
             metrics["onsets_teacher_supported_frac"] = n_supported / n_onsets if n_onsets else float("nan")
         # NaN in a step without a control row (left out of the interval's mean, like kl_floor)
         metrics["kl_wrong_over_right"] = wrong_kl / right_kl if right_kl > 0 else float("nan")
-        if self.args.distillation_weight > 0:  # NaN in a step whose advantages are all 0 on rows with a teacher
+        # where the mode's distillation term is on (by its options: every rank agrees); NaN in a step whose
+        # advantages are all 0 on rows with a teacher
+        if trace.distilled is not None:
             metrics["distill_share"] = distill_mass / advantage_mass if advantage_mass > 0 else float("nan")
         if self.args.credit_mode.prefix_weights:
             n_failed = contrast[CONTRAST_SUMS.index("tokens_failed")]

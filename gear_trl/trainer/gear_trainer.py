@@ -29,19 +29,20 @@ from trl import GRPOTrainer
 from trl.data_utils import is_conversational
 from trl.trainer.utils import maybe_gather_lm_head_ctx
 
-from ..inputs.errors import UserInputError
 from ..credit import (
     CreditInputs,
     CreditTrace,
+    GroupBatch,
+    GroupCredit,
     assign_credit,
-    group_advantage_scale,
-    group_has_outcome_signal,
+    group_credit,
     reverse_kl_and_entropy,
 )
-from ..credit.gigpo import gigpo_token_advantages, step_index_from_mask
 from ..data.math_tasks import REFERENCE_SOLUTION_COLUMN
 from ..envs.checks import check_environments, check_rollout_func
 from ..envs.rollout import ToolRolloutMixin, harden_response_parser, step_anchors, tool_stats
+from ..inputs.errors import UserInputError
+from ..inputs.preflight import check_trackers, reward_parameter_problems
 from ..rewards.guard import guard_reward_func
 from ..teacher.kinds import teacher_kind
 from ..teacher.prompts import final_observation, suffix_attention_bias
@@ -71,7 +72,6 @@ from .model_parts import (
     switch_off_dropout,
     turn_starts,
 )
-from ..inputs.preflight import check_trackers, reward_parameter_problems
 from .step_metrics import StepMetrics
 
 logger = logging.getLogger(__name__)
@@ -230,8 +230,13 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         if self._logs_tool_metrics:
             self._log_tool_metrics(mode, record)
 
-        if self.args.credit_mode.per_step:
-            output["advantages"] = self._gigpo_token_advantages(mode, mask, record)
+        # the mode's parts that span a prompt's group (GiGPO's step advantages, what its distillation reads of each
+        # group): gear_trl.credit.group_credit, with this trainer's gathers; which gathers run the configuration decides
+        grouped = self._group_credit(mode, mask, record, output["advantages"])
+        if grouped.advantages is not None:
+            output["advantages"] = grouped.advantages
+        for name, value in grouped.metrics.items():
+            self._metrics[mode][name].append(value)
         if not self.args.uses_teacher:
             return output
 
@@ -274,40 +279,41 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         scorable = ~torch.isnan(record.rewards_per_func[start : start + len(inputs)]).all(dim=1)
         output["gear_scorable"] = scorable.to(mask.device)
         output["gear_teacher_references"] = list(self.last_teacher_references)
-        self._distillation_group_inputs(output, record, mode, mask)
+        if grouped.group_signal is not None:
+            output["gear_group_signal"] = grouped.group_signal
+        if grouped.group_scale is not None:
+            output["gear_group_scale"] = grouped.group_scale
         if self._student_hidden is not None:
             divergence = self._divergence(output, self._student_hidden)
             output["advantages"] = self._gear_advantages(output, divergence, mode)
             self._student_hidden = None
             for key in GEAR_BATCH_KEYS:
-                output.pop(key, None)  # the distillation keys exist only with distillation_weight
+                output.pop(key, None)  # the group keys exist only where the distillation reads them
         return output
 
-    def _distillation_group_inputs(self, output, record, mode: str, mask) -> None:
-        """What `distillation_gate` and `distillation_bound` read of each row's group ([B] each, this rank's rows):
-        whether the group's rewards differ (`gear_group_signal`) and its mean |advantage| (`gear_group_scale`).
-        Groups span ranks, so both come from the whole generation batch: the rewards TRL gathered, and the rows'
-        advantages gathered here (one collective, made by every rank alike: the configuration decides it)."""
-        args = self.args
-        if args.distillation_weight <= 0:
-            return
-        group_size = self.num_generations if mode == "train" else self.num_generations_eval
-        start = self.accelerator.process_index * mask.size(0)
-        rows = slice(start, start + mask.size(0))
-        if args.distillation_gate != "none":
-            per_func = record.rewards_per_func
-            weighted = (per_func * self.reward_weights.to(per_func.device)[None]).nansum(dim=1)
-            weighted = torch.where(torch.isnan(per_func).all(dim=1), torch.nan, weighted)  # unscored: no part
-            output["gear_group_signal"] = group_has_outcome_signal(weighted, group_size)[rows].to(mask.device)
-        if args.distillation_bound is not None:
-            advantages = output["advantages"].float()
-            if advantages.dim() == 2:
-                m = mask.float()
-                row = (advantages.abs() * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
-            else:
-                row = advantages.abs()
-            every_row = self.accelerator.gather(row)
-            output["gear_group_scale"] = group_advantage_scale(every_row, None, group_size)[rows].to(mask.device)
+    def _group_credit(self, mode: str, mask, record, advantages) -> GroupCredit:
+        """`gear_trl.credit.group_credit` for this rank's rows: the distributed glue only (the whole generation
+        batch's rewards, this rank's index, the step anchors of its rollouts, accelerate's gathers)."""
+        history = record.state_history
+
+        def anchors() -> list[list[str]]:
+            return [
+                step_anchors(record.prompts[i], record.completions[i], history[i] if history else None)
+                for i in range(mask.size(0))
+            ]
+
+        batch = GroupBatch(
+            mask=mask,
+            advantages=advantages,
+            rewards_per_func=record.rewards_per_func,
+            reward_weights=self.reward_weights,
+            group_size=self.group_size(mode),
+            rank=self.accelerator.process_index,
+            anchors=anchors,
+            gather_object=gather_object,
+            gather=self.accelerator.gather,
+        )
+        return group_credit(self.args.credit_mode, self.args, batch)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """TRL's rewards ([B_global, n_sources], gathered over ranks), with the completions no source scored counted:
@@ -594,41 +600,6 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         )
         logger.warning(message)
         warnings.warn(message, stacklevel=2)
-
-    def _gigpo_token_advantages(self, mode, mask, record) -> torch.Tensor:
-        """GiGPO's episode + step advantage of every model token, [B, T] (0 on tool results and padding).
-
-        Groups span ranks, so anchors and rewards of the whole generation batch are gathered here, the advantages are
-        computed identically on every rank (`gear_trl.credit.gigpo.gigpo_token_advantages`), and each rank keeps its
-        own slice.
-        """
-        step_index = step_index_from_mask(mask)
-        steps = (step_index.max(dim=1).values + 1).clamp(min=0).tolist()
-        history = record.state_history
-        local = []
-        for i, num_steps in enumerate(steps):
-            anchors = step_anchors(record.prompts[i], record.completions[i], history[i] if history else None)
-            # Rollouts whose last turn was cut to nothing have fewer token runs than turns; a run without a turn
-            # gets a unique anchor (a singleton group, step advantage 0).
-            rank = self.accelerator.process_index
-            anchors = anchors[:num_steps] + [f"unmatched:{rank}:{i}:{k}" for k in range(len(anchors), num_steps)]
-            local.append(anchors)
-        advantages, stats = gigpo_token_advantages(
-            record.rewards_per_func,
-            self.reward_weights,
-            gather_object(local),
-            step_index,
-            self.accelerator.process_index * len(steps),
-            self.num_generations if mode == "train" else self.num_generations_eval,
-            gamma=self.args.gigpo_gamma,
-            omega=self.args.gigpo_omega,
-            mode=self.args.gigpo_mode,
-            similarity_threshold=self.args.gigpo_similarity_threshold,
-        )
-        self._metrics[mode]["gigpo/step_groups"].append(stats["num_step_groups"])
-        self._metrics[mode]["gigpo/singleton_frac"].append(stats["singleton_step_group_frac"])
-        self._metrics[mode]["gigpo/step_adv_std"].append(stats["step_adv_std"])
-        return advantages.to(mask.device)
 
     def _log_tool_metrics(self, mode, record) -> None:
         stats = tool_stats(record.completions)

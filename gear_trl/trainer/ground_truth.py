@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datasets import Dataset
 
-from ..inputs.errors import UserInputError
 from ..data.tool_use import json_text
+from ..inputs.errors import UserInputError
 from ..teacher.prompts import has_ground_truth
 
 

@@ -7,8 +7,8 @@ import os
 
 from accelerate.utils import is_peft_model
 
-from ..teacher.kinds import teacher_kind
 from ..inputs.preflight import looks_like_local_path
+from ..teacher.kinds import teacher_kind
 
 
 class CreditCardMixin:

@@ -318,3 +318,79 @@ def test_bad_inputs_raise(kwargs, match):
 def test_mode_error_lists_valid_modes():
     with pytest.raises(ValueError, match=r"mean_std.*mean"):
         gigpo_advantages(torch.tensor([1.0]), torch.tensor([0]), [["a"]], mode="bogus")
+
+
+# -- GiGPO as its mode record's `steps`, through `group_credit` (what the trainer calls) -------------------------------
+
+
+def run_ranks(batches, mode, settings):
+    """`group_credit` on each simulated rank's `GroupBatch`, with a `gather_object` that returns every rank's lists in
+    rank order: a first round records what each rank sends, a second computes with the whole batch's."""
+    from dataclasses import replace
+
+    from gear_trl.credit import group_credit
+
+    sent = {}
+
+    def recording(rank):
+        def gather(local):
+            sent[rank] = local
+            return local * len(batches)  # the right length; the numbers of this round are thrown away
+
+        return gather
+
+    for rank, batch in enumerate(batches):
+        group_credit(mode, settings, replace(batch, rank=rank, gather_object=recording(rank)))
+
+    def everyone(local):
+        return [row for rank in sorted(sent) for row in sent[rank]]
+
+    return [group_credit(mode, settings, replace(b, rank=r, gather_object=everyone)) for r, b in enumerate(batches)]
+
+
+def test_gigpo_record_computes_step_advantages_across_ranks_by_hand():
+    """One group of 2 split over two ranks. Rank 0's row has two token runs but one anchor ("a"), so its second run
+    gets the unmatched anchor "unmatched:0:0:1" (a singleton step group); rank 1's row has one run and two anchors
+    (the second dropped). mode `mean`, gamma 1, omega 1, returns (1, 0):
+    A_E = (+0.5, -0.5); step group "a" holds returns (1, 0) -> A_S = (+0.5, -0.5); the singleton's A_S = 0.
+    Rank 0's tokens: 1.0, 1.0, (tool), 0.5; rank 1's: -1.0 then padding."""
+    from types import SimpleNamespace
+
+    from gear_trl.credit import GroupBatch, credit_mode
+
+    settings = SimpleNamespace(gigpo_gamma=1.0, gigpo_omega=1.0, gigpo_mode="mean", gigpo_similarity_threshold=None,
+                               distillation_weight=0.0, distillation_signal="log_ratio", distillation_gate="mixed",
+                               distillation_clip=None, distillation_bound=0.5)  # fmt: skip
+    rewards = torch.tensor([[1.0], [0.0]])
+    common = {"rewards_per_func": rewards, "reward_weights": torch.tensor([1.0]), "group_size": 2}
+    batches = [
+        GroupBatch(mask=torch.tensor([[True, True, False, True]]), advantages=torch.zeros(1), anchors=lambda: [["a"]],
+                   **common),
+        GroupBatch(mask=torch.tensor([[True, False, False, False]]), advantages=torch.zeros(1),
+                   anchors=lambda: [["a", "b"]], **common),
+    ]  # fmt: skip
+    rank0, rank1 = run_ranks(batches, credit_mode("gigpo"), settings)
+    _close(rank0.advantages, [[1.0, 1.0, 0.0, 0.5]])
+    _close(rank1.advantages, [[-1.0, 0.0, 0.0, 0.0]])
+    # step groups "a" and the singleton; A_S over the steps (0.5, 0, -0.5): unbiased std 0.5
+    assert (
+        rank0.metrics
+        == rank1.metrics
+        == {
+            "gigpo/step_groups": 2.0,
+            "gigpo/singleton_frac": 0.5,
+            "gigpo/step_adv_std": pytest.approx(0.5),
+        }
+    )
+    assert rank0.group_signal is None and rank0.group_scale is None  # gate and bound are off at weight 0
+
+
+def test_per_step_alone_still_means_gigpos_steps():
+    """A record of earlier releases that says `per_step=True` gets GiGPO's steps; one that gives `steps` is per step."""
+    from gear_trl.credit import CreditMode, StepAdvantages
+    from gear_trl.credit.modes import GIGPO, uniform
+
+    assert CreditMode("old-style", uniform, per_step=True).steps is GIGPO
+    own = StepAdvantages(lambda batch: (batch.mask.float(), {}))
+    assert CreditMode("new-style", uniform, steps=own).per_step
+    assert CreditMode("plain", uniform).steps is None and not CreditMode("plain", uniform).per_step

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from gear_trl import GEARConfig
-from gear_trl.credit import assign_credit, distill_advantages, modes
+from gear_trl.credit import assign_credit, distill_advantages, distillation_share, modes
 from gear_trl.credit.divergence import SIGNED_LOG_RATIO
 from gear_trl.credit.modes import (
     CreditInputs,
@@ -125,6 +125,21 @@ def test_a_new_credit_mode_is_one_record_and_one_function(tmp_path):
         modes._REGISTRY.pop("last-token")
 
 
+def test_distillation_weight_is_refused_under_a_mode_whose_term_does_not_read_it():
+    register_credit_mode(CreditMode("no-term", modes.uniform, distillation=None))
+    register_credit_mode(
+        CreditMode("own-term", modes.uniform, distillation=Distillation(lambda *a: None, ("normalize",)))
+    )
+    try:
+        for name, why in (("no-term", "has no distillation term"), ("own-term", "does not read it")):
+            GEARConfig(output_dir="/tmp/x", use_cpu=True, credit=name)  # at 0 it is fine
+            with pytest.raises(ValueError, match=f"does nothing under `credit: {name}`, whose .*{why}"):
+                GEARConfig(output_dir="/tmp/x", use_cpu=True, credit=name, distillation_weight=0.5)
+    finally:
+        modes._REGISTRY.pop("no-term")
+        modes._REGISTRY.pop("own-term")
+
+
 def pull_toward_teacher(inputs: CreditInputs, advantages, rows) -> DistillationTerm:
     """A distillation-like term of a mode's own: minus the divergence, weight 0.25 on the rows offered."""
     return DistillationTerm(dense=-inputs.kl.float(), rows=rows, weight=0.25)
@@ -171,18 +186,25 @@ def test_a_mode_with_its_own_distillation_term_is_one_record(tmp_path):
 
     def term(inputs, advantages, rows):
         received.append(set(vars(inputs.options)))
+        received.append(inputs.group_signal)
         return pull_toward_teacher(inputs, advantages, rows)
 
-    register_credit_mode(
-        CreditMode(
-            "last-token-pull", compute, reads=("weight_alpha",), distillation=Distillation(term, ("normalize",))
-        )
-    )
+    def groups(options):  # what the term reads of each row's group: asked of the trainer through its record
+        received.append(set(vars(options)))
+        return ("group_signal",)
+
+    pull = Distillation(term, ("normalize",), groups=groups)
+    register_credit_mode(CreditMode("last-token-pull", compute, reads=("weight_alpha",), distillation=pull))
     try:
+        # `distillation_weight` stays 0: the term, its weight and its group inputs are the mode's own
         trainer = make_trainer(tmp_path, args=tiny_args(tmp_path, credit="last-token-pull"))
         batch = generate(trainer, first_batch(trainer))
+        assert received[0] == {"normalize"}  # `groups` read the term's options only
+        received.clear()
         trace = trainer.compute_credit(dict(batch))
-        assert received[:2] == [{"weight_alpha"}, {"normalize"}]
+        assert received[:3] == [{"weight_alpha"}, {"normalize"}, batch["gear_group_signal"]]
+        signal = batch["gear_group_signal"]
+        assert signal.dtype == torch.bool and signal.shape == batch["gear_has_truth"].shape
         rows = batch["gear_has_truth"] & batch["gear_scorable"]
         assert torch.equal(trace.distill_rows, rows) and rows.any()
         mask = trace.mask.bool()
@@ -191,10 +213,72 @@ def test_a_mode_with_its_own_distillation_term_is_one_record(tmp_path):
         assert not torch.allclose(trace.distilled, trace.advantages)
         divergence = trainer._divergence(dict(batch), trainer._student_hidden_pass(dict(batch)))
         torch.testing.assert_close(trainer._gear_advantages(dict(batch), divergence, "eval"), want)
+        # its share of the loss's advantage mass is logged with the term's own weight (0.25), not distillation_weight
+        mass, total = distillation_share(trace.advantages, -trace.kl, mask, 0.25, rows).tolist()
+        assert trainer._metrics["eval"]["gear/distill_share"][-1] == pytest.approx(mass / total) and mass > 0
         trainer.train()
         assert trainer.state.global_step == 2
+        logged = [entry["gear/distill_share"] for entry in trainer.state.log_history if "loss" in entry]
+        assert len(logged) == 2 and all(share > 0 for share in logged)
     finally:
         modes._REGISTRY.pop("last-token-pull")
+
+
+def sdpo_settings(**options):
+    return SimpleNamespace(**{"distillation_weight": 0.5, "distillation_signal": "log_ratio",
+                              "distillation_gate": "none", "distillation_clip": None, "distillation_bound": None,
+                              **options})  # fmt: skip
+
+
+def group_batches(advantages_per_rank, rewards, group_size, gather):
+    from gear_trl.credit import GroupBatch
+
+    return [
+        GroupBatch(mask=torch.ones(len(a), 3, dtype=torch.bool), advantages=torch.tensor(a), rewards_per_func=rewards,
+                   reward_weights=torch.tensor([1.0]), group_size=group_size, rank=rank, gather=gather)
+        for rank, a in enumerate(advantages_per_rank)
+    ]  # fmt: skip
+
+
+def test_group_credit_gives_sdpos_gate_and_bound_their_group_inputs_across_ranks():
+    """Two ranks of two rows, groups of 2: rows (0, 1, 2, 3) of the whole batch with rewards (1, 1, 1, 0), so the
+    first group (rows 0 and 1, rank 0's) has no outcome signal and the second (rank 1's) has; rank-local GRPO
+    advantages (0, 0) and (0.5, -0.5), so the groups' mean |A| are 0 and 0.5. The gather hands back every rank's
+    |A| in rank order, as accelerate's does."""
+    from gear_trl.credit import group_credit
+
+    every = torch.tensor([0.0, 0.0, 0.5, 0.5])  # what the gather of every rank's |A| returns
+    gathered = []
+
+    def gather(rows):
+        gathered.append(rows.clone())
+        return every
+
+    rewards = torch.tensor([[1.0], [1.0], [1.0], [0.0]])
+    batches = group_batches([[0.0, 0.0], [0.5, -0.5]], rewards, 2, gather)
+    settings = sdpo_settings(distillation_gate="mixed", distillation_bound=0.5)
+    rank0, rank1 = (group_credit(credit_mode("none"), settings, b) for b in batches)
+    assert rank0.group_signal.tolist() == [False, False] and rank1.group_signal.tolist() == [True, True]
+    assert rank0.group_scale.tolist() == [0.0, 0.0] and rank1.group_scale.tolist() == [0.5, 0.5]
+    assert [g.tolist() for g in gathered] == [[0.0, 0.0], [0.5, 0.5]]  # each rank sent its rows' |A|
+    assert rank0.advantages is None and rank0.metrics == {}  # `none` keeps GRPO's advantages
+
+
+def test_group_credit_makes_no_gather_a_configuration_does_not_ask_for():
+    from gear_trl.credit import group_credit
+
+    def gather(rows):
+        raise AssertionError("no gather without distillation_bound")
+
+    batch = group_batches([[0.5, -0.5]], torch.tensor([[1.0], [0.0]]), 2, gather)[0]
+    for settings in (sdpo_settings(distillation_weight=0.0, distillation_bound=0.5), sdpo_settings()):
+        out = group_credit(credit_mode("gear"), settings, batch)
+        assert out.group_signal is None and out.group_scale is None
+    asks_wrong = CreditMode(
+        "asks-wrong", modes.uniform, distillation=Distillation(pull_toward_teacher, groups=lambda o: ("group_mean",))
+    )
+    with pytest.raises(ValueError, match="may ask for"):
+        group_credit(asks_wrong, sdpo_settings(), batch)
 
 
 @pytest.mark.slow
