@@ -52,7 +52,7 @@ RECIPE = "recipes/tiny/config_arith.yaml"
 TEACHERS = [
     {
         "name": "hint0",
-        "model": "data/tiny-qwen3-arith-hint0",
+        "model": "bench/results/teacher_sweep/tiny-qwen3-arith-hint0",  # this study's alone: kept beside it
         "hint_frac": 0.0,
         "how": "SFT without reference rows: the teacher prompt is as foreign to the model as to a student",
     },

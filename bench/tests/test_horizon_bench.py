@@ -310,7 +310,7 @@ def test_cached_only_reports_the_arms_run_at_each_k_and_lists_the_others(horizon
 
 
 def test_the_trained_probe_uses_gear_drop_prefix_settings_and_names_a_missing_run(horizon, tmp_path, capsys):
-    probe = importlib.import_module("bench.horizon_trained_probe")
+    probe = importlib.import_module("bench.probes.horizon_trained_probe")
     job = probe.probe_job("chained", 8, "some/model", "probe_1", tmp_path, 48)
     assert job["kind"] == "probe" and job["mode"] == "gear" and job["oracle"] is None
     overrides = job["overrides"]
