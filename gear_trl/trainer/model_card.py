@@ -56,8 +56,14 @@ class CreditCardMixin:
             settings.update(failed_prefix_weight=args.failed_prefix_weight)
         if args.uses_teacher:
             settings.update(distillation_weight=args.distillation_weight)
-            if args.distillation_weight > 0:  # which term is blended: two runs differing only in it differ here
-                settings.update(distillation_signal=args.distillation_signal)
+            if args.distillation_weight > 0:
+                # every option the mode's distillation declares (signal, gate, clip, bound) and the monitor's
+                # back-off: two runs differing only in one of them must not have the same card
+                distillation = mode.distillation
+                settings.update({name: getattr(args, name) for name in getattr(distillation, "options", ())})
+                settings.update(distillation_backoff=args.distillation_backoff)
+                if args.distillation_backoff:
+                    settings.update(distillation_backoff_floor=args.distillation_backoff_floor)
         settings.update(
             rewards=", ".join(self.reward_func_names),
             num_generations=self.num_generations,

@@ -483,7 +483,9 @@ def test_distillation_weight_blends_the_teachers_log_ratio_into_the_losss_advant
     dense = (0.5 * trace.log_ratio).abs()[keep].sum()
     share = dense / (dense + (0.5 * trace.advantages).abs()[keep].sum())
     assert blend._metrics["train"]["gear/distill_share"][-1] == pytest.approx(share.item(), rel=1e-4)
-    assert "- distillation_weight: `0.5`" in "\n".join(blend._credit_card_lines())
+    card = "\n".join(blend._credit_card_lines())
+    for line in ("distillation_weight: `0.5`", "distillation_gate: `none`", "distillation_bound: `None`"):
+        assert f"- {line}" in card  # the card tells apart runs that differ in any of the blend's options
     assert "gear/distill_share" not in paper._metrics["train"]
 
 
