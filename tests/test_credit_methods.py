@@ -100,43 +100,64 @@ def test_summary_by_hand():
     )
 
 
-def test_the_declaration_was_committed_before_any_run():
-    """Every committed run is younger than the declaration, every run on item 6's seeds younger than amendment 2, and
-    every declared run of a cell after `independent-k8` younger than amendment 4 (the arm cuts decided once that cell
-    was read), by the commit that added each, where git has them; and amendment 5 older than `calculator`'s last run."""
+def test_the_declaration_order_check_reads_git_history(tmp_path, monkeypatch):
+    """`--check-declaration` (and `--report-only` before it writes) on a hand-made history: a run committed before the
+    declaration, an item-6 run before amendment 2, a later cell's confirmatory run before amendment 4, and a whole
+    `calculator` committed before amendment 5 are named; runs after their amendment, and an uncommitted run, are not."""
+    import os
     import subprocess
 
-    root = Path(study.RESULTS)
+    root = tmp_path / "credit_methods"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    assert study.declaration_order(root) is None  # no history yet: nothing to check
+    text = "# Declaration\n\n## Amendment 1 (before any run)\n"
 
-    def first_commit_time(path: Path) -> int | None:
-        out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)], capture_output=True,
-                             text=True, cwd=root, check=False).stdout.split()  # fmt: skip
-        return int(out[-1]) if out else None
+    def commit(when: int, *paths: str, declaration: str | None = None) -> None:
+        for name in paths:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("{}")
+        if declaration is not None:
+            (root / "declaration.md").write_text(declaration)
+        stamp = f"@{when} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_NAME": "t",
+               "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+        subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+        subprocess.run(["git", "commit", "-qm", f"at {when}"], cwd=root, env=env, check=True)
 
-    declared = first_commit_time(root / "declaration.md")
-    if declared is None:
-        pytest.skip("not a git checkout")
-
-    def amended(number: int) -> int:  # the commit that added the amendment's heading
-        out = subprocess.run(["git", "log", "--format=%ct", "-S", f"## Amendment {number} ", "--", "declaration.md"],
-                             capture_output=True, text=True, cwd=root, check=False).stdout.split()  # fmt: skip
-        return int(out[-1])
-
-    item6, later_cells = amended(2), amended(4)
-    for path in sorted((root / "runs").glob("*/*.json")):
-        added = first_commit_time(path)
-        seed, cell = int(path.stem.rsplit("__seed", 1)[1]), path.parent.name
-        if seed in study.ITEM6_SEEDS:
-            floor = item6
-        elif seed in study.CONFIRMATORY and cell != "independent-k8":
-            floor = later_cells
-        else:
-            floor = declared
-        assert added is None or added >= floor, path
-    # amendment 5 (the recommended weight, outcome 4's family) came before `calculator` was whole, so before it was read
-    calculator = [first_commit_time(path) for path in (root / "runs" / "calculator").glob("*__seed1[01]?.json")]
-    whole = len(calculator) == len(study.arms_of("calculator")) * len(study.CONFIRMATORY) and None not in calculator
-    assert not whole or max(calculator) > amended(5)
+    calculator = [f"runs/calculator/{arm}__seed{seed}.json" for arm in study.arms_of("calculator")
+                  for seed in study.CONFIRMATORY]  # fmt: skip
+    commit(500, "runs/independent-k8/none__seed3.json")  # an exploration run before the declaration
+    assert study.declaration_order(root) is None  # no declaration committed: nothing to check against
+    commit(1000, declaration=text)
+    commit(1500, "runs/independent-k8/none__seed100.json")
+    commit(1700, "runs/chained-k4/none__seed100.json", "runs/independent-k8/grpo-agree-0.5__seed200.json")
+    text += "\n## Amendment 2 (item 6)\n\n## Amendment 3 (cuts)\n\n## Amendment 4 (k8 read)\n"
+    commit(2000, declaration=text)
+    commit(2500, "runs/independent-k8/grpo-agree-0.5__seed201.json", *calculator)
+    commit(3000, declaration=text + "\n## Amendment 5 (the weight)\n")
+    commit(3500, "runs/chained-k4/gear__seed101.json")
+    (root / "runs" / "chained-k4" / "gear__seed102.json").write_text("{}")  # not committed: not judged
+    assert study.declaration_order(root) == [
+        "runs/chained-k4/none__seed100.json was committed before amendment 4",
+        "runs/independent-k8/grpo-agree-0.5__seed200.json was committed before amendment 2",
+        "runs/independent-k8/none__seed3.json was committed before the declaration",
+        "calculator's last confirmatory run is not younger than amendment 5",
+    ]
+    monkeypatch.setattr(study, "RESULTS", root)
+    with pytest.raises(SystemExit):
+        study.main(["--check-declaration"], log=lambda *a: None)
+    # the same runs, each committed after what governs it: the order holds
+    root = tmp_path / "in_order"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    commit(1000, declaration=text)
+    commit(1500, "runs/independent-k8/none__seed3.json", "runs/independent-k8/none__seed100.json")
+    commit(2000, declaration=text + "\n## Amendment 5 (the weight)\n")
+    commit(2500, "runs/chained-k4/none__seed100.json", "runs/independent-k8/grpo-agree-0.5__seed200.json", *calculator)
+    assert study.declaration_order(root) == []
+    monkeypatch.setattr(study, "RESULTS", root)
+    assert study.main(["--check-declaration"], log=lambda *a: None) == {}
 
 
 def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, monkeypatch):
