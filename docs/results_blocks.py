@@ -880,14 +880,18 @@ TABLES = {
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+@cache
+def _built(generator) -> Table:
+    return generator()
+
+
 def render(text: str) -> str:
     """`text` with every block regenerated: a table on its own lines, a cell inline."""
 
-    @cache
     def table(name: str) -> Table:
         if name not in TABLES:
             raise KeyError(f"no generator for table {name!r}: add it to TABLES in docs/results_blocks.py")
-        return TABLES[name]()
+        return _built(TABLES[name])  # once per run: the JSON it reads is cached too
 
     def fill(match: re.Match) -> str:
         name, row, column, _ = match.groups()
