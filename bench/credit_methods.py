@@ -5,6 +5,7 @@ RLSD with its reference schedule and the process ceiling, on four cells, paired 
     python -m bench.credit_methods --cell independent-k8                 # the declared confirmatory runs of a cell
     python -m bench.credit_methods --cell independent-k8 --arms none gear --seeds 0 1   # exploration (seeds 0-47)
     python -m bench.credit_methods --report-only                         # the report from the committed runs
+    python -m bench.credit_methods --check-declaration                   # the declaration came before the runs
 
 Every finished run's result is committed under `runs/<cell>/<arm>__seed<N>.json` in the results folder: the study's
 cache across sessions (a machine's work dir does not survive it), read back whenever its spec still holds. The report
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -672,6 +674,59 @@ def report(seeds, confirmatory: bool) -> dict:
     return out
 
 
+def _git(root: Path, *args: str) -> str | None:
+    out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root, check=False)
+    return out.stdout if out.returncode == 0 else None
+
+
+def declaration_order(root: Path | None = None) -> list[str] | None:
+    """Whether git history has the declaration before the runs it governs, as a list of what breaks the order (empty
+    when nothing does): every committed run of `root`/runs is younger than declaration.md, every run on item 6's seeds
+    younger than amendment 2, every confirmatory run of a cell after `independent-k8` younger than amendment 4 (the
+    arm cuts decided once that cell was read), each by the commit that first added it; and amendment 5 older than
+    `calculator`'s last confirmatory run. An uncommitted run is not judged. None where `root` is not in a git
+    checkout or its declaration was never committed. One `git log` over the folder, then one per amendment."""
+    root = Path(root or RESULTS)
+    log = _git(root, "log", "--diff-filter=A", "--format=@%ct", "--name-only", "--relative", "--", ".")
+    if log is None:
+        return None
+    added: dict[str, int] = {}
+    stamp = 0
+    for line in log.splitlines():  # newest commit first: a path's last stamp is its first addition
+        if line.startswith("@"):
+            stamp = int(line[1:])
+        elif line.strip():
+            added[line.strip()] = stamp
+    declared = added.get("declaration.md")
+    if declared is None:
+        return None
+
+    def amended(number: int) -> int | None:  # the commit that added the amendment's heading
+        heading = f"## Amendment {number} "
+        out = (_git(root, "log", "--format=%ct", "-S", heading, "--", "declaration.md") or "").split()
+        return int(out[-1]) if out else None
+
+    floors = {"the declaration": declared, "amendment 2": amended(2), "amendment 4": amended(4)}
+    problems = []
+    for path in sorted((root / "runs").glob("*/*.json")):
+        name = path.relative_to(root).as_posix()
+        seed, cell = int(path.stem.rsplit("__seed", 1)[1]), path.parent.name
+        if seed in ITEM6_SEEDS:
+            floor = "amendment 2"
+        elif seed in CONFIRMATORY and cell != "independent-k8":
+            floor = "amendment 4"
+        else:
+            floor = "the declaration"
+        if name in added and (floors[floor] is None or added[name] < floors[floor]):
+            problems.append(f"{name} was committed before {floor}")
+    calculator = [added.get(f"runs/calculator/{arm}__seed{seed}.json") for arm in arms_of("calculator")
+                  for seed in CONFIRMATORY]  # fmt: skip
+    fifth = amended(5)
+    if None not in calculator and (fifth is None or max(calculator) <= fifth):
+        problems.append("calculator's last confirmatory run is not younger than amendment 5")
+    return problems
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cell", choices=sorted(CELLS), action="append", help="Cells to run (repeat).")
@@ -679,7 +734,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", nargs="+", type=int, help="Seeds (default: the declared confirmatory ones).")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work-dir", help="Where runs train (default: outputs/credit_methods).")
-    parser.add_argument("--report-only", action="store_true", help="Write the reports from the committed runs only.")
+    parser.add_argument("--report-only", action="store_true", help="Write the reports from the committed runs only "
+                        "(after --check-declaration's check).")  # fmt: skip
+    parser.add_argument("--check-declaration", action="store_true", help="Check, in git history, that the declaration "
+                        "and its amendments came before the runs they govern; run nothing.")  # fmt: skip
     return parser
 
 
@@ -696,6 +754,15 @@ def main(argv: list[str] | None = None, log=print) -> dict:
                   or set(args.cell or []) - set(ITEM6["cells"])):  # fmt: skip
         parser.error(f"seeds {ITEM6_SEEDS[0]}-{ITEM6_SEEDS[-1]} run amendment 2's arms {ITEM6['arms']} in its cells "
                      f"{ITEM6['cells']} only, on their own")  # fmt: skip
+    if args.check_declaration or args.report_only:  # git history's order, checked once by the study, not by the tests
+        problems = declaration_order()
+        for problem in problems or []:
+            log(f"declaration order: {problem}")
+        if problems:
+            raise SystemExit(1)
+        log("declaration order: not a git checkout, not checked" if problems is None else "declaration order: holds")
+        if args.check_declaration:
+            return {}
     wall = time.perf_counter()
     if not args.report_only:
         if not args.cell:

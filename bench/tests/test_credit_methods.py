@@ -4,7 +4,6 @@ differences, Holm over the declared family, the share of the process ceiling) on
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
@@ -100,43 +99,64 @@ def test_summary_by_hand():
     )
 
 
-def test_the_declaration_was_committed_before_any_run():
-    """Every committed run is younger than the declaration, every run on item 6's seeds younger than amendment 2, and
-    every declared run of a cell after `independent-k8` younger than amendment 4 (the arm cuts decided once that cell
-    was read), by the commit that added each, where git has them; and amendment 5 older than `calculator`'s last run."""
+def test_the_declaration_order_check_reads_git_history(tmp_path, monkeypatch):
+    """`--check-declaration` (and `--report-only` before it writes) on a hand-made history: a run committed before the
+    declaration, an item-6 run before amendment 2, a later cell's confirmatory run before amendment 4, and a whole
+    `calculator` committed before amendment 5 are named; runs after their amendment, and an uncommitted run, are not."""
+    import os
     import subprocess
 
-    root = Path(study.RESULTS)
+    root = tmp_path / "credit_methods"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    assert study.declaration_order(root) is None  # no history yet: nothing to check
+    text = "# Declaration\n\n## Amendment 1 (before any run)\n"
 
-    def first_commit_time(path: Path) -> int | None:
-        out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)], capture_output=True,
-                             text=True, cwd=root, check=False).stdout.split()  # fmt: skip
-        return int(out[-1]) if out else None
+    def commit(when: int, *paths: str, declaration: str | None = None) -> None:
+        for name in paths:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("{}")
+        if declaration is not None:
+            (root / "declaration.md").write_text(declaration)
+        stamp = f"@{when} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_NAME": "t",
+               "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+        subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+        subprocess.run(["git", "commit", "-qm", f"at {when}"], cwd=root, env=env, check=True)
 
-    declared = first_commit_time(root / "declaration.md")
-    if declared is None:
-        pytest.skip("not a git checkout")
-
-    def amended(number: int) -> int:  # the commit that added the amendment's heading
-        out = subprocess.run(["git", "log", "--format=%ct", "-S", f"## Amendment {number} ", "--", "declaration.md"],
-                             capture_output=True, text=True, cwd=root, check=False).stdout.split()  # fmt: skip
-        return int(out[-1])
-
-    item6, later_cells = amended(2), amended(4)
-    for path in sorted((root / "runs").glob("*/*.json")):
-        added = first_commit_time(path)
-        seed, cell = int(path.stem.rsplit("__seed", 1)[1]), path.parent.name
-        if seed in study.ITEM6_SEEDS:
-            floor = item6
-        elif seed in study.CONFIRMATORY and cell != "independent-k8":
-            floor = later_cells
-        else:
-            floor = declared
-        assert added is None or added >= floor, path
-    # amendment 5 (the recommended weight, outcome 4's family) came before `calculator` was whole, so before it was read
-    calculator = [first_commit_time(path) for path in (root / "runs" / "calculator").glob("*__seed1[01]?.json")]
-    whole = len(calculator) == len(study.arms_of("calculator")) * len(study.CONFIRMATORY) and None not in calculator
-    assert not whole or max(calculator) > amended(5)
+    calculator = [f"runs/calculator/{arm}__seed{seed}.json" for arm in study.arms_of("calculator")
+                  for seed in study.CONFIRMATORY]  # fmt: skip
+    commit(500, "runs/independent-k8/none__seed3.json")  # an exploration run before the declaration
+    assert study.declaration_order(root) is None  # no declaration committed: nothing to check against
+    commit(1000, declaration=text)
+    commit(1500, "runs/independent-k8/none__seed100.json")
+    commit(1700, "runs/chained-k4/none__seed100.json", "runs/independent-k8/grpo-agree-0.5__seed200.json")
+    text += "\n## Amendment 2 (item 6)\n\n## Amendment 3 (cuts)\n\n## Amendment 4 (k8 read)\n"
+    commit(2000, declaration=text)
+    commit(2500, "runs/independent-k8/grpo-agree-0.5__seed201.json", *calculator)
+    commit(3000, declaration=text + "\n## Amendment 5 (the weight)\n")
+    commit(3500, "runs/chained-k4/gear__seed101.json")
+    (root / "runs" / "chained-k4" / "gear__seed102.json").write_text("{}")  # not committed: not judged
+    assert study.declaration_order(root) == [
+        "runs/chained-k4/none__seed100.json was committed before amendment 4",
+        "runs/independent-k8/grpo-agree-0.5__seed200.json was committed before amendment 2",
+        "runs/independent-k8/none__seed3.json was committed before the declaration",
+        "calculator's last confirmatory run is not younger than amendment 5",
+    ]
+    monkeypatch.setattr(study, "RESULTS", root)
+    with pytest.raises(SystemExit):
+        study.main(["--check-declaration"], log=lambda *a: None)
+    # the same runs, each committed after what governs it: the order holds
+    root = tmp_path / "in_order"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    commit(1000, declaration=text)
+    commit(1500, "runs/independent-k8/none__seed3.json", "runs/independent-k8/none__seed100.json")
+    commit(2000, declaration=text + "\n## Amendment 5 (the weight)\n")
+    commit(2500, "runs/chained-k4/none__seed100.json", "runs/independent-k8/grpo-agree-0.5__seed200.json", *calculator)
+    assert study.declaration_order(root) == []
+    monkeypatch.setattr(study, "RESULTS", root)
+    assert study.main(["--check-declaration"], log=lambda *a: None) == {}
 
 
 def test_report_only_writes_the_reports_from_kept_runs_and_lists_them(tmp_path, monkeypatch):
@@ -187,9 +207,7 @@ def test_the_findings_plot_draws_both_reports_complete_cells(tmp_path):
                {"seeds": [200, 215], "cells": study.summarize_item6({cell: item6})})  # fmt: skip
     drawn = study.findings_plot(*reports, tmp_path / "page.png")
     assert drawn == [cell, f"{cell}, seeds 200-215"] and (tmp_path / "page.png").stat().st_size > 1000
-    assert (
-        study.findings_plot({"seeds": [100], "cells": {}}, {"seeds": [200], "cells": {}}, tmp_path / "page.png") == []
-    )
+    assert study.findings_plot({"seeds": [100], "cells": {}}, {"seeds": [200], "cells": {}}, tmp_path / "page.png") == []
     assert not (tmp_path / "page.png").exists()  # no complete cell: an old figure is not left behind
     # a cell without a ceiling arm (calculator) is drawn too, its title saying there is no ceiling
     calc = [run("calculator", a, s, 0.3 + s / 1000, 0.3) for a in study.arms_of("calculator") for s in (100, 101)]
@@ -204,9 +222,7 @@ def test_exploration_arms_stay_out_of_the_declared_study(tmp_path):
     args = job["overrides"]
     assert job["mode"] == "none" and args[args.index("--distillation_signal") + 1] == "agreement"
     cell = "independent-k8"
-    runs = [run(cell, "none", s, 0.1, 0.1) for s in (1, 2)] + [
-        run(cell, "grpo-agree-0.5", s, 0.2, 0.1) for s in (1, 2)
-    ]
+    runs = [run(cell, "none", s, 0.1, 0.1) for s in (1, 2)] + [run(cell, "grpo-agree-0.5", s, 0.2, 0.1) for s in (1, 2)]
     assert "grpo-agree-0.5" not in study.summarize({cell: runs}, {1, 2})[cell]["arms"]
     explored = study.summarize({cell: runs}, {1, 2}, explore=True)[cell]["arms"]["grpo-agree-0.5"]
     assert explored["heldout"]["minus_none"]["mean"] == pytest.approx(0.1)
@@ -273,304 +289,6 @@ def test_item6_confirmation_by_hand(tmp_path):
         study.main(["--cell", "independent-k8", "--seeds", "100", "200"])
 
 
-_GEAR_DISTILL = ("gear-distill-0.25", "gear-distill-0.5")
-
-
-def test_the_results_page_blocks_say_what_complete_cells_show(monkeypatch):
-    """docs/results_blocks.py's credit-methods blocks on hand-made reports: a complete cell's rows and findings
-    (attribution, item 6's verdict against the ceiling and the control), a pending cell's run count only."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_test")
-    cell = "independent-k8"
-    declared_runs = []
-    for seed in study.CONFIRMATORY:
-        for arm in study.arms_of(cell):
-            gain = {"gear-distill-0.5": 0.05, "grpo-distill-0.5": 0.01, "oracle-process": 0.06,
-                    "rlsd-reference": -0.01}.get(arm, 0.0)  # fmt: skip
-            declared_runs.append(run(cell, arm, seed, 0.1 + gain + (seed % 3) / 1000 * (arm != "none"), 0.1))
-    item6_runs = []
-    for seed in study.ITEM6_SEEDS:
-        wobble = (seed % 4) / 400
-        item6_runs += [run(cell, "none", seed, 0.10, 0.1), run(cell, "oracle-process", seed, 0.20 + wobble, 0.2),
-                       run(cell, "grpo-agree-0.5", seed, 0.19 + wobble, 0.2), run(cell, "grpo-distill-0.5", seed, 0.15, 0.15)]  # fmt: skip
-    reports = {
-        "credit_methods": {"seeds": study.CONFIRMATORY, "runs_declared": {cell: 160, "calculator": 144},
-                           "cells_pending": {"calculator": 7},
-                           "cells": study.summarize({cell: declared_runs}, set(study.CONFIRMATORY), family_size=36)},
-        "credit_methods.item6": {"seeds": study.ITEM6_SEEDS, "runs_declared": {cell: 64, "chained-k4": 64},
-                                 "cells_pending": {"chained-k4": 0}, "cells": study.summarize_item6({cell: item6_runs})},
-    }  # fmt: skip
-    explored = [
-        r for r in item6_runs if r["label"] in ("none", "oracle-process", "grpo-agree-0.5") and r["seed"] < 208
-    ]
-    for r in explored:  # the exploration seeds' copy of the setting, a larger gain
-        heldout = r["eval"]["sampled_accuracy"] + 0.02 * (r["label"] == "grpo-agree-0.5")
-        declared_runs.append(dict(r, seed=r["seed"] - 200, eval={"sampled_accuracy": heldout}))
-    reports["credit_methods.exploration"] = {"seeds": list(range(48)), "cells": study.summarize(
-        {cell: [r for r in declared_runs if r["seed"] < 8]}, set(range(8)), explore=True)}  # fmt: skip
-    monkeypatch.setattr(blocks, "load", reports.__getitem__)
-    table = blocks.credit_methods_table()
-    assert "| `independent-k8` | `gear-distill-0.5` - `grpo-distill-0.5` | 100-115 | +0.040 [" in table
-    assert "| `independent-k8` | `grpo-agree-0.5` | 200-215 | +0.094 [" in table
-    assert "| `calculator` | under way: 7 of 144 declared runs in, none read | 100-115 |" in table
-    rlsd = next(line for line in table.splitlines() if "| `rlsd-reference` |" in line)
-    assert rlsd.endswith("| below GRPO |")  # no share printed for an arm whose mean is below GRPO
-    findings = blocks.credit_methods_findings()
-    assert "`grpo-agree-0.5` reaches 80% of the process ceiling" in findings
-    assert "0.90 [" in findings  # its share of the ceiling, 0.09375 / 0.10375
-    assert "w = 0.5: +0.040 [" in findings and "holds, above" in findings
-    assert "w = 0.25: +0.000 [" in findings and "no difference resolved" in findings
-    assert "`calculator` (7 of 144)" in findings and "`chained-k4`, item 6 (0 of 64)" in findings
-    assert "On the 8 exploration seeds it was found on it gained +0.114 [" in findings and "measured again" in findings
-    assert blocks.config_agreement().startswith(
-        "at `independent-k8` (seeds 200-215) GRPO with it at 0.5 gained +0.094"
-    )
-    assert blocks.config_agreement().endswith("; still running: `chained-k4`. It stays an option")
-    assert (
-        blocks.credit_methods_item6_lead()
-        == "`grpo-agree-0.5` reaches 80% of the ceiling in 1 of 1 cells read (2 declared)"
-    )
-    assert "GEAR's weights add to the distillation on this cell." in findings
-    attribution = blocks.config_attribution()
-    assert attribution.startswith("At `independent-k8` (seeds 100-115) GEAR + distillation minus GRPO + distillation")
-    assert "GEAR's weights add to the distillation on this cell. Still running: `calculator`." in attribution
-    assert "the other arms over GRPO (held-out):** GEAR at the paper's values +0.001 [" in findings
-    assert "RLSD's reference schedule" in findings and "TRL's `SDPOTrainer` as it ships" in findings
-    readme = blocks.readme_credit_methods()
-    assert readme.startswith("1 of 2 cells read: GEAR's weights add to the same distillation in 1")
-    assert "; best: `gear-distill-0.5` +0.051 [" in readme and ", 0.84 of the ceiling" in readme  # 0.051 / 0.061
-    assert len(readme.split()) <= 30
-
-    # the same cell where GEAR's weights add nothing: the gain is the distillation's, said so
-    def lifted(r):  # grpo-distill-0.5 within a seed-dependent hair of gear-distill-0.5
-        lift = (0.04 + (r["seed"] % 2 - 0.5) / 500) * (r["label"] == "grpo-distill-0.5")
-        return dict(r, eval={"sampled_accuracy": r["eval"]["sampled_accuracy"] + lift})
-
-    flat = [lifted(r) for r in declared_runs if r["seed"] in study.CONFIRMATORY]
-    reports["credit_methods"]["cells"] = study.summarize({cell: flat}, set(study.CONFIRMATORY), family_size=36)
-    findings = blocks.credit_methods_findings()
-    assert "w = 0.5: +0.000 [-0.001, +0.001] (Holm p 1.000, no difference resolved)" in findings
-    assert "On this cell the gain is the distillation's." in findings
-    assert blocks.readme_credit_methods().startswith(
-        "1 of 2 cells read: GEAR's weights add nothing resolved to the same distillation; best: `"
-    )
-    # a second cell where nothing beats GRPO: the row counts the cells instead of naming one cell's best arm
-    flat_k4 = [dict(r, cell="independent-k4", eval={"sampled_accuracy": 0.1 + (r["seed"] % 3) / 1000})
-               for r in flat if r["label"] in study.arms_of("independent-k4")]  # fmt: skip
-    reports["credit_methods"]["runs_declared"]["independent-k4"] = 128
-    reports["credit_methods"]["cells"] = study.summarize(
-        {cell: flat, "independent-k4": flat_k4}, set(study.CONFIRMATORY), family_size=36
-    )
-    readme = blocks.readme_credit_methods()
-    assert readme == ("2 of 3 cells read: GEAR's weights add nothing resolved to the same distillation; "
-                      "GRPO + distillation beats GRPO in 1")  # fmt: skip
-    assert len(readme.split()) <= 30
-    findings = blocks.credit_methods_findings()
-    assert "- **What the declaration decides so far:** 2 of 3 cells done (at 0.25 GEAR's weights add in 0" in findings
-    # at K = 4 the ceiling ties GRPO: no share is printed, and the findings say the cell leaves little to gain
-    k4_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k4`, whose gain"))
-    assert "The process ceiling itself is not resolved above GRPO here (+0.000 [" in k4_line
-    k8_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k8`, whose gain"))
-    assert "not resolved above GRPO" not in k8_line
-    table = blocks.credit_methods_table().splitlines()
-    assert next(r for r in table if "| `independent-k4` | `gear` |" in r).endswith("| no ceiling above GRPO |")
-    assert next(r for r in table if "| `independent-k4` | `oracle-process` |" in r).endswith("|  |")
-    assert next(r for r in table if "| `independent-k8` | `grpo-distill-0.5` |" in r).endswith("] |")
-    assert ". At `independent-k4` (seeds 100-115)" in blocks.config_attribution()  # each cell its own sentence
-    assert "Self-distillation costs" not in findings
-    # where a blend falls below GRPO (Holm p < 0.05), the cell's answer says so, GEAR + distillation's figure too
-    costly = [dict(r, eval={"sampled_accuracy": r["eval"]["sampled_accuracy"]
-                            - (0.03 + (r["seed"] % 2) / 500) * (r["label"] in ("grpo-distill-0.5", *_GEAR_DISTILL))})
-              for r in flat_k4]  # fmt: skip
-    reports["credit_methods"]["cells"] = study.summarize(
-        {cell: flat, "independent-k4": costly}, set(study.CONFIRMATORY), family_size=36
-    )
-    findings = blocks.credit_methods_findings()
-    k4_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k4`, whose gain"))
-    assert ("Neither part resolved a gain on this cell. Self-distillation costs held-out accuracy here: "
-            "`grpo-distill-0.5`; `gear-distill-0.25` -0.031 [") in k4_line  # fmt: skip
-    assert "; `gear-distill-0.5` -0.031 [" in k4_line and k4_line.count("`grpo-distill-0.5` -0.031 [") == 1
-    assert " below GRPO. The process ceiling itself" in k4_line
-    k8_line = next(line for line in findings.splitlines() if line.startswith("- **`independent-k8`, whose gain"))
-    assert "Self-distillation costs" not in k8_line
-    assert blocks.readme_credit_methods().endswith("; GRPO + distillation beats GRPO in 1, loses in 1")
-
-
-def test_a_complete_cell_without_a_ceiling_arm_renders(monkeypatch):
-    """`calculator` has no `oracle-process` (no per-decision labels): once whole, its rows say there is no ceiling
-    instead of failing on the missing arm, its findings say nothing of a ceiling, and with no cell pending the
-    findings give the declaration's decision."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_calculator")
-    cell = "calculator"
-    assert "oracle-process" not in study.arms_of(cell)
-    runs_ = [run(cell, arm, seed, 0.3 + (seed % 3) / 1000 * (arm != "none"), 0.3)
-             for seed in study.CONFIRMATORY for arm in study.arms_of(cell)]  # fmt: skip
-    reports = {
-        "credit_methods": {"seeds": study.CONFIRMATORY, "runs_declared": {cell: 144}, "cells_pending": {},
-                           "cells": study.summarize({cell: runs_}, set(study.CONFIRMATORY), family_size=36)},
-        "credit_methods.item6": {"seeds": study.ITEM6_SEEDS, "runs_declared": {}, "cells_pending": {}, "cells": {}},
-    }  # fmt: skip
-    monkeypatch.setattr(blocks, "load", reports.__getitem__)
-    rows = [r for r in blocks.credit_methods_table().splitlines() if r.startswith("| `calculator` |")]
-    assert len(rows) == len(study.arms_of(cell)) - 1 + 2  # every arm but `none`, and both attributions
-    arm_rows = [r for r in rows if "` - `" not in r]
-    assert all(r.endswith("| no ceiling (no per-decision labels) |") for r in arm_rows), arm_rows
-    findings = blocks.credit_methods_findings()
-    assert "ceiling" not in next(line for line in findings.splitlines() if "`calculator`, whose gain" in line)
-    assert "GiGPO +0.001 [" in findings and "GEAR + GiGPO +0.001 [" in findings
-    assert "- **What the declaration decided:** 1 of 1 cells done" in findings and "decides" not in findings
-    assert "Still running" not in findings and "Still running" not in blocks.config_attribution()
-
-
-def test_item6_blocks_say_when_a_cell_has_no_ceiling_above_grpo(monkeypatch):
-    """Amendment 2's outcome 2: where `oracle-process` does not beat GRPO there is no share to report, and the
-    configuration page and the findings say so instead of printing a ratio of noise."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_noceiling")
-    cell = "independent-k4"
-    item6_runs = []
-    for seed in study.ITEM6_SEEDS:
-        wobble = (seed % 4 - 1.5) / 400  # the ceiling straddles GRPO
-        item6_runs += [run(cell, "none", seed, 0.50, 0.5), run(cell, "oracle-process", seed, 0.50 + wobble, 0.5),
-                       run(cell, "grpo-agree-0.5", seed, 0.51 + wobble, 0.5), run(cell, "grpo-distill-0.5", seed, 0.50, 0.5)]  # fmt: skip
-    item6 = {"seeds": study.ITEM6_SEEDS, "runs_declared": {cell: 64}, "cells_pending": {},
-             "cells": study.summarize_item6({cell: item6_runs})}  # fmt: skip
-    assert item6["cells"][cell]["arms"]["grpo-agree-0.5"]["heldout"]["share_of_process_ceiling"] is None
-    reports = {"credit_methods": {"seeds": study.CONFIRMATORY, "runs_declared": {}, "cells_pending": {}, "cells": {}},
-               "credit_methods.item6": item6, "credit_methods.exploration": {"cells": {}}}  # fmt: skip
-    monkeypatch.setattr(blocks, "load", reports.__getitem__)
-    assert ", with no process ceiling above GRPO there to share, and " in blocks.config_agreement()
-    assert blocks.config_agreement().endswith(
-        ". It reaches 80% of the ceiling in 0 of 1 cells, so item 6 is not met and it stays an option, not a recommendation"
-    )
-    findings = blocks.credit_methods_findings()
-    assert "`grpo-agree-0.5` does not reach 80% of the process ceiling" in findings
-    assert "no share (the ceiling's interval does not lie above 0)" in findings
-    assert "the share's interval is wide" not in findings
-
-    # a ceiling just above GRPO: the share exists, but a ratio over a small gain is wide, and the page says why
-    for r in item6_runs:
-        if r["label"] == "oracle-process":
-            r["eval"] = {"sampled_accuracy": 0.504 + (r["seed"] % 4 - 1.5) / 1000}
-        if r["label"] == "grpo-agree-0.5":
-            r["eval"] = {"sampled_accuracy": 0.505 + (r["seed"] % 3 - 1) / 200}
-    item6["cells"] = study.summarize_item6({cell: item6_runs})
-    share = item6["cells"][cell]["arms"]["grpo-agree-0.5"]["heldout"]["share_of_process_ceiling"]
-    assert share and share["ci_high"] - share["ci_low"] > 1
-    assert "(the ceiling is small here, so the share's interval is wide)" in blocks.credit_methods_findings()
-    assert "- **Item 6 (amendment 2), decided:** 1 of 1 cells done" in blocks.credit_methods_findings()
-    assert blocks.credit_methods_item6_lead() == (
-        "`grpo-agree-0.5` reaches 80% of the ceiling in 1 of 1 cells: not met, so nothing is recommended from it"
-    )
-    # reaching 80% in two cells: the configuration page names it the recommendation, the defaults unchanged
-    reached = dict(item6["cells"][cell], reaches_80=True)
-    item6["cells"] = {cell: reached, "independent-k8": reached}
-    assert blocks.config_agreement().endswith(". Item 6 is met, so it is the setting the docs recommend for "
-                                              "reference-teacher runs (the defaults stay the paper's)")  # fmt: skip
-    item6["runs_declared"]["independent-k8"] = 64
-    assert blocks.credit_methods_item6_lead() == "`grpo-agree-0.5` reaches 80% of the ceiling in 2 of 2 cells: met"
-
-
-def test_the_declared_outcomes_are_decided_only_when_no_pending_cell_could_change_them():
-    """The declaration's outcomes 1-3 and amendment 2's, each needing two cells, on hand-made complete cells: an
-    outcome is named once the remaining cells cannot change it, and "not decided" before."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_outcomes")
-
-    def rec(mean, p):
-        return {"mean": mean, "ci_low": mean - 0.01, "ci_high": mean + 0.01, "p_holm": p}
-
-    def cell(adds_p, distill_p):  # the same at both weights
-        return {"attribution": {f"distillation_weight={w}": {"heldout": rec(0.02, adds_p)} for w in ("0.25", "0.5")},
-                "arms": {f"grpo-distill-{w}": {"heldout": {"minus_none": rec(0.04, distill_p)}} for w in ("0.25", "0.5")}}  # fmt: skip
-
-    def declared(cells, pending):
-        return {"cells": dict(enumerate(cells)), "cells_pending": dict.fromkeys(range(len(cells), len(cells) + pending), 0)}  # fmt: skip
-
-    null, real = 0.9, 0.01
-    assert blocks._declared_outcome(declared([cell(null, real)], 3)).endswith("not decided yet; every outcome needs two cells")  # fmt: skip
-    assert "outcome 1, GEAR's weights add to the distillation at 0.25 and 0.5" in blocks._declared_outcome(
-        declared([cell(real, real), cell(real, null)], 2)
-    )
-    # one cell left, GEAR's weights held in one: a second could still come, so nothing is decided
-    assert blocks._declared_outcome(declared([cell(null, real), cell(null, real), cell(real, null)], 1)).endswith(
-        "not decided yet; every outcome needs two cells"
-    )
-    # held in none with one left: attribution cannot reach two; distillation held in two
-    out = blocks._declared_outcome(declared([cell(null, real), cell(null, real), cell(null, null)], 1))
-    assert out.endswith("outcome 2, the gain is the distillation's; the recommendation is GRPO + distillation at 0.25 and 0.5")  # fmt: skip
-    assert "at 0.25 GEAR's weights add in 0 and GRPO + distillation holds over GRPO in 2" in out
-    assert "whether GRPO + distillation does is not decided yet" in blocks._declared_outcome(
-        declared([cell(null, real), cell(null, null), cell(null, null)], 1)
-    )
-    assert blocks._declared_outcome(declared([cell(null, real)] + [cell(null, null)] * 3, 0)).endswith(
-        "outcome 3, no setting is recommended; the recipes keep the paper's defaults"
-    )
-    # a complete cell whose unadjusted p is below 0.05 could still come to hold as the pending cells enter Holm
-    close = cell(null, null)
-    close["attribution"]["distillation_weight=0.25"]["heldout"]["p"] = 0.01
-    assert blocks._declared_outcome(declared([close, cell(null, real), cell(null, null)], 1)).endswith(
-        "not decided yet; every outcome needs two cells"
-    )
-    close["attribution"]["distillation_weight=0.25"]["heldout"]["mean"] = -0.02  # below 0: it cannot "add"
-    assert "GEAR's weights cannot hold on two cells" in blocks._declared_outcome(
-        declared([close, cell(null, real), cell(null, null)], 1)
-    )
-    close = cell(null, null)
-    close["arms"]["grpo-distill-0.5"]["heldout"]["minus_none"]["p"] = 0.01
-    assert "whether GRPO + distillation does is not decided yet" in blocks._declared_outcome(
-        declared([close, cell(null, real), cell(null, null)], 1)
-    )
-    # with every cell in, Holm is final: the unadjusted p no longer keeps an outcome open
-    assert blocks._declared_outcome(
-        declared([close, cell(null, real), cell(null, null), cell(null, null)], 0)
-    ).endswith("outcome 3, no setting is recommended; the recipes keep the paper's defaults")
-    # a held difference below 0 is not "adds"
-    below = cell(real, real)
-    below["attribution"]["distillation_weight=0.5"]["heldout"]["mean"] = -0.02
-    below["attribution"]["distillation_weight=0.25"]["heldout"]["mean"] = -0.02
-    assert "outcome 2" in blocks._declared_outcome(declared([below, below], 0))
-
-    def item6_cell(reaches, share, gain_p, versus_p=0.9):
-        arm = {
-            "heldout": {"minus_none": rec(0.05, gain_p), "share_of_process_ceiling": rec(0.9, 0) if share else None}
-        }
-        versus = {"heldout": rec(0.02, versus_p)}
-        return {"reaches_80": reaches, "arms": {"grpo-agree-0.5": arm}, "attribution": {"distillation_signal": versus}}
-
-    met = blocks._item6_outcome(declared([item6_cell(True, True, real), item6_cell(True, True, real)], 1))
-    assert met.startswith("2 of 3 cells done: reaches 80% in 2, a ceiling above GRPO in 2, holds over GRPO in 2")
-    assert met.endswith("item 6 is met; `grpo-agree-0.5` becomes the recommendation for reference-teacher runs")
-    assert blocks._item6_outcome(declared([item6_cell(False, True, null)], 2)).endswith("not decided yet")
-    no_ceiling = declared([item6_cell(True, True, real), item6_cell(False, False, real), item6_cell(False, False, null)], 0)  # fmt: skip
-    assert "item 6 is not met (no second cell can reach 80%), but the gain over GRPO holds in two cells" in (
-        blocks._item6_outcome(no_ceiling)
-    )
-    assert blocks._item6_outcome(
-        declared([item6_cell(False, False, real), item6_cell(False, False, null)], 1)
-    ).endswith("item 6 is not met (no second cell can reach 80%); the recommendation is not decided yet")
-    assert blocks._item6_outcome(declared([item6_cell(False, False, null)] * 3, 0)).endswith(
-        "nothing is recommended. At `0`, `1`, `2` no difference between the two terms was resolved"
-    )
-    # every cell read: outcome 3 says, per cell, whether the agreement term beats the log-ratio at the same weight
-    decided = blocks._item6_outcome(declared([item6_cell(False, True, real, real), item6_cell(False, False, null),
-                                              item6_cell(True, True, real, real)], 0))  # fmt: skip
-    assert decided.endswith("no recommendation follows from item 6. Against SDPO's log-ratio at the same weight the "
-                            "agreement term holds above at `0`, `2`: there the gain over self-distillation is the "
-                            "agreement term's; at `1` no difference between the two terms was resolved")  # fmt: skip
-    # while a cell is pending, outcome 3 is not said yet
-    assert "log-ratio" not in blocks._item6_outcome(declared([item6_cell(False, True, real, real)], 2))
-    # short of a ceiling that exists (as at independent-k8): outcome 2 is for cells without one, so it does not apply
-    short = blocks._item6_outcome(declared([item6_cell(False, True, real), item6_cell(False, False, real)], 1))
-    assert short.endswith("item 6 is not met, and since it falls short of a ceiling above GRPO at `0`, amendment 2's "
-                          "outcome 2 (no ceiling elsewhere) does not apply; no recommendation follows from item 6")  # fmt: skip
-
-
 def _cell(adds: dict, distill: dict) -> dict:
     """A report cell with, per weight, the attribution's and GRPO + distillation's held-out (mean, p_holm)."""
     return {
@@ -599,9 +317,7 @@ def test_the_recommended_setting_follows_the_declared_outcomes_and_amendment_5()
     cells["b"]["attribution"]["distillation_weight=0.5"]["heldout"] = {"mean": 0.02, "p_holm": 0.04}
     assert study.recommendation(cells)["arm"] == "gear-distill-0.5" and study.recommendation(cells)["outcome"] == 1
     # holding below 0 is not holding: nothing qualifies, outcome 3
-    nothing = {
-        c: _cell({"0.25": loss, "0.5": null}, {"0.25": loss, "0.5": gain if c == "a" else null}) for c in "abcd"
-    }
+    nothing = {c: _cell({"0.25": loss, "0.5": null}, {"0.25": loss, "0.5": gain if c == "a" else null}) for c in "abcd"}
     verdict = study.recommendation(nothing)
     assert (verdict["outcome"], verdict["arm"]) == (3, None)
 
@@ -631,117 +347,9 @@ def test_family_d_compares_the_field_arms_with_the_recommended_one_by_hand():
     assert "| independent-k8 | sdpo-trl - grpo-distill-0.25 (family D) | +0.050" in table
 
 
-def test_the_page_names_the_recommended_arm_and_outcome_4(monkeypatch):
-    """With every cell in: the declared outcome names amendment 5's pick when both weights qualify, and the findings
-    say where a field implementation beats the recommended arm (outcome 4) or that none does."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_outcome4")
-    null, gain = (0.0, 1.0), (0.05, 0.01)
-    cells = {c: _cell({"0.25": null, "0.5": null}, {"0.25": gain, "0.5": gain if c == "a" else (0.06, 0.01)})
-             for c in "ab"}  # fmt: skip
-    for data in cells.values():  # _declared_outcome reads p (unadjusted) too, and the blocks format intervals
-        for rec in [*(e["heldout"] for e in data["attribution"].values()),
-                    *(e["heldout"]["minus_none"] for e in data["arms"].values())]:  # fmt: skip
-            rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01, p=rec["p_holm"])
-    picked = study.recommendation(cells)
-    assert picked["arm"] == "grpo-distill-0.5"  # 2 cells each; 0.5 averages 0.055 against 0.05
-    declared = {"cells": cells, "cells_pending": {}, "recommendation": picked}
-    assert blocks._declared_outcome(declared).endswith(
-        "recommendation is GRPO + distillation at 0.25 and 0.5 (both weights qualify; amendment 5 picks "
-        "`grpo-distill-0.5`: more cells held, then the higher average)"
-    )
-
-    def record(mean, p_holm):
-        return {"mean": mean, "ci_low": mean - 0.02, "ci_high": mean + 0.02, "p_holm": p_holm,
-                "beats": p_holm < 0.05 and mean > 0}  # fmt: skip
-
-    declared["followup"] = {"a": {"rlsd-reference": {"minus": "grpo-distill-0.5", "heldout": record(-0.03, 0.2)}},
-                            "b": {"rlsd-reference": {"minus": "grpo-distill-0.5", "heldout": record(0.04, 0.01)}}}  # fmt: skip
-    text = blocks._field_versus_recommended(declared)
-    assert "outcome 4, the field's implementation is the better choice where it beats it: RLSD's reference schedule at `b` +0.040" in text  # fmt: skip
-    assert "No difference above 0 resolved for RLSD's reference schedule at `a` -0.030" in text
-    declared["followup"]["b"]["rlsd-reference"]["heldout"] = record(0.04, 0.2)
-    assert blocks._field_versus_recommended(declared).endswith("so outcome 4 does not apply")
-
-
-def test_the_recommendation_block_follows_the_declared_record(monkeypatch):
-    """docs' `config.recommendation`: not decided while a cell runs; outcome 2 names the weight, where it gains, loses
-    and ties, and the recipes that ship it; outcome 3 says nothing is recommended and where each weight held."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_recommend")
-    null, gain, loss = (0.0, 1.0), (0.05, 0.01), (-0.04, 0.01)
-    cells = {c: _cell({"0.25": null, "0.5": null}, {"0.25": d, "0.5": null})
-             for c, d in {"a": gain, "b": gain, "c": loss, "d": null}.items()}  # fmt: skip
-    for data in cells.values():
-        for rec in [*(e["heldout"] for e in data["attribution"].values()),
-                    *(e["heldout"]["minus_none"] for e in data["arms"].values())]:  # fmt: skip
-            rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01, n_seeds=16)
-    declared = {"cells": cells, "cells_pending": {}, "runs_declared": {c: 144 for c in cells},
-                "recommendation": study.recommendation(cells)}  # fmt: skip
-    monkeypatch.setattr(blocks, "load", {"credit_methods": declared}.__getitem__)
-    text = blocks.config_recommendation()
-    assert text.startswith(
-        "**Recommended: GRPO + self-distillation, `credit: none` with `distillation_weight: 0.25`**"
-    )
-    assert "it gains on 2 of 4 cells (`a` +0.050 [+0.040, +0.060]; `b` +0.050 [+0.040, +0.060]; Holm p < 0.05" in text
-    assert ", loses on 1 (`c` -0.040 [-0.050, -0.030]), ties on 1 (`d` +0.000 [-0.010, +0.010]);" in text
-    assert "; there is no evidence that GEAR's weights add to self-distillation (they add on 0 of 4 cells" in text
-    assert blocks.DISTILL_RECIPES in text and "Outcome 4" not in text
-    # a field implementation beating the recommended arm in a cell (family D) is named as the better choice there
-    declared["followup"] = {"c": {"rlsd-reference": {"minus": "grpo-distill-0.25", "heldout": {
-        "mean": 0.03, "ci_low": 0.01, "ci_high": 0.05, "p_holm": 0.01, "beats": True}}}}  # fmt: skip
-    assert blocks.config_recommendation().endswith(
-        ". Outcome 4: the field's implementation is the better choice where it beats it: RLSD's reference schedule at "
-        "`c` +0.030 [+0.010, +0.050] (Holm p 0.010)"
-    )
-    # nothing holds on two cells: outcome 3
-    cells["b"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p_holm"] = 0.2
-    declared["recommendation"] = study.recommendation(cells)
-    text = blocks.config_recommendation()
-    assert text.startswith("No setting is recommended (the declaration's outcome 3)")
-    assert "(at 0.25 in 1 (`a`); at 0.5 in 0 (none))" in text and "The recipes keep the paper's GEAR" in text
-    # a cell still running: not decided, whatever the others say
-    declared["cells_pending"] = {"d": 40}
-    assert blocks.config_recommendation() == ("Not decided yet (still running: `d`, 40 of 144 runs in). Until every "
-                                              "declared cell is in, nothing is recommended over the paper's GEAR, and "
-                                              "the recipes keep it")  # fmt: skip
-
-
-def test_the_demo_says_whose_gain_its_setting_is(monkeypatch):
-    """README's and Getting started's line under `make demo`: the demo's `gear-distill-0.25` against GRPO with the same
-    distillation at `independent-k8`, and what follows: GEAR's weights add, the gain is the distillation's, or neither."""
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_demo")
-    cell = _cell({"0.25": (-0.006, 1.0)}, {"0.25": (0.054, 0.001)})
-    for rec in (cell["attribution"]["distillation_weight=0.25"]["heldout"],
-                cell["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]):  # fmt: skip
-        rec.update(ci_low=rec["mean"] - 0.01, ci_high=rec["mean"] + 0.01, n_seeds=16)
-    declared = {"cells": {"independent-k8": cell}}
-    monkeypatch.setattr(blocks, "load", {"credit_methods": declared}.__getitem__)
-    assert blocks.readme_demo_attribution() == (
-        "GEAR + distillation minus GRPO with the same distillation (`credit: none`, `distillation_weight: 0.25`) is "
-        "-0.006 [-0.016, +0.004] held-out on 16 fresh seeds (Holm p 1.000): no difference resolved, and GRPO with that "
-        "distillation gains +0.054 [+0.044, +0.064] over GRPO: the gain is the distillation's, not GEAR's weighting"
-    )
-    cell["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p_holm"] = 0.3
-    assert blocks.readme_demo_attribution().endswith("(Holm p 1.000): no difference resolved")
-    cell["attribution"]["distillation_weight=0.25"]["heldout"].update(mean=0.02, p_holm=0.01)
-    assert blocks.readme_demo_attribution().endswith("(Holm p 0.010): GEAR's weights add to the distillation")
-    declared["cells"] = {}
-    assert blocks.readme_demo_attribution() == "the credit-methods study has not yet read this cell"
-    # the line speaks of the demo's own arm: the Makefile's default is the one the block reads
-    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
-    assert "\nDEMO_ARM ?= gear-distill-0.25\n" in makefile and "--distillation_weight 0.25\n" in makefile
-
-
-def test_dynamics_by_hand(monkeypatch):
+def test_dynamics_by_hand():
     """`dynamics`: seed means of held-out accuracy and of each series' first `OPENING` and last `WINDOW` steps, a
-    step logged as None skipped, a series GRPO lacks None; the page's block quotes those means and skips GRPO."""
-    from tests.utils import load_file
-
+    step logged as None skipped, a series GRPO lacks None."""
     cell = "calculator"
     runs_ = []
     for seed, heldout, start in ((100, 0.1, 0.2), (101, 0.3, 0.4)):
@@ -756,13 +364,6 @@ def test_dynamics_by_hand(monkeypatch):
     assert mine["reward"] == pytest.approx({"first": 0.3, "last": 0.1})  # the None step is skipped, not a zero
     assert mine["distill_share"] == pytest.approx({"first": 0.1, "last": 0.5})
     assert grpo["distill_share"] == {"first": None, "last": None} and grpo["reward"]["first"] == 0.0
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_blocks_dynamics")
-    report = {"dynamics": {"opening": study.OPENING, "window": study.WINDOW, "cells": {cell: out}}}
-    monkeypatch.setattr(blocks, "load", {"credit_methods": report}.__getitem__)
-    assert blocks.credit_methods_dynamics() == (
-        "`grpo-distill-0.5`, means of 2 seeds, the share and reward over the first 5 logged steps, then the last 15: "
-        "`calculator`: held-out 0.20 (GRPO 0.50), share 0.10 to 0.50, training reward 0.30 to 0.10 (GRPO's 0.00 to 0.40)"
-    )
 
 
 def test_equivalence_by_hand():
@@ -796,24 +397,3 @@ def test_the_committed_equivalence_is_what_the_committed_runs_give():
     fresh = json.loads(json.dumps(study.equivalence(study.collect(study.CONFIRMATORY), set(study.CONFIRMATORY))))
     assert committed == fresh
     assert committed["margin"]["chosen"].startswith("after the study was read")
-
-
-def test_the_equivalence_block_says_the_margin_was_chosen_after_reading_and_names_each_miss(monkeypatch):
-    from tests.utils import load_file
-
-    blocks = load_file(Path(__file__).resolve().parents[2] / "docs" / "results_blocks.py", "cm_eq_blocks_test")
-    cell, rows = "independent-k8", []
-    for i, seed in enumerate((1, 2, 3, 4)):
-        rows += [run(cell, "none", seed, 0.10, 0.1), run(cell, "grpo-distill-0.25", seed, 0.14, 0.2),
-                 run(cell, "grpo-distill-0.5", seed, 0.14, 0.2),
-                 run(cell, "gear-distill-0.25", seed, 0.14 + (0.001, -0.001, 0.002, 0.0)[i], 0.2),
-                 run(cell, "gear-distill-0.5", seed, 0.10 + (0.0, 0.002, 0.001, 0.003)[i], 0.2)]  # fmt: skip
-    report = {"equivalence": study.equivalence({cell: rows}, {1, 2, 3, 4})}
-    monkeypatch.setattr(blocks, "load", lambda key: report)
-    text = blocks.credit_methods_equivalence()
-    assert "chosen **after** the study was read" in text and "+-0.020 at w = 0.25" in text
-    assert "w = 0.25: +0.001, 90% [" in text and "equivalent (TOST Holm p" in text
-    # at 0.5 GEAR's weights lose 0.0385 with a tight interval: below 0, not equivalent, named as such
-    assert "in 1 of 2 comparisons; not shown at `independent-k8` at w = 0.5 (its 90% interval lies below 0" in text
-    report["equivalence"] = {}
-    assert blocks.credit_methods_equivalence().startswith("Not computed yet")

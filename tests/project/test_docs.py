@@ -1,8 +1,9 @@
-"""The docs site's generated pages (docs/hooks.py) and the README as a first screen and a map.
+"""The docs site's generated pages (docs/hooks.py) and the README's links into them.
 
 `mkdocs build --strict` (`make docs`, run by CI) checks links, anchors and the nav; these tests check what it cannot:
-that the configuration reference lists every GEAR field with its help and that each results page is filled from the
-committed JSON. The figures quoted in prose are generated blocks, checked by tests/project/test_results_blocks.py.
+that the configuration reference lists every GEAR field with its help, that each results page is filled from the
+committed JSON, and that the README (outside the site) links to pages that exist. The results pages' own tables are
+generated blocks, checked by tests/project/test_results_blocks.py.
 """
 
 from __future__ import annotations
@@ -100,13 +101,8 @@ def test_results_pages_are_filled_from_the_committed_json(hooks):
     assert not re.search(r"^#{1} ", sweep.split("\n", 1)[1], re.MULTILINE)  # one page title: the section's is demoted
 
 
-def test_the_readme_is_a_first_screen_and_a_map():
-    text = README.read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= 250
-    assert re.search(r"^make demo +#", text, re.MULTILINE) and re.search(r"^make test +# ", text, re.MULTILINE)
-    # no test count: it went stale with every test added
-    assert not re.search(r"\d+ tests", text), "the README names a number of tests"
-    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", text)
+def test_the_readmes_links_into_the_docs_exist():
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
     assert len(links) >= 10
     for link in links:
         assert (REPO_ROOT / link).is_file(), link

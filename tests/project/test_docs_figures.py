@@ -1,5 +1,5 @@
-"""Figures the docs quote are read from their source (issue 32): the test suite's size is quoted in one place, the
-README; a recipe field the docs quote for the shipped Qwen3 recipes has the value those recipes give it."""
+"""Figures the docs quote are read from their source (issue 32): a recipe field the docs quote for the shipped Qwen3
+recipes has the value those recipes give it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 QWEN_RECIPES = sorted(REPO.glob("recipes/Qwen3-*/*/config_*.yaml"))
-TEST_COUNT = re.compile(r"\b(\d[\d,]*) tests\b")
 # "the shipped Qwen3 recipes set `lora_dropout: 0.0`", "recipes' `use_peft: true`": a field quoted for the recipes.
 RECIPE_FIELD = re.compile(r"[Rr]ecipes(?:'|\s+\w+){0,2}\s+`(\w+): ([^`]+)`")
 
@@ -19,12 +18,6 @@ RECIPE_FIELD = re.compile(r"[Rr]ecipes(?:'|\s+\w+){0,2}\s+`(\w+): ([^`]+)`")
 def documents() -> dict[str, str]:
     pages = {path.relative_to(REPO).as_posix(): path.read_text(encoding="utf-8") for path in REPO.glob("docs/**/*.md")}
     return {"README.md": README.read_text(encoding="utf-8"), **pages}
-
-
-def test_no_document_quotes_a_test_count():
-    """A hard-coded count of the suite goes stale with every test added: no document quotes one."""
-    for name, text in documents().items():
-        assert not TEST_COUNT.findall(" ".join(text.split())), f"{name} quotes a test count"
 
 
 def test_recipe_fields_the_docs_quote_are_the_recipes_values():

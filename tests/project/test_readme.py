@@ -33,18 +33,3 @@ def test_the_python_quickstart_trains(tmp_path):
     tools = sorted(tool.__name__ for tool in trainer._env_tools[None])
     assert tools == ["add"]  # `reset` is not a tool
     assert any("rewards/total_reached/mean" in entry for entry in trainer.state.log_history)  # the reward object ran
-
-
-def test_each_results_row_of_the_readme_is_at_most_30_words():
-    """The README's results table is a map: a row names its study, links to its page and says the finding in short
-    (its figures a generated block, docs/results_blocks.py); the detail is on the page."""
-    text = README.read_text(encoding="utf-8")
-    table = text[text.index("## Results") : text.index("## Documentation")]
-    rows = [line for line in table.splitlines() if line.startswith("| [")]
-    assert len(rows) >= 5
-    for row in rows:
-        plain = re.sub(r"<!--.*?-->", " ", row)
-        plain = re.sub(r"\]\([^)]*\)", "]", plain)
-        words = [word for word in plain.replace("|", " ").split() if re.search(r"\w", word)]
-        assert len(words) <= 30, f"{len(words)} words: {row}"
-        assert "<!-- gen:" in row, f"a results row whose figures are not a generated block: {row}"

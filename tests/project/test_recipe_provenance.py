@@ -227,7 +227,7 @@ def test_the_reproducing_page_runs_the_whole_table():
 def test_the_distillation_recipes_ship_only_as_the_study_decides():
     """Issue 51 item 8: GRPO + self-distillation recipes (`recipes/Qwen3-*/grpo_distill/`) ship when, and only when,
     the declared credit-methods study's outcome is 2, at the weight it recommends; while a cell runs, or on outcome
-    3, there are none (docs' `config.recommendation` block says which, from the same record)."""
+    3, there are none (docs/results/credit-methods.md's outcome table counts the same record)."""
     import json
 
     report = json.loads((REPO / "bench/results/credit_methods/credit_methods.json").read_text())
