@@ -14,7 +14,7 @@ from safetensors.torch import save_file
 
 from gear_trl.train import is_collective_failure, peer_lost_message
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GLOO_RESET = (
     "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:9638: Connection "
     "reset by peer. This is typically caused by a remote worker hanging or bugs in the application."

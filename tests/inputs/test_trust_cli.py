@@ -25,7 +25,7 @@ from gear_trl.train import main, make_parser, parse_args
 from gear_trl.trainer.gear_trainer import GEARTrainer
 
 RECIPE = "recipes/tiny/config_math.yaml"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def args_for(tmp_path, *overrides):
