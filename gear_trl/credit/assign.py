@@ -115,11 +115,12 @@ def assign_credit(
     base = inputs.base
     out = mode.compute(dataclasses.replace(inputs, options=declared_options(mode.declared, settings)))
     base_tokens = base[:, None] if base.dim() == 1 else base
-    weights = torch.where(has_truth[:, None], out.weights.to(mask.device), mask.float())
-    segment_ids = torch.where(has_truth[:, None], out.segment_ids.to(mask.device), -1)
+    rows = has_truth[:, None]
+    weights = torch.where(rows, _on(out.weights, mask.device), mask.float())
+    segment_ids = torch.where(rows, _on(out.segment_ids, mask.device), -1)
     advantages = base_tokens * weights
     if out.advantages is not None:
-        advantages = torch.where(has_truth[:, None], out.advantages.to(advantages), advantages)
+        advantages = torch.where(rows, out.advantages.to(advantages), advantages)
     log_ratio = inputs.log_ratio
     term = None
     if mode.distillation is not None:
@@ -138,7 +139,7 @@ def assign_credit(
         mask=mask,
         kl=inputs.kl,
         entropy=inputs.entropy,
-        signal=out.signal.to(mask.device),
+        signal=_on(out.signal, mask.device),
         segment_ids=segment_ids,
         weights=weights,
         advantages=advantages,
@@ -151,3 +152,8 @@ def assign_credit(
         stats=out.stats,
         distill_weight=0.0 if term is None else term.weight,
     )
+
+
+def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor.to(device)`, without the operator where it is there already (host time on a GPU, for nothing)."""
+    return tensor if tensor.device == device else tensor.to(device)

@@ -126,7 +126,9 @@ def reverse_kl_and_entropy(
         raise ValueError(f"top_k must be >= 1; got {top_k}.")
     sampled = divergence in ("sampled", SIGNED_LOG_RATIO) or log_ratio_out is not None or agreement_out is not None
     if agreement_out is not None and divergence != "full":
-        raise ValueError(f"agreement_out needs divergence='full' (the whole teacher distribution); got {divergence!r}.")
+        raise ValueError(
+            f"agreement_out needs divergence='full' (the whole teacher distribution); got {divergence!r}."
+        )
     if agreement_out is not None and agreement_out.shape != (2, batch, length):
         raise ValueError(f"agreement_out must be [2, {batch}, {length}]; got shape {tuple(agreement_out.shape)}.")
     if log_ratio_out is not None and log_ratio_out.shape != (batch, length):
@@ -136,16 +138,19 @@ def reverse_kl_and_entropy(
         raise ValueError(f"divergence={divergence!r} needs token_ids of shape [{batch}, {length}]; got {got}.")
 
     device = student_hidden.device
-    mask = mask.to(device=device, dtype=torch.bool)
-    # One host-device synchronization: the masked positions' flat indices, read by every gather and scatter below
-    # (boolean indexing would find them again at each, and wait for the device each time).
-    index = mask.flatten().nonzero().squeeze(1)
-    row, column = index // length, index % length  # (no flattened copy of a strided [B, T, H])
-    stats = lm_head_statistics(
+    if mask.dtype != torch.bool or mask.device != device:
+        mask = mask.to(device=device, dtype=torch.bool)
+    # One host-device synchronization: the masked positions, read by every gather and by the one scatter below
+    # (boolean indexing would find them again at each, and wait for the device each time). No flattened copy of a
+    # strided [B, T, H] either: rows and columns index it as it is.
+    row, column = mask.nonzero().unbind(1)
+    if sampled and token_ids.device != device:
+        token_ids = token_ids.to(device)
+    _, stacked = _head_statistics(
         student_hidden[row, column],
         lm_head_weight,
         teacher_rows=teacher_hidden[row, column],
-        targets=token_ids.to(device)[row, column] if sampled else None,
+        targets=token_ids[row, column] if sampled else None,
         temperature=temperature,
         chunk_size=chunk_size,
         lm_head_bias=lm_head_bias,
@@ -159,23 +164,17 @@ def reverse_kl_and_entropy(
         agreement=agreement_out is not None,
         log_partition=False,
     )
-    kl_out = _scatter(stats.kl, index, (batch, length))
+    # `stacked`'s first rows are kl, entropy, then log_ratio and (teacher_prob, agreement) when asked for
+    # (_OUTPUTS' order): all of them go to their [B, T] places in one scatter.
+    wanted = 2 + (log_ratio_out is not None) + 2 * (agreement_out is not None)
+    out = torch.zeros((wanted, batch, length), dtype=torch.float32, device=device)
+    out[:, row, column] = stacked if stacked.shape[0] == wanted else stacked[:wanted]
+    kl_out, entropy_out, *extra = out.unbind()
     if log_ratio_out is not None:
-        log_ratio_out.zero_()
-        log_ratio_out.view(-1).index_copy_(0, index.to(log_ratio_out.device), stats.log_ratio.to(log_ratio_out.device))
+        log_ratio_out.copy_(extra[0])
     if agreement_out is not None:
-        agreement_out.zero_()
-        rows = index.to(agreement_out.device)
-        agreement_out[0].view(-1).index_copy_(0, rows, stats.teacher_prob.to(agreement_out.device))
-        agreement_out[1].view(-1).index_copy_(0, rows, stats.agreement.to(agreement_out.device))
-    entropy_out = _scatter(stats.entropy, index, (batch, length))
+        agreement_out.copy_(out[wanted - 2 :])
     return kl_out, entropy_out
-
-
-def _scatter(values: torch.Tensor, index: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    """[B, T] float32 zeros with ``values`` [M] at the flat positions ``index`` [M]."""
-    out = torch.zeros(shape, dtype=torch.float32, device=values.device)
-    return out.view(-1).index_copy_(0, index, values).view(shape)
 
 
 class HeadStatistics(NamedTuple):
@@ -241,27 +240,82 @@ def lm_head_statistics(
     Returns:
         HeadStatistics of [N] float32 tensors.
     """
+    return _head_statistics(
+        student_rows,
+        lm_head_weight,
+        teacher_rows=teacher_rows,
+        targets=targets,
+        temperature=temperature,
+        chunk_size=chunk_size,
+        lm_head_bias=lm_head_bias,
+        divergence=divergence,
+        top_k=top_k,
+        logit_scale=logit_scale,
+        final_logit_softcapping=final_logit_softcapping,
+        teacher_lm_head_weight=teacher_lm_head_weight,
+        teacher_lm_head_bias=teacher_lm_head_bias,
+        log_ratio=log_ratio,
+        agreement=agreement,
+        log_partition=log_partition,
+    )[0]
+
+
+_OUTPUTS = ("kl", "entropy", "log_ratio", "teacher_prob", "agreement", "target_log_prob", "log_z")
+"""The order of `_head_statistics`' stacked outputs (those asked for): `reverse_kl_and_entropy` scatters its first
+rows."""
+
+
+def _head_statistics(
+    student_rows: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    *,
+    teacher_rows: torch.Tensor | None,
+    targets: torch.Tensor | None,
+    temperature: float,
+    chunk_size: int,
+    lm_head_bias: torch.Tensor | None,
+    divergence: str,
+    top_k: int,
+    logit_scale: float,
+    final_logit_softcapping: float | None,
+    teacher_lm_head_weight: torch.Tensor | None,
+    teacher_lm_head_bias: torch.Tensor | None,
+    log_ratio: bool,
+    agreement: bool,
+    log_partition: bool,
+) -> tuple[HeadStatistics, torch.Tensor]:
+    """`lm_head_statistics`, and its outputs as the rows of one [k, N] float32 tensor, in `_OUTPUTS`' order.
+
+    Operators per chunk, since each is a kernel launch and host time on a GPU (bench/host_cost.py counts them): the
+    chunk's views (logits, exp, their [n, 1, V] / [n, V, 1] forms for `bmm`) are made once per chunk size, each
+    per-row intermediate (sums, log-sums, row dots, gathered logits) is written into its slot of an [N] buffer
+    (`out=`), and the exactly rounded arithmetic that joins them (`-`, `/`, `*`, the clamp) runs once over all N rows
+    after the loop: the same operations on the same values as chunk by chunk, hence the same numbers. The
+    transcendental ones (`exp`, `log`) stay per chunk, on the chunk's own tensors (a CPU's vectorized and scalar
+    `log` may differ in the last bit, and which elements take which depends on the tensor's length).
+    """
     rows, vocab = student_rows.shape[0], lm_head_weight.shape[0]
     device = student_rows.device
     pair = teacher_rows is not None
     with_ratio = log_ratio and pair and targets is not None
     agree = agreement and pair and targets is not None and divergence == "full"
-    # Each chunk's [n] results are kept and joined once at the end (one `cat` per output, not a slice and a copy
-    # per chunk and output: fewer operators, hence less host time per chunk on a GPU).
-    names = ["entropy"] + (["log_z"] if log_partition else []) + (["target_log_prob"] if targets is not None else [])
-    names += ["kl"] if pair else []
-    names += (["log_ratio"] if with_ratio else []) + (["teacher_prob", "agreement"] if agree else [])
-    parts: dict[str, list[torch.Tensor]] = {name: [] for name in names}
-
-    def result() -> HeadStatistics:
-        joined = {
-            name: torch.cat(chunks) if chunks else torch.empty(0, dtype=torch.float32, device=device)
-            for name, chunks in parts.items()
-        }
-        return HeadStatistics(**{field: joined.get(field) for field in HeadStatistics._fields})
-
+    full = divergence == "full"
+    sampled = pair and divergence not in ("full", "topk")
+    asked = {
+        "kl": pair,
+        "entropy": True,
+        "log_ratio": with_ratio,
+        "teacher_prob": agree,
+        "agreement": agree,
+        "target_log_prob": targets is not None,
+        "log_z": log_partition,
+    }
+    names = [name for name in _OUTPUTS if asked[name]]
+    stacked = torch.empty(len(names), rows, dtype=torch.float32, device=device)
+    out = dict(zip(names, stacked.unbind(), strict=True))
+    result = HeadStatistics(**{field: out.get(field) for field in HeadStatistics._fields}), stacked
     if rows == 0:
-        return result()
+        return result
 
     # z = s * logits / tau: the factor scales each chunk's [2n, H] rows and the bias (in float32), never a [chunk, V]
     # tensor. With soft-capping only s goes in there, since the tanh comes before 1 / tau; the cap is then applied in
@@ -274,9 +328,16 @@ def lm_head_statistics(
             bias = bias.float() * scale
         return None if bias is None else bias.to(weight.dtype if weight.dtype == torch.float64 else torch.float32)
 
+    def head_input(hidden, weight):  # the rows as the head's matmul takes them (a fresh tensor where scaled)
+        if scale != 1.0:
+            hidden = torch.mul(hidden if hidden.dtype == torch.float32 else hidden.float(), scale)
+        return hidden if hidden.dtype == weight.dtype else hidden.to(weight.dtype)
+
     bias = scaled_bias(lm_head_bias, lm_head_weight)
     own_head = pair and teacher_lm_head_weight is not None  # the teacher's logits come from its own head
     teacher_bias = scaled_bias(teacher_lm_head_bias, teacher_lm_head_weight) if own_head else None
+    weight_t = lm_head_weight.t()
+    teacher_weight_t = teacher_lm_head_weight.t() if own_head else None
 
     # Extra memory: [2 x chunk, V] float32 logits (student and teacher side by side; [chunk, V] without a teacher)
     # and the student's exp [chunk, V], allocated once and reused by every chunk (fresh tensors per chunk cost page
@@ -284,77 +345,131 @@ def lm_head_statistics(
     chunk = min(chunk_size, rows)
     logits_buf = torch.empty((2 if pair else 1) * chunk, vocab, dtype=torch.float32, device=device)
     exp_buf = torch.empty(chunk, vocab, dtype=torch.float32, device=device)
-    full = divergence == "full"
-    for start in range(0, rows, chunk):
-        n = min(chunk, rows - start)
-        span = slice(start, start + n)
-        hidden = torch.cat((student_rows[span], teacher_rows[span])) if pair else student_rows[span]
-        if scale != 1.0:
-            hidden = hidden.float().mul_(scale)
+    batched = device.type not in _PER_ROW_DOT_DEVICES  # row dots by `bmm` (see _row_dot)
+
+    # Per-row intermediates, [N] each, filled chunk by chunk: ss = sum exp(zs), lse_s = log ss, the row dots <es, zs>
+    # (and <es, zt>, <es, exp zt>), st = sum exp(zt), lse_t, and the target's shifted logits zs_y, zt_y.
+    needed = ["ss", "lse_s", "dot_ss"] + (["zs_y"] if targets is not None else [])
+    if pair:
+        needed += ["dot_st", "st"] if full else ["st"] if sampled else []
+        needed += ["lse_t"] if full or sampled or with_ratio else []
+        needed += ["zt_y"] if with_ratio or agree or sampled else []
+        needed += ["dot_pt"] if agree else []
+    per_row = dict(
+        zip(needed, torch.empty(len(needed), rows, dtype=torch.float32, device=device).unbind(), strict=True)
+    )
+    # Each chunk's slot of them, as the operators writing it take it: [n] (sums, logs; row dots off the bmm branch),
+    # [n, 1] (gathers), [n, 1, 1] (bmm). Only the forms used are made.
+    dots = [name for name in ("dot_ss", "dot_st", "dot_pt") if name in per_row]
+    flat_names = ["ss", "lse_s", "st", "lse_t"] + ([] if batched else dots) + (["zt_y"] if agree else [])
+    flat = {name: per_row[name].split(chunk) for name in flat_names if name in per_row}
+    column = {name: per_row[name].unsqueeze(1).split(chunk) for name in ("zs_y", "zt_y") if name in per_row}
+    cube = {name: per_row[name].view(rows, 1, 1).split(chunk) for name in dots} if batched else {}
+    chunk_outs = ["teacher_prob", "log_z"] + (["kl"] if divergence == "topk" else [])  # the rest joined after the loop
+    outs = {name: out[name].split(chunk) for name in chunk_outs if name in out}
+
+    views: dict[int, tuple] = {}
+
+    def views_of(n: int) -> tuple:
+        """The [n]-row chunk's logits z ([2n, V] with a teacher: student rows, then teacher rows), zs, zt, the
+        student's exp es, and for `bmm` es [n, 1, V], zs and zt [n, V, 1]; made once per chunk size (at most two)."""
+        if n not in views:
+            z = logits_buf if n == chunk else logits_buf[: (2 if pair else 1) * n]
+            zs, zt = (z[:n], z[n:]) if pair else (z, None)
+            es = exp_buf if n == chunk else exp_buf[:n]
+            forms = (es.unsqueeze(1), zs.unsqueeze(2), zt.unsqueeze(2) if pair and full else None) if batched else None
+            views[n] = (z, zs, zt, es, forms)
+        return views[n]
+
+    def row_dot(c, name, a, b, spare, form_a, form_b):
+        if batched:
+            return _row_dot(a, b, batched=(form_a, form_b, cube[name][c]))  # into per_row[name]
+        return _row_dot(a, b, spare=spare, out=flat[name][c])
+
+    students = student_rows.split(chunk)
+    teachers = teacher_rows.split(chunk) if pair else [None] * len(students)
+    ys = targets.unsqueeze(-1).split(chunk) if targets is not None else [None] * len(students)
+    for c, (s_rows, t_rows, y) in enumerate(zip(students, teachers, ys, strict=True)):
+        n = s_rows.shape[0]
+        z, zs, zt, es, forms = views_of(n)
         if own_head:
-            z = logits_buf[: 2 * n]
-            _lm_head(hidden[:n].to(lm_head_weight.dtype), lm_head_weight, bias, z[:n], exp_buf)
-            weight_t = teacher_lm_head_weight
-            _lm_head(hidden[n:].to(weight_t.dtype), weight_t, teacher_bias, z[n:], exp_buf)
+            _lm_head(head_input(s_rows, lm_head_weight), lm_head_weight, bias, zs, exp_buf, weight_t)
+            weight = teacher_lm_head_weight
+            _lm_head(head_input(t_rows, weight), weight, teacher_bias, zt, exp_buf, teacher_weight_t)
         else:
-            z = _lm_head(hidden.to(lm_head_weight.dtype), lm_head_weight, bias, logits_buf[: hidden.shape[0]], exp_buf)
+            hidden = torch.cat((s_rows, t_rows)) if pair else s_rows
+            _lm_head(head_input(hidden, lm_head_weight), lm_head_weight, bias, z, exp_buf, weight_t)
         if softcap is not None:
             z.div_(softcap).tanh_().mul_(softcap / temperature)
-        zs = z[:n]
         # Subtract each row's max: from here on zs = zS - max zS (and zt = zT - max zT). Softmax, KL and entropy are
         # unchanged, and every term below stays small (|z| ~ 30-50 would otherwise cost fp32 digits). "topk"
         # renormalizes over the support: its teacher needs no shift.
         shifted = z if pair and divergence != "topk" else zs
         peak = shifted.amax(dim=-1, keepdim=True)
         shifted.sub_(peak)
-        es = torch.exp(zs, out=exp_buf[:n])  # unnormalized pS = es / ss
-        ss = es.sum(dim=-1)
-        lse_s = ss.log()  # logsumexp(zs)
+        torch.exp(zs, out=es)  # unnormalized pS = es / ss
+        torch.log(torch.sum(es, dim=-1, out=flat["ss"][c]), out=flat["lse_s"][c])  # lse(zs)
         if log_partition:
-            parts["log_z"].append(peak[:n, 0] + lse_s)
-        y = chunk_target_log_prob = None
-        if targets is not None:
-            y = targets[span].unsqueeze(-1)
-            chunk_target_log_prob = zs.gather(-1, y).squeeze(-1) - lse_s
-            parts["target_log_prob"].append(chunk_target_log_prob)
+            torch.add(peak[:n, 0], flat["lse_s"][c], out=outs["log_z"][c])
+        if targets is not None:  # the target's logit, before the row dot may overwrite zs
+            torch.gather(zs, -1, y, out=column["zs_y"][c])
         # H = lse(zS) - <pS, zS>, on the shifted logits; zs is not read again after this dot in "full".
-        dot_ss = _row_dot(es, zs, spare=zs if full or not pair else None)
-        parts["entropy"].append(lse_s - dot_ss / ss)
+        row_dot(c, "dot_ss", es, zs, zs if full or not pair else None, *(forms[:2] if batched else (None, None)))
         if not pair:
             continue
-        zt = z[n:]
-        zt_y = zt.gather(-1, y).squeeze(-1) if with_ratio or agree else None  # before zt is overwritten
+        if "zt_y" in column:  # before zt is overwritten
+            torch.gather(zt, -1, y, out=column["zt_y"][c])
         if full:
             # KL(pS || pT) = <pS, zS - zT> - lse(zS) + lse(zT); zt is exponentiated in place once its dot is taken.
-            cross = (dot_ss - _row_dot(es, zt, spare=None if agree else es)) / ss  # es is read again for <pS, pT>
-            st = zt.exp_().sum(dim=-1)
-            lse_t = st.log()
-            chunk_kl = cross - (lse_s - lse_t)
+            row_dot(c, "dot_st", es, zt, None if agree else es, *((forms[0], forms[2]) if batched else (None, None)))
+            torch.log(torch.sum(zt.exp_(), dim=-1, out=flat["st"][c]), out=flat["lse_t"][c])
             if agree:  # <pS, pT> = <es, exp(zt)> / (ss * st); exp(zt) is in zt now
-                parts["agreement"].append(_row_dot(es, zt, spare=zt) / (ss * st))
-                parts["teacher_prob"].append((zt_y - lse_t).exp())
+                row_dot(c, "dot_pt", es, zt, zt, *((forms[0], forms[2]) if batched else (None, None)))
+                torch.sub(flat["zt_y"][c], flat["lse_t"][c], out=outs["teacher_prob"][c]).exp_()
         elif divergence == "topk":
             support = zs.topk(min(top_k, vocab), dim=-1).indices
             log_ps_k = zs.gather(-1, support)
             log_pt_k = zt.gather(-1, support)
             log_ps_k = log_ps_k - log_ps_k.logsumexp(dim=-1, keepdim=True)
             log_pt_k = log_pt_k - log_pt_k.logsumexp(dim=-1, keepdim=True)
-            chunk_kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
-            lse_t = zt.logsumexp(dim=-1) if with_ratio else None
+            torch.sum(log_ps_k.exp() * (log_ps_k - log_pt_k), dim=-1, out=outs["kl"][c])
+            if with_ratio:
+                torch.logsumexp(zt, dim=-1, out=flat["lse_t"][c])
         else:
-            # log pS(y) - log pT(y) = (zs_y - lse(zs)) - (zt_y - lse(zt)).
-            delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
-            lse_t = zt.exp_().sum(dim=-1).log_()
-            chunk_kl = delta - (lse_s - lse_t)
-        if with_ratio:
-            parts["log_ratio"].append((zt_y - lse_t) - chunk_target_log_prob)
+            # log pS(y) - log pT(y) = (zs_y - lse(zs)) - (zt_y - lse(zt)), joined below.
+            torch.log(torch.sum(zt.exp_(), dim=-1, out=flat["st"][c]), out=flat["lse_t"][c])
+
+    # The arithmetic that joins the per-row intermediates, over all N rows at once (exactly rounded operations: the
+    # same values as chunk by chunk). H = lse_s - <es, zs> / ss.
+    ss, lse_s = per_row["ss"], per_row["lse_s"]
+    entropy = torch.div(per_row["dot_ss"], ss, out=out["entropy"])
+    torch.sub(lse_s, entropy, out=entropy)
+    if targets is not None:  # log pS(y) = zs_y - lse(zs)
+        torch.sub(per_row["zs_y"], lse_s, out=out["target_log_prob"])
+    if not pair:
+        return result
+    kl = out["kl"]
+    if full:  # (<es, zs> - <es, zt>) / ss - (lse_s - lse_t)
+        torch.sub(per_row["dot_ss"], per_row["dot_st"], out=kl).div_(ss).sub_(lse_s - per_row["lse_t"])
+    elif sampled:  # (zs_y - zt_y) - (lse_s - lse_t)
+        torch.sub(per_row["zs_y"], per_row["zt_y"], out=kl).sub_(lse_s - per_row["lse_t"])
+    if divergence != SIGNED_LOG_RATIO:
         # Exact KL is >= 0 but rounding can dip below; the sampled estimate is clamped by definition (spec step 2).
-        parts["kl"].append(chunk_kl if divergence == SIGNED_LOG_RATIO else chunk_kl.clamp_min(0.0))
-    return result()
+        kl.clamp_min_(0.0)
+    if with_ratio:  # log pT(y) - log pS(y) = (zt_y - lse_t) - (zs_y - lse_s)
+        torch.sub(per_row["zt_y"], per_row["lse_t"], out=out["log_ratio"]).sub_(out["target_log_prob"])
+    if agree:
+        torch.div(per_row["dot_pt"], ss * per_row["st"], out=out["agreement"])
+    return result
 
 
 def _lm_head(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, scratch: torch.Tensor
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    out: torch.Tensor,
+    scratch: torch.Tensor,
+    weight_t: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """[N, H] rows in the head's dtype -> float32 logits written into ``out`` [N, V].
 
@@ -363,16 +478,19 @@ def _lm_head(
     max-normalization turns into onsets. On CUDA the matmul writes float32 itself (``out_dtype``, as TRL's
     ``chunked_logprob`` does); elsewhere the head is upcast a vocabulary tile at a time into ``scratch`` (a float32
     buffer of N x V elements), never as a whole [V, H] copy. ``bias`` is float32 (float64 with a float64 head).
+    ``weight_t``: ``weight.t()``, made once by a caller that calls this per chunk (one operator fewer each time).
     """
+    if weight_t is None:
+        weight_t = weight.t()
     if weight.dtype == torch.float32:
         if bias is None:
-            return torch.mm(hidden, weight.t(), out=out)
-        return torch.addmm(bias, hidden, weight.t(), out=out)
+            return torch.mm(hidden, weight_t, out=out)
+        return torch.addmm(bias, hidden, weight_t, out=out)
     if weight.element_size() != 2:
-        target = torch.mm(hidden, weight.t()) if bias is None else torch.addmm(bias, hidden, weight.t())
+        target = torch.mm(hidden, weight_t) if bias is None else torch.addmm(bias, hidden, weight_t)
         return out.copy_(target)
     if _MM_OUT_DTYPE and out.device.type in _OUT_DTYPE_DEVICES:
-        torch.mm(hidden, weight.t(), out_dtype=torch.float32, out=out)
+        torch.mm(hidden, weight_t, out_dtype=torch.float32, out=out)
     else:
         vocab, width = weight.shape
         rows = scratch.numel() // width
@@ -391,16 +509,28 @@ def _lm_head(
     return out
 
 
-def _row_dot(a: torch.Tensor, b: torch.Tensor, spare: torch.Tensor | None = None) -> torch.Tensor:
+def _row_dot(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    spare: torch.Tensor | None = None,
+    *,
+    out: torch.Tensor | None = None,
+    batched: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Row-wise dot product of two [N, V] tensors (N >= 1), without an [N, V] temporary.
 
     ``spare``, if given, is one of the two, free to be overwritten. On CPU: one BLAS dot per row, since a batched
     [1, V] x [V, 1] matmul (``bmm``) was 5-8x slower there and less accurate (bench/results/overhead/NOTES.md, "Divergence
     pass"); below ``_SMALL_VOCAB`` columns, where the per-row calls cost more than the arithmetic, an in-place product
-    into ``spare`` and a row sum. Elsewhere one ``bmm``.
+    into ``spare`` and a row sum. Elsewhere one ``bmm``. ``out``: an [N] float32 tensor to write the dots into.
+    ``batched``: for the ``bmm``, ``a`` as [N, 1, V], ``b`` as [N, V, 1] and an [N, 1, 1] float32 output, views a
+    caller made once and the ``bmm`` takes as they are (no view operators per call); that output is returned.
     """
     if a.device.type not in _PER_ROW_DOT_DEVICES:
-        return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+        if batched is not None:
+            return torch.bmm(batched[0], batched[1], out=batched[2])
+        dots = torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+        return dots if out is None else out.copy_(dots)
     if spare is not None and a.shape[1] < _SMALL_VOCAB:
-        return torch.mul(a, b, out=spare).sum(dim=-1)
-    return torch.stack([torch.dot(x, y) for x, y in zip(a.unbind(), b.unbind())])
+        return torch.sum(torch.mul(a, b, out=spare), dim=-1, out=out)
+    return torch.stack([torch.dot(x, y) for x, y in zip(a.unbind(), b.unbind())], out=out)

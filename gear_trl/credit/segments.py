@@ -181,9 +181,10 @@ def segment_signal(
 
     device = kl.device
     kl, entropy, mask, turn_starts = _to_host(kl, entropy, mask, turn_starts)
+    dn, hn = _normalize(torch.stack([kl, entropy]), mask, normalize).unbind()  # both in one pass
     inputs = SegmentInputs(
-        dn=_normalize(kl, mask, normalize),
-        hn=_normalize(entropy, mask, normalize),
+        dn=dn,
+        hn=hn,
         mask=mask,
         new_turn=_new_turn_flags(mask, turn_starts),
         onset_threshold=onset_threshold,
@@ -211,18 +212,28 @@ def _to_host(kl, entropy, mask, turn_starts):
         kl, entropy, mask, *turns = _stacked_to_host(tensors[:2], tensors[2:])
         return kl, entropy, mask, turns[0] if turns else None
     return (
-        kl.detach().to("cpu", torch.float32),
-        entropy.detach().to("cpu", torch.float32),
-        mask.detach().to("cpu", torch.bool),
-        None if turn_starts is None else turn_starts.detach().to("cpu", torch.bool),
+        _as(kl, torch.float32, "cpu"),
+        _as(entropy, torch.float32, "cpu"),
+        _as(mask, torch.bool, "cpu"),
+        None if turn_starts is None else _as(turn_starts, torch.bool, "cpu"),
     )
+
+
+def _as(tensor: torch.Tensor, dtype: torch.dtype, device=None) -> torch.Tensor:
+    """``tensor.detach().to(device, dtype)`` without the operators where they would change nothing (each is host time
+    on a GPU): the same values, the tensor itself where it already is that."""
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    if tensor.dtype != dtype or (device is not None and tensor.device != torch.device(device)):
+        tensor = tensor.to(tensor.device if device is None else device, dtype)
+    return tensor
 
 
 def _stacked_to_host(values: list[torch.Tensor], flags: list[torch.Tensor]) -> list[torch.Tensor]:
     """``values`` as float32 and ``flags`` as bool, on the CPU, by one copy of one stacked [k, B, T] float32 tensor:
     the flags go in as 0/1 after their own cast to bool, so every element arrives as the per-tensor casts
     (``.to("cpu", torch.float32)``, ``.to("cpu", torch.bool)``) would give it."""
-    stacked = [t.detach().to(torch.float32) for t in values] + [t.detach().to(torch.bool).float() for t in flags]
+    stacked = [_as(t, torch.float32) for t in values] + [_as(t, torch.bool).float() for t in flags]
     host = list(torch.stack(stacked).to("cpu").unbind())
     return host[: len(values)] + [t.to(torch.bool) for t in host[len(values) :]]
 
@@ -235,8 +246,8 @@ def below_noise_floor(kl: torch.Tensor, mask: torch.Tensor, onset_min_kl: float)
         mask: [B, T] bool (or 0/1), model-written tokens.
         onset_min_kl: the floor; 0 gives all False.
     """
-    mask = mask.to(device=kl.device, dtype=torch.bool)
-    row_max = kl.masked_fill(~mask, float("-inf")).amax(dim=1) if kl.shape[1] else kl.new_full(kl.shape[:1], -1.0)
+    mask = _as(mask, torch.bool, kl.device)
+    row_max = torch.where(mask, kl, float("-inf")).amax(dim=1) if kl.shape[1] else kl.new_full(kl.shape[:1], -1.0)
     return mask.any(dim=1) & (row_max < onset_min_kl)
 
 
@@ -265,28 +276,30 @@ def segment_stats(segment_ids: torch.Tensor, mask: torch.Tensor) -> dict[str, fl
 
 
 def _normalize(x: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """Per-row normalization over masked tokens; [B, T] float32, 0 where masked out."""
-    has_tokens = mask.any(dim=1, keepdim=True)
+    """Per-row normalization over masked tokens: x [..., B, T] float32 (each [B, T] on its own, e.g. the KL and the
+    entropy stacked), mask [B, T] bool; the shape of x, 0 where masked out."""
+    has_tokens = mask.any(dim=-1, keepdim=True)
+    unmasked = ~mask
     # Fully masked rows would give +-inf extremes; any finite stand-in works since
     # every position of such a row is zeroed below.
-    row_max = torch.where(has_tokens, x.masked_fill(~mask, float("-inf")).amax(dim=1, keepdim=True), 0.0)
+    row_max = torch.where(has_tokens, x.masked_fill(unmasked, float("-inf")).amax(dim=-1, keepdim=True), 0.0)
     if how == "max":
         out = x / (row_max + _NORM_EPS)
     else:
-        row_min = torch.where(has_tokens, x.masked_fill(~mask, float("inf")).amin(dim=1, keepdim=True), 0.0)
+        row_min = torch.where(has_tokens, x.masked_fill(unmasked, float("inf")).amin(dim=-1, keepdim=True), 0.0)
         out = (x - row_min) / (row_max - row_min + _NORM_EPS)
-    return out.masked_fill(~mask, 0.0)
+    return out.masked_fill(unmasked, 0.0)
 
 
 def _new_turn_flags(mask: torch.Tensor, turn_starts: torch.Tensor | None) -> torch.Tensor:
     """[B, T] bool: True at the first masked token of each assistant turn."""
+    if turn_starts is None:  # one turn per row: its first masked token, the one whose count of masked tokens is 1
+        return mask & (mask.cumsum(dim=1) == 1)
     positions = torch.arange(mask.shape[1]).expand_as(mask)
     # Index of the latest masked token at or before t (-1 if none).
     last_masked = torch.where(mask, positions, -1).cummax(dim=1).values
     prev_masked = torch.cat([torch.full_like(last_masked[:, :1], -1), last_masked[:, :-1]], dim=1)
     first_of_row = mask & (prev_masked < 0)
-    if turn_starts is None:
-        return first_of_row
     # A masked token starts a turn when a turn-start flag lies after the previous
     # masked token (inclusive of itself), so flags on skipped positions carry over.
     turn_count = turn_starts.long().cumsum(dim=1)

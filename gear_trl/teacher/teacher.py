@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from accelerate.utils import gather_object, is_peft_model
 from transformers.cache_utils import DynamicCache, DynamicLayer, get_layer_types_and_kwargs
-from trl.trainer.utils import pad, use_adapter
+from trl.trainer.utils import use_adapter
 
 from ..data.math_tasks import last_boxed
 from ..envs.tool_calls import parse_tool_calls
@@ -503,18 +503,12 @@ class Teacher:
         host = self.host
         device = host.accelerator.device
         completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
-        teacher_ids = pad(
-            [torch.tensor(ids) for ids in teacher_prompt_ids],
-            padding_value=host.teacher_parts().tokenizer.pad_token_id,
-            padding_side="left",
-        ).to(device)
-        teacher_mask = pad(
-            [torch.ones(len(ids), dtype=torch.long) for ids in teacher_prompt_ids],
-            padding_value=0,
-            padding_side="left",
-        ).to(device)
+        pad_id = host.teacher_parts().tokenizer.pad_token_id
+        teacher_ids, teacher_mask = left_padded(teacher_prompt_ids, pad_id, device)
         input_ids = torch.cat([teacher_ids, completion_ids], dim=1)
         attention_mask = torch.cat([teacher_mask, completion_mask], dim=1)
+        if input_ids.size(0) <= batch_size:  # one forward: no slices, and no second copy of its states
+            return host.final_hidden(input_ids, attention_mask, completion_ids.size(1))
         hidden = []
         for start in range(0, input_ids.size(0), batch_size):
             rows = slice(start, start + batch_size)
@@ -549,11 +543,7 @@ class Teacher:
         suffix_mask = torch.cat([ones, completion_mask[:, :-1]], dim=1)[:, :length]
         hidden = None
         for unit in units:
-            prefixes = [torch.tensor(ids[:-1], dtype=torch.long) for ids, _ in unit]
-            prefix_ids = pad(prefixes, padding_value=pad_id, padding_side="left").to(device)
-            prefix_mask = pad(
-                [torch.ones(len(ids), dtype=torch.long) for ids in prefixes], padding_value=0, padding_side="left"
-            ).to(device)
+            prefix_ids, prefix_mask = left_padded([ids[:-1] for ids, _ in unit], pad_id, device)
             if prefix_ids.size(1) == 0:  # one-token prompts: an empty prefix is one masked pad token
                 prefix_ids = torch.full((len(unit), 1), pad_id, dtype=torch.long, device=device)
                 prefix_mask = torch.zeros_like(prefix_ids)
@@ -574,6 +564,23 @@ class Teacher:
                 hidden[part] = states[:, :length]
             del cache
         return hidden
+
+
+def left_padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows left-padded to the longest and their attention mask, two [R, P] long tensors on `device`: what TRL's
+    `pad(..., padding_side="left")` of one tensor per row gives, from one host tensor (a few operators instead of a
+    few per row; each is host time, and a copy, on a GPU)."""
+    width = max((len(row) for row in rows), default=0)
+    both = torch.tensor(
+        [
+            [[pad_id] * (width - len(row)) + list(row) for row in rows],
+            [[0] * (width - len(row)) + [1] * len(row) for row in rows],
+        ],
+        dtype=torch.long,
+        device=device,
+    )
+    ids, mask = both.unbind()
+    return ids, mask
 
 
 class _SharedPrefixLayer(DynamicLayer):

@@ -67,7 +67,11 @@ class GEARConfig(GRPOConfig):
         divergence_top_k (`int`, defaults to `20`): size of the top-k set when `divergence="topk"`.
         divergence_chunk_size (`int`, defaults to `64`): positions per LM-head chunk in the divergence pass (on CPU,
             in the loss's LM-head forward, which computes the divergence too); its extra memory is O(chunk x
-            vocabulary).
+            vocabulary). 64 stays the default for the memory it keeps on CPU (117 MB of buffers at Qwen3's
+            vocabulary; 512 needs 933 MB and was no faster there, bench/results/overhead/NOTES.md). On a GPU use 512,
+            as the Qwen3 recipes do: at Qwen3-4B's shape on one H100 GEAR's step was 1.27x GRPO's at 512 against
+            1.34x at 64, at the same peak memory (bench/results/overhead/cuda_chunk*.json), and every chunk costs the
+            host 14 operators (bench/results/overhead/host_cost.md).
         normalize (`str`, defaults to `"max"`): per-completion normalization of KL and entropy (`max` or `minmax`).
         onset_threshold (`float`, defaults to `0.1`): normalized KL at or above which a token opens a segment.
         onset_min_kl (`float`, defaults to `1e-3`): the noise floor in nats: a token whose KL is below it never opens

@@ -5,121 +5,175 @@ from __future__ import annotations
 
 import torch
 
-from ..credit import distillation_share, failed_prefix_mask, teacher_supported_onsets
+from ..credit import distillation_share
 from ..credit.credit_trace import CreditTrace
 from ..credit.diagnostics import SUM_NAMES as CONTRAST_SUMS
-from ..credit.diagnostics import failure_contrast, failure_contrast_sums
+from ..credit.diagnostics import failure_contrast
+
+COUNT_ROWS = ("tokens", "in_segment", "prefix", "onsets", "supported", "segments", "rows")
+"""The per-row counts of `gear_metric_sums` (rows of its [7, 9] integer block): model tokens, those in segments, a
+failed completion's model tokens before its first segment, onsets, onsets the teacher supports, segments, 1."""
+ROW_SETS = ("all", "no_truth", "truncated", "shared", "below_floor", "floor", "failed", "passed", "failed_prefix")
+"""The row sets they are summed over (columns of that block)."""
+SUMS = ("kl", "w", "w_sq", "floor_kl", "wrong_kl", "right_kl", "kl_failed", "kl_passed", "distill", "advantage_mass")
+"""The float sums of `gear_metric_sums`, ahead of the integer block and the credit mode's own numerators and
+denominators."""
+
+
+def gear_metric_sums(
+    trace: CreditTrace,
+    truncated: torch.Tensor,
+    shared: torch.Tensor,
+    control: torch.Tensor | None,
+    *,
+    prefix_weights: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a rank adds to the other ranks' for the `gear/` metrics, in few operators (each is host time, a kernel
+    launch, on a GPU): the sums that are not integers as the expressions they always were (a float sum's value
+    depends on its reduction's order), every count of tokens, segments and rows (integers, exact in float32 below
+    2^24 whatever the order) as one [7, 9] block: the per-row counts `COUNT_ROWS` summed over the row sets
+    `ROW_SETS`.
+
+    Args:
+        trace: the batch's `CreditTrace` ([B, T] tensors, `has_ground_truth` [B]).
+        truncated, shared: [B] bool, rows whose teacher prompt was cut, and rows of a teacher pass that shared
+            prompt prefixes.
+        control: [B, 3] float or None: the teacher controls' per-row KL sums without a reference and with a wrong
+            one and the largest KL without one, NaN outside the control rows (`Teacher.control_kl`).
+        prefix_weights: whether the credit mode's segments open at onsets with one advantage per completion
+            (`failed_prefix_frac`'s tokens are counted).
+
+    Returns:
+        sums: [10 + 63 + 2k] float32: `SUMS`, the flattened [7, 9] block, then the k own statistics' (numerator,
+            denominator).
+        extremes: [4] float32: the largest KL, weight and -weight over model tokens and the largest no-reference KL
+            (rows without a reference and the control rows; -float32 max where there is none; the KL 0 without
+            model tokens).
+    """
+    kl, mask, segment_ids, weights, has_truth = (
+        trace.kl,
+        trace.mask,
+        trace.segment_ids,
+        trace.weights,
+        trace.has_ground_truth,
+    )
+    device = mask.device
+    if control is None:
+        control = torch.full((kl.size(0), 3), float("nan"), device=device)
+    no_truth = ~has_truth
+    m = mask.float()
+    km = kl * m
+    row_kl, row_tokens = km.sum(dim=1), m.sum(dim=1)
+    w_masked = torch.where(mask, weights, 0.0)
+    controls = control.unbind(dim=1)
+    floor_rows, wrong_rows = ~controls[0].isnan(), ~controls[1].isnan() & has_truth
+    # Rows failed and passed (`credit/diagnostics.py`): the sign of the row's mean advantage over its model tokens.
+    advantages = trace.advantages if trace.advantages.dtype == torch.float32 else trace.advantages.float()
+    row_advantage = (advantages * m).sum(dim=1) if advantages.dim() == 2 else advantages
+    mean_advantage = row_advantage / row_tokens.clamp(min=1) if advantages.dim() == 2 else advantages
+    failed, passed = (mean_advantage < 0) & has_truth, (mean_advantage > 0) & has_truth
+    floats = [
+        km.sum(),
+        w_masked.sum(),
+        (w_masked * w_masked).sum(),
+        # the noise floor: KL of rows whose teacher prompt is the student's, and of the control rows
+        (km * no_truth[:, None]).sum() + torch.where(floor_rows, controls[0], 0.0).sum(),
+        # the wrong-reference control: its KL and the same rows' own-reference KL
+        torch.where(wrong_rows, controls[1], 0.0).sum(),
+        torch.where(wrong_rows, row_kl, 0.0).sum(),
+        (row_kl * failed.float()).sum(),
+        (row_kl * passed.float()).sum(),
+    ]
+    if trace.distilled is not None:  # the mode's distillation term's share of the advantage mass, at its own weight
+        floats.append(
+            distillation_share(trace.advantages, trace.dense, mask, trace.distill_weight, trace.distill_rows)
+        )
+    else:
+        floats.append(torch.zeros(2, device=device))
+
+    # Per-token indicators, counted per row in one sum: model tokens, tokens in segments, a failed completion's
+    # model tokens before its first segment (`credit.failed_prefix_mask`), onsets and those the teacher supports
+    # (`credit.teacher_supported_onsets`; a token is an onset when its id exceeds every id before it).
+    in_segment = (segment_ids >= 0) & mask
+    tokens = [mask, in_segment]
+    tokens.append(mask & (in_segment.long().cumsum(dim=1) == 0) if prefix_weights else torch.zeros_like(mask))
+    if trace.log_ratio is not None:
+        seen = torch.nn.functional.pad(segment_ids[:, :-1].cummax(dim=1).values, (1, 0), value=-1)
+        onsets = (segment_ids > seen) & mask
+        tokens += [onsets, onsets & (trace.log_ratio > 0)]
+    else:
+        tokens += [torch.zeros_like(mask)] * 2
+    segments = (segment_ids.amax(dim=1) + 1).clamp(min=0)  # ids run 0, 1, ... per row: the largest + 1 segments
+    every_row = torch.ones_like(has_truth)
+    counts = torch.cat([torch.stack(tokens).sum(dim=2), segments[None], every_row[None]]).float()  # [COUNT_ROWS, B]
+    below = trace.below_floor if trace.below_floor is not None else torch.zeros_like(has_truth)
+    # the failed rows of `failed_prefix_frac`: a negative advantage sum over model tokens, and a segment
+    failed_prefix = (
+        (row_advantage < 0) & has_truth & in_segment.any(dim=1) if prefix_weights else torch.zeros_like(has_truth)
+    )
+    truncated, shared = (flags if flags.dtype == torch.bool else flags.bool() for flags in (truncated, shared))
+    row_sets = [every_row, no_truth, truncated, shared, below, floor_rows, failed, passed, failed_prefix]
+    block = (counts[:, None, :] * torch.stack(row_sets).float()[None]).sum(dim=2)  # [COUNT_ROWS, ROW_SETS]
+    parts = [torch.stack(floats[:8]), floats[8], block.flatten()]
+    if trace.stats:  # the credit mode's own metrics, (numerator, denominator) each
+        own = [torch.as_tensor(v, dtype=torch.float32, device=device) for pair in trace.stats.values() for v in pair]
+        parts.append(torch.stack(own))
+    sums = torch.cat(parts)
+
+    big = torch.finfo(torch.float32).max
+    kl_kept = torch.where(mask, kl, -big)
+    floor_kept = torch.where(no_truth[:, None], kl_kept, -big)
+    kept = torch.stack([kl_kept, torch.where(mask, weights, -big), torch.where(mask, -weights, -big), floor_kept])
+    kept = kept.flatten(1)
+    control_floor = torch.where(floor_rows, controls[2].nan_to_num(nan=-big), -big)
+    # -big stands for "none": a rank without model tokens, or without rows of the floor
+    sentinel = torch.full((4, 1), -big, device=device)
+    largest = torch.cat([kept, sentinel], dim=1).amax(dim=1)
+    floor_max = torch.cat([largest[3:], control_floor]).max()
+    extremes = torch.stack([torch.where(mask.any(), largest[0], 0.0), largest[1], largest[2], floor_max])
+    return sums, extremes
 
 
 class GearMetricsMixin:
     """`_log_gear_metrics` for `GEARTrainer`: one batch's credit trace into `self._metrics[mode]`."""
 
-    def _failed_prefix_tokens(self, trace: CreditTrace) -> torch.Tensor:
-        """Model tokens before the first onset in failed rollouts with a teacher (0 unless the credit mode's
-        `prefix_weights`: segments that open at onsets, one advantage per completion). Failed as in `credit/diagnostics.py`, whose
-        `tokens_failed` is the share's denominator: a negative row sum of the advantages, whose sign is the trajectory
-        advantage's since weights are >= 0."""
-        if not self.args.credit_mode.prefix_weights:
-            return torch.zeros((), device=trace.mask.device)
-        row_advantage = torch.where(trace.has_ground_truth, (trace.advantages * trace.mask).sum(dim=1), 0.0)
-        return failed_prefix_mask(trace.segment_ids, trace.mask, row_advantage).float().sum()
-
     def _log_gear_metrics(self, mode, trace: CreditTrace, truncated: torch.Tensor, shared: torch.Tensor, control=None):
-        kl, mask, segment_ids, weights, has_truth = (
-            trace.kl,
-            trace.mask,
-            trace.segment_ids,
-            trace.weights,
-            trace.has_ground_truth,
-        )
-        device = mask.device
-        m = mask.float()
-        num_segments = (segment_ids.max(dim=1).values + 1).clamp(min=0).sum()
-        in_segment = ((segment_ids >= 0) & mask).sum()
         # No boolean indexing and no `.item()` here: selections are masked sums and maxima, so the only host-device
-        # waits of this method are the two copies of the reduced tensors below (bench/host_cost.py counts them).
-        w_masked = torch.where(mask, weights, 0.0)
-        # The teacher controls (Teacher.control_kl): per-row KL sums without a reference and with a wrong one, and
-        # the largest KL without a reference.
-        if control is None:
-            control = torch.full((kl.size(0), 3), float("nan"), device=device)
-        floor_rows, wrong_rows = ~control[:, 0].isnan(), ~control[:, 1].isnan() & has_truth
-        row_kl, row_tokens = (kl * m).sum(dim=1), m.sum(dim=1)
-
-        def rows_sum(values, rows):  # values[rows].sum(), without a boolean selection
-            return torch.where(rows, values, 0.0).sum()
-
-        sums = torch.stack(
-            [
-                (kl * m).sum(),
-                m.sum(),
-                num_segments.float(),
-                in_segment.float(),
-                w_masked.sum(),
-                (w_masked * w_masked).sum(),
-                has_truth.numel() - has_truth.float().sum(),
-                truncated.float().sum(),
-                torch.tensor(float(has_truth.numel()), device=device),
-                shared.float().sum(),
-                # the noise floor: KL of rows whose teacher prompt is the student's, and rows below onset_min_kl
-                (kl * m * ~has_truth[:, None]).sum() + rows_sum(control[:, 0], floor_rows),
-                (m * ~has_truth[:, None]).sum() + rows_sum(row_tokens, floor_rows),
-                trace.below_floor.float().sum() if trace.below_floor is not None else torch.zeros((), device=device),
-                # the wrong-reference control: its KL and the same rows' own-reference KL
-                rows_sum(control[:, 1], wrong_rows),
-                rows_sum(row_kl, wrong_rows),
-                # failed rollouts' model tokens before the teacher's first onset (failed_prefix_weight scales them)
-                self._failed_prefix_tokens(trace),
-                # the distillation term's share of the loss's advantage mass (`distillation_weight` under SDPO's)
-                *(
-                    distillation_share(trace.advantages, trace.dense, mask, trace.distill_weight, trace.distill_rows)
-                    if trace.distilled is not None
-                    else torch.zeros(2, device=device)
-                ),
-                # label-free diagnostics, reduced with the rest (credit/diagnostics.py)
-                *failure_contrast_sums(kl, mask, segment_ids, trace.advantages, has_truth),
-                # onsets in passed rollouts, and those on tokens the teacher likes more than the student (credit/signed)
-                *(
-                    teacher_supported_onsets(segment_ids, trace.log_ratio, mask, trace.advantages, has_truth)
-                    if trace.log_ratio is not None
-                    else torch.zeros(2, device=device)
-                ),
-                # the credit mode's own metrics: (numerator, denominator) each
-                *(
-                    torch.as_tensor(v, dtype=torch.float32, device=device)
-                    for pair in trace.stats.values()
-                    for v in pair
-                ),
-            ]
+        # wait of this method is the one copy of the reduced tensors below (bench/host_cost.py counts them).
+        sums, extremes = gear_metric_sums(
+            trace,
+            truncated,
+            shared,
+            control,
+            prefix_weights=self.args.credit_mode.prefix_weights,
         )
-        big = torch.finfo(torch.float32).max
-        sentinel = torch.full((1,), -big, device=device)
-
-        def masked_max(values, keep):  # values[keep].max(), or -big where nothing is kept
-            return torch.cat([torch.where(keep, values, -big).flatten(), sentinel]).max()
-
-        any_token = mask.any()
-        # rows without a reference and the control rows shown the student's prompt: a step whose floor is only the
-        # control rows' still has a largest floor KL (the sentinel -big is for a rank with neither)
-        floor_kl_max = torch.maximum(
-            masked_max(kl, mask & ~has_truth[:, None]), masked_max(control[:, 2].nan_to_num(nan=-big), floor_rows)
+        if self.accelerator.num_processes > 1:  # one collective each (alone, a rank's are the totals)
+            sums = self.accelerator.reduce(sums, reduction="sum")
+            extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
+        *reduced, kl_max, w_max, neg_w_min, floor_kl_max = torch.cat([sums, extremes]).tolist()  # the one host copy
+        total = dict(zip(SUMS, reduced, strict=False))
+        cells = iter(reduced[len(SUMS) :])
+        count = {(c, r): next(cells) for c in COUNT_ROWS for r in ROW_SETS}
+        own = list(cells)
+        kl_sum, w_sum, w_sq, floor_kl_sum = total["kl"], total["w"], total["w_sq"], total["floor_kl"]
+        wrong_kl, right_kl, distill_mass, advantage_mass = (
+            total[name] for name in ("wrong_kl", "right_kl", "distill", "advantage_mass")
         )
-        extremes = torch.stack(
-            [
-                torch.where(any_token, masked_max(kl, mask), 0.0),
-                masked_max(weights, mask),
-                masked_max(-weights, mask),
-                floor_kl_max,
-            ]
-        )
-        sums = self.accelerator.reduce(sums, reduction="sum")
-        extremes = self.accelerator.gather(extremes[None]).max(dim=0).values
-        reduced, (kl_max, w_max, neg_w_min, floor_kl_max) = sums.tolist(), extremes.tolist()  # the two host copies
-        (kl_sum, tokens, segments, in_seg, w_sum, w_sq, no_truth, n_truncated, rows, n_shared) = reduced[:10]
-        floor_kl_sum, floor_tokens, n_below, wrong_kl, right_kl, n_prefix = reduced[10:16]
-        distill_mass, advantage_mass = reduced[16:18]
-        contrast = reduced[18 : 18 + len(CONTRAST_SUMS)]
-        n_supported, n_onsets, *own = reduced[18 + len(CONTRAST_SUMS) :]
+        tokens, segments, in_seg = count["tokens", "all"], count["segments", "all"], count["in_segment", "all"]
+        rows, no_truth, n_truncated = count["rows", "all"], count["rows", "no_truth"], count["rows", "truncated"]
+        n_shared, n_below = count["rows", "shared"], count["rows", "below_floor"]
+        floor_tokens = count["tokens", "no_truth"] + count["tokens", "floor"]
+        n_prefix = count["prefix", "failed_prefix"]
+        n_supported, n_onsets = count["supported", "passed"], count["onsets", "passed"]
+        contrast = {  # failure_contrast_sums' values
+            "kl_failed": total["kl_failed"],
+            "tokens_failed": count["tokens", "failed"],
+            "kl_passed": total["kl_passed"],
+            "tokens_passed": count["tokens", "passed"],
+            "onsets_failed": count["segments", "failed"],
+            "onsets_passed": count["segments", "passed"],
+        }
+        contrast = [contrast[name] for name in CONTRAST_SUMS]
         tokens_ = max(tokens, 1.0)
         w_mean = w_sum / tokens_
         metrics = {

@@ -270,14 +270,15 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 mode, output, record.prompts, ground_truths, tools, solutions
             )
         output["gear_base_advantages"] = output["advantages"]
-        output["gear_has_truth"] = torch.tensor(teacher.has_ground_truth, device=mask.device)
-        output["gear_truncated"] = torch.tensor(teacher.truncated, device=mask.device)
-        output["gear_teacher_shared"] = torch.full((len(inputs),), self.teacher.pass_shared, device=mask.device)
+        # the rows' flags, [B] bool each, from one host tensor (each tensor made is host time, a copy, on a GPU)
+        flags = [[bool(f) for f in teacher.has_ground_truth], [bool(f) for f in teacher.truncated]]
+        flags = torch.tensor([*flags, [self.teacher.pass_shared] * len(inputs)], dtype=torch.bool, device=mask.device)
+        output["gear_has_truth"], output["gear_truncated"], output["gear_teacher_shared"] = flags.unbind()
         # Rows some reward function scored (rewards_per_func is the whole generation batch's; TRL slices it the same
         # way): GRPO zeroes an unscorable row's advantage, and distillation_weight leaves it alone too.
         start = self.accelerator.process_index * len(inputs)
         scorable = ~torch.isnan(record.rewards_per_func[start : start + len(inputs)]).all(dim=1)
-        output["gear_scorable"] = scorable.to(mask.device)
+        output["gear_scorable"] = scorable if scorable.device == mask.device else scorable.to(mask.device)
         output["gear_teacher_references"] = list(self.last_teacher_references)
         if grouped.group_signal is not None:
             output["gear_group_signal"] = grouped.group_signal
@@ -320,13 +321,27 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         TRL gives them advantage 0 (docs/bad-input.md); `rewards/unscorable_frac` logs their share, a warning names
         the sources the first time, and a step in which no completion was scored says so every time."""
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        unscorable = torch.isnan(rewards_per_func).all(dim=1)
+        unscorable = torch.isnan(rewards_per_func).all(dim=1).float()
         mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["rewards/unscorable_frac"].append(unscorable.float().mean().item())
+        # One host copy for the unscorable share, its count and the reward functions' own metrics (`_log_metric`).
+        stats = torch.stack([unscorable.mean(), unscorable.sum()])
+        pending = self.__dict__.pop("_reward_metrics", {})
+        names = sorted(pending)
+        if self.accelerator.num_processes > 1:  # every rank lists every name, as TRL's flush does
+            names = sorted(set(gather_object(names)))
+        if names:  # TRL's flush: per name, (sum, count) over the processes; here in one tensor and one collective
+            local = [[sum(pending.get(name, [])), len(pending.get(name, []))] for name in names]
+            local = torch.tensor(local, dtype=torch.float32, device=self.accelerator.device)
+            totals = self.accelerator.gather(local).view(-1, len(names), 2).sum(dim=0)
+            stats = torch.cat([stats, totals.flatten()])
+        fraction, count, *totals = stats.tolist()
+        self._metrics[mode]["rewards/unscorable_frac"].append(fraction)
+        for name, total, number in zip(names, totals[::2], totals[1::2], strict=True):
+            self._metrics[mode][name].append(total / number)
         sources = ", ".join(self.reward_func_names)
         if not self.accelerator.is_main_process:  # gathered rewards: every rank would say the same
             return rewards_per_func
-        if bool(unscorable.all()):
+        if count == unscorable.numel():
             logger.warning(
                 "No reward source (%s) returned a usable value (a finite number) for any of the %d completions of "
                 "this %s step: every advantage is 0 and the step learns nothing. Check that the rewards (or the "
@@ -335,16 +350,23 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 unscorable.numel(),
                 mode,
             )
-        elif bool(unscorable.any()) and not self._warned_unscorable:
+        elif count > 0 and not self._warned_unscorable:
             self._warned_unscorable = True
             logger.warning(
                 "%d of %d completions got no usable value (None or non-finite) from any reward source (%s); they get "
                 "advantage 0 and are counted in rewards/unscorable_frac. Further occurrences are only counted.",
-                int(unscorable.sum()),
+                int(count),
                 unscorable.numel(),
                 sources,
             )
         return rewards_per_func
+
+    def _log_metric(self, name: str, value: float) -> None:
+        """A reward function's metric (TRL's `log_metric`): kept here and averaged over the processes in
+        `_calculate_rewards` as TRL's flush would (the sum of the values over their count), all of the step's in one
+        collective and one host copy, where TRL's flush makes one of each per metric (the reward guard logs one per
+        reward function)."""
+        self.__dict__.setdefault("_reward_metrics", {}).setdefault(name, []).append(value)
 
     def _save_checkpoint(self, model, trial):
         # `teacher: ema` writes its average before the Trainer's files: a checkpoint whose trainer_state.json exists
@@ -459,7 +481,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
         if batch is not None:
             fused = FusedDivergence(
                 batch["gear_teacher_hidden"],
-                model_token_mask(batch).bool(),
+                model_token_mask(batch),
                 chunk_size=self.args.divergence_chunk_size,
                 divergence=self.args.divergence_signal,
                 top_k=self.args.divergence_top_k,
@@ -477,7 +499,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             handle.remove()
         if fused is None:  # GRPO's own no-grad pass, during generation
             self._capture_generation_pass = False
-            self._student_hidden = torch.cat(captured)
+            self._student_hidden = _joined(captured)
             return result
         # The loss's forward: the advantages are read right after this returns.
         self._pending_gear_batch = None
@@ -487,7 +509,7 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
             if not self._reported_separate_divergence:
                 self._reported_separate_divergence = True
                 logger.info("GEAR computes its divergence in a pass of its own: %s.", fused.skipped)
-            divergence = self._divergence(batch, torch.cat(captured))
+            divergence = self._divergence(batch, _joined(captured))
         mode = "train" if self.model.training else "eval"
         batch["advantages"] = self._gear_advantages(batch, divergence, mode)
         return result
@@ -723,6 +745,12 @@ class GEARTrainer(CreditCardMixin, GearMetricsMixin, ToolRolloutMixin, GRPOTrain
                 past_key_values=cache,
                 use_cache=cache is not None,
             ).last_hidden_state
+
+
+def _joined(states: list[torch.Tensor]) -> torch.Tensor:
+    """The [B, T, H] states the hook kept, forward by forward: one forward's as they are (`completion_states` made
+    them a copy of their own), several joined."""
+    return states[0] if len(states) == 1 else torch.cat(states)
 
 
 def _as_user_error(check, *args) -> None:

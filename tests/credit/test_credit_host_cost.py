@@ -154,3 +154,117 @@ def test_fused_scatter_at_the_positions_is_the_boolean_assignment(seed):
     rows = request.rows(total)
     i, t = mask.nonzero(as_tuple=True)
     assert torch.equal(rows, i * (mask.shape[1] + 3) + 3 + t)
+
+
+def _head_statistics_per_chunk(student, weight, teacher, targets, chunk_size, divergence):
+    """lm_head_statistics as it was before the per-row buffers: every statistic's arithmetic chunk by chunk (no
+    scale, bias, soft-cap; the paired path), its [n] results joined at the end."""
+    parts = {"entropy": [], "target_log_prob": [], "kl": [], "log_ratio": []}
+    full = divergence == "full"
+    for start in range(0, student.shape[0], chunk_size):
+        n = min(chunk_size, student.shape[0] - start)
+        z = torch.cat((student[start : start + n], teacher[start : start + n])) @ weight.t()
+        zs, zt = z[:n], z[n:]
+        shifted = zs if divergence == "topk" else z
+        shifted.sub_(shifted.amax(dim=-1, keepdim=True))
+        es = zs.exp()
+        ss = es.sum(dim=-1)
+        lse_s = ss.log()
+        y = targets[start : start + n].unsqueeze(-1)
+        target_log_prob = zs.gather(-1, y).squeeze(-1) - lse_s
+        dot_ss = divergence_row_dot(es, zs, zs if full else None)
+        parts["entropy"].append(lse_s - dot_ss / ss)
+        zt_y = zt.gather(-1, y).squeeze(-1)
+        if full:
+            cross = (dot_ss - divergence_row_dot(es, zt, es)) / ss
+            lse_t = zt.exp_().sum(dim=-1).log()
+            kl = cross - (lse_s - lse_t)
+        elif divergence == "topk":
+            support = zs.topk(7, dim=-1).indices
+            log_ps_k, log_pt_k = zs.gather(-1, support), zt.gather(-1, support)
+            log_ps_k = log_ps_k - log_ps_k.logsumexp(dim=-1, keepdim=True)
+            log_pt_k = log_pt_k - log_pt_k.logsumexp(dim=-1, keepdim=True)
+            kl = (log_ps_k.exp() * (log_ps_k - log_pt_k)).sum(dim=-1)
+            lse_t = zt.logsumexp(dim=-1)
+        else:
+            delta = (zs.gather(-1, y) - zt.gather(-1, y)).squeeze(-1)
+            lse_t = zt.exp_().sum(dim=-1).log_()
+            kl = delta - (lse_s - lse_t)
+        parts["target_log_prob"].append(target_log_prob)
+        parts["log_ratio"].append((zt_y - lse_t) - target_log_prob)
+        parts["kl"].append(kl if divergence == "sampled_signed" else kl.clamp_min(0.0))
+    return {name: torch.cat(chunks) for name, chunks in parts.items()}
+
+
+def divergence_row_dot(a, b, spare):
+    return divergence._row_dot(a, b, spare=spare)
+
+
+@pytest.mark.parametrize("divergence_", ["full", "topk", "sampled", "sampled_signed"])
+@pytest.mark.parametrize("chunk_size", [1, 5, 16, 64])
+@pytest.mark.parametrize("vocab", [300, 9000])  # 9000: one BLAS dot per row on CPU
+@pytest.mark.parametrize("row_dots", ["cpu", "bmm"])
+def test_head_statistics_joined_after_the_loop_are_the_chunk_by_chunk_arithmetic(
+    monkeypatch, divergence_, chunk_size, vocab, row_dots
+):
+    """The per-row buffers and the arithmetic over all rows after the loop give every statistic bit for bit."""
+    if row_dots == "bmm":
+        monkeypatch.setattr(divergence, "_PER_ROW_DOT_DEVICES", ())
+    g = torch.Generator().manual_seed(chunk_size)
+    student = torch.randn(37, 16, generator=g)
+    teacher = student + 0.4 * torch.randn(37, 16, generator=g)
+    weight = torch.randn(vocab, 16, generator=g) * 0.5
+    targets = torch.randint(0, vocab, (37,), generator=g)
+    stats = divergence.lm_head_statistics(
+        student,
+        weight,
+        teacher_rows=teacher,
+        targets=targets,
+        chunk_size=chunk_size,
+        divergence=divergence_,
+        top_k=7,
+        log_ratio=True,
+        log_partition=False,
+    )
+    expected = _head_statistics_per_chunk(student, weight, teacher, targets, chunk_size, divergence_)
+    for name, value in expected.items():
+        assert torch.equal(getattr(stats, name), value), name
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_first_masked_token_of_each_row_without_turns_is_the_loop(seed):
+    _, mask, _ = _random(seed)
+    expected = torch.zeros_like(mask)
+    for b in range(mask.shape[0]):
+        found = mask[b].nonzero()
+        if len(found):
+            expected[b, found[0, 0]] = True
+    assert torch.equal(segments._new_turn_flags(mask, None), expected)
+
+
+@pytest.mark.parametrize("how", ["max", "minmax"])
+def test_kl_and_entropy_normalized_together_are_each_normalized_alone(how):
+    g, mask, dn = _random(3)
+    entropy = torch.where(mask, 3 * torch.rand(mask.shape, generator=g), 0.0)
+    together = segments._normalize(torch.stack([dn, entropy]), mask, how)
+    for k, x in enumerate((dn, entropy)):  # the per-[B, T] normalization as it was written
+        has_tokens = mask.any(dim=1, keepdim=True)
+        row_max = torch.where(has_tokens, x.masked_fill(~mask, float("-inf")).amax(dim=1, keepdim=True), 0.0)
+        if how == "max":
+            alone = x / (row_max + segments._NORM_EPS)
+        else:
+            row_min = torch.where(has_tokens, x.masked_fill(~mask, float("inf")).amin(dim=1, keepdim=True), 0.0)
+            alone = (x - row_min) / (row_max - row_min + segments._NORM_EPS)
+        assert torch.equal(together[k], alone.masked_fill(~mask, 0.0))
+
+
+@pytest.mark.parametrize("alpha, lam", [(1.0, 1.0), (1.0, 0.6), (0.7, 1.0), (2.0, 0.3)])
+def test_weights_with_alpha_or_lambda_one_are_the_whole_formula(alpha, lam):
+    """alpha = 1 and lam = 1 skip a multiply by 1 and an add of 0: the same weights as the formula written out."""
+    g, mask, dn = _random(4)
+    advantages = torch.randn(mask.shape[0], generator=g)
+    got = weights.weights_from_signal(dn, mask, advantages, alpha=alpha, eps=0.4, lam=lam)
+    sign = advantages.sign().unsqueeze(1)
+    formula = ((1 - lam) + lam * torch.exp(-sign * alpha * dn).clamp(0.6, 1.4)) * mask.float()
+    mean = formula.sum(dim=1, keepdim=True) / mask.float().sum(dim=1, keepdim=True).clamp_min(1)
+    assert torch.equal(got, formula / torch.where(mean > 0, mean, 1.0))

@@ -17,7 +17,7 @@ from gear_trl.credit import divergence, reverse_kl_and_entropy
 
 
 class CudaKernelsOnCpu(TorchDispatchMode):
-    """`aten::mm.dtype_out` on CPU (PyTorch has no CPU kernel for it); counts it and `bmm`."""
+    """`aten::mm.dtype_out` on CPU (PyTorch has no CPU kernel for it); counts it and `bmm` (either overload)."""
 
     def __init__(self):
         super().__init__()
@@ -30,7 +30,7 @@ class CudaKernelsOnCpu(TorchDispatchMode):
             a, b, dtype = args
             assert a.dtype == b.dtype and a.element_size() == 2 and dtype == torch.float32
             return kwargs["out"].copy_(torch.mm(a.to(dtype), b.to(dtype)))
-        if func is torch.ops.aten.bmm.default:
+        if func in (torch.ops.aten.bmm.default, torch.ops.aten.bmm.out):  # the divergence's loop writes with `out=`
             self.calls["bmm"] += 1
         return func(*args, **kwargs)
 
