@@ -113,7 +113,7 @@ def measure(args, log) -> dict:
     )
 
     from bench.overhead_shapes import TINY_MODEL, VOCAB_BACKBONE, Shape, build_model
-    from gear_trl.trainer.teacher import prefix_sharing_plan, prefix_sharing_tokens
+    from gear_trl.teacher.teacher import prefix_sharing_plan, prefix_sharing_tokens
 
     torch.set_num_threads(1)
     shape = Shape("teacher_pass", "vocab", args.batch, args.batch, args.completion_length, 1, 16,
