@@ -25,6 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 FIGURES = "results/figures"  # where bench/results/<study>/*.png appear in the site, as <study>/*.png
 MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
+# The comments that bracket a committed table or cell (docs/results_blocks.py): invisible on the site, and a cell's
+# `[row][column]` would read to mkdocs-autorefs as a reference link it cannot resolve, so the site drops them.
+GEN_COMMENT = re.compile(r"<!-- (?:gen:[a-z0-9_.]+(?:\[[^\]]+\]\[[^\]]+\])?|/gen) -->")
 REFRESH = "python docs/hooks.py --write"
 
 
@@ -171,7 +174,8 @@ def render(markdown: str, page_uri: str = "index.md") -> str:
     """`markdown` with each marker line replaced by its generator's output (an unknown name raises), the figures
     linked relative to the page at `page_uri`."""
     figures = posixpath.relpath(FIGURES, posixpath.dirname(page_uri) or ".")
-    return MARKER.sub(lambda match: GENERATORS[match.group(1)]().replace("@FIGURES@", figures), markdown)
+    markdown = MARKER.sub(lambda match: GENERATORS[match.group(1)]().replace("@FIGURES@", figures), markdown)
+    return GEN_COMMENT.sub("", markdown)
 
 
 # MkDocs event hooks ---------------------------------------------------------------------------------------------------
