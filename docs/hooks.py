@@ -25,9 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 FIGURES = "results/figures"  # where bench/results/<study>/*.png appear in the site, as <study>/*.png
 MARKER = re.compile(r"^<!-- generated: ([a-z_]+) -->$", re.MULTILINE)
-# The comments that bracket a committed table or cell (docs/results_blocks.py): invisible on the site, and a cell's
-# `[row][column]` would read to mkdocs-autorefs as a reference link it cannot resolve, so the site drops them.
-GEN_COMMENT = re.compile(r"<!-- (?:gen:[a-z0-9_.]+(?:\[[^\]]+\]\[[^\]]+\])?|/gen) -->")
 REFRESH = "python docs/hooks.py --write"
 
 
@@ -175,7 +172,13 @@ def render(markdown: str, page_uri: str = "index.md") -> str:
     linked relative to the page at `page_uri`."""
     figures = posixpath.relpath(FIGURES, posixpath.dirname(page_uri) or ".")
     markdown = MARKER.sub(lambda match: GENERATORS[match.group(1)]().replace("@FIGURES@", figures), markdown)
-    return GEN_COMMENT.sub("", markdown)
+    # The comments around a committed table or cell (docs/results_blocks.py's BLOCK) are invisible on the site, and a
+    # cell's `[row][column]` would read to mkdocs-autorefs as a reference link it cannot resolve: keep the values only.
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from docs.results_blocks import BLOCK
+
+    return BLOCK.sub(lambda match: match.group(4), markdown)
 
 
 # MkDocs event hooks ---------------------------------------------------------------------------------------------------
