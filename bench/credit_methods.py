@@ -115,6 +115,17 @@ ARMS = {
                        "set": ["--distillation_weight", "0.5", "--distillation_signal", "agreement"]},
     "grpo-agree-1.0": {"credit": "none", "reference": True, "explore": True,
                        "set": ["--distillation_weight", "1.0", "--distillation_signal", "agreement"]},
+    # Issue 73 item 1's stage-1 exploration (bench/results/distill_bounds/PLAN.md; seeds 0-7, never in a declared
+    # family): the plain blend at 0.5 with one bounding or gating option each
+    **{name: {"credit": "none", "reference": True, "explore": True,
+              "set": ["--distillation_weight", "0.5", *extra]} for name, extra in {
+        "gd-mixed-0.5": ["--distillation_gate", "mixed"],
+        "gd-failed-0.5": ["--distillation_gate", "failed"],
+        "gd-bound1-0.5": ["--distillation_bound", "1.0"],
+        "gd-clip0.2-0.5": ["--distillation_clip", "0.2"],
+        "gd-base-0.5": ["--teacher", "base"],
+        "gd-ema-0.5": ["--teacher", "ema"],
+    }.items()},
     "gigpo": {"credit": "gigpo", "tools_only": True},
     "gear-gigpo": {"credit": "gear-gigpo", "tools_only": True},
 }
