@@ -115,17 +115,6 @@ ARMS = {
                        "set": ["--distillation_weight", "0.5", "--distillation_signal", "agreement"]},
     "grpo-agree-1.0": {"credit": "none", "reference": True, "explore": True,
                        "set": ["--distillation_weight", "1.0", "--distillation_signal", "agreement"]},
-    # Issue 73 item 1's stage-1 exploration (bench/results/distill_bounds/PLAN.md; seeds 0-7, never in a declared
-    # family): the plain blend at 0.5 with one bounding or gating option each
-    **{name: {"credit": "none", "reference": True, "explore": True,
-              "set": ["--distillation_weight", "0.5", *extra]} for name, extra in {
-        "gd-mixed-0.5": ["--distillation_gate", "mixed"],
-        "gd-failed-0.5": ["--distillation_gate", "failed"],
-        "gd-bound1-0.5": ["--distillation_bound", "1.0"],
-        "gd-clip0.2-0.5": ["--distillation_clip", "0.2"],
-        "gd-base-0.5": ["--teacher", "base"],
-        "gd-ema-0.5": ["--teacher", "ema"],
-    }.items()},
     "gigpo": {"credit": "gigpo", "tools_only": True},
     "gear-gigpo": {"credit": "gear-gigpo", "tools_only": True},
 }
@@ -157,9 +146,10 @@ def arms_of(cell: str) -> list[str]:
             and cell in spec.get("cells", [cell])]  # fmt: skip
 
 
-def job_for(cell: str, arm: str, seed: int, work_root: Path) -> dict:
-    """The `train` job of (cell, arm, seed)."""
-    spec, c = ARMS[arm], CELLS[cell]
+def job_for(cell: str, arm: str, seed: int, work_root: Path, arms: dict | None = None) -> dict:
+    """The `train` job of (cell, arm, seed); `arms` is the arm table (default: this study's `ARMS`; another study over
+    these cells, bench/distill_bounds.py, passes its own)."""
+    spec, c = (arms or ARMS)[arm], CELLS[cell]
     overrides = [*c["base"], *(c["reference"] if spec.get("reference") else []), *spec.get("set", [])]
     return {
         "kind": "train", "key": runs.run_key(arm, seed), "label": arm, "cell": cell, "mode": spec["credit"],
@@ -183,7 +173,9 @@ def spec_of(job: dict) -> dict:
 
 
 def kept_path(job: dict) -> Path:
-    return RUNS_DIR / job["cell"] / f"{job['key']}.json"
+    """Where a run's result is kept: `runs/<cell>/<arm>__seed<N>.json` under this study's folder, or under the job's
+    own `runs_dir` (a study reusing this harness; not part of the run's spec)."""
+    return Path(job.get("runs_dir") or RUNS_DIR) / job["cell"] / f"{job['key']}.json"
 
 
 def cached(job: dict) -> dict | None:

@@ -1,0 +1,113 @@
+"""bench/distill_bounds.py: the stage-1 arms run the credit-methods harness's jobs, controls are read from that
+study where it ran them, and the reading (collapse block, gain kept, PLAN.md's rule) on hand-made runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench import credit_methods as cm
+from bench import distill_bounds as db
+
+
+def run(label, seed, heldout, reward=0.5, share=None, entropy=None, warned=None, greedy=None, cell="calculator"):
+    out = {
+        "label": label,
+        "seed": seed,
+        "cell": cell,
+        "reward": [reward] * 20,
+        "eval": {"sampled_accuracy": heldout, "greedy_accuracy": greedy if greedy is not None else heldout},
+    }
+    if share is not None:
+        out["distill_share"] = [0.1] * 5 + [share] * 15
+    if entropy is not None:
+        out["entropy"] = [entropy] * 20
+    if warned is not None:
+        out["collapse_warning"] = [0.0] * 19 + [1.0 if warned else 0.0]
+    return out
+
+
+def test_jobs_are_the_credit_methods_harness_with_this_folder(tmp_path):
+    for cell in db.CELLS:
+        for arm in ("none", db.BLEND):  # a control's spec is the credit-methods study's, so its runs can be reused
+            assert cm.spec_of(db.job_for(cell, arm, 3, tmp_path)) == cm.spec_of(cm.job_for(cell, arm, 3, tmp_path))
+    job = db.job_for("calculator", "gd-mixed-0.5", 2, tmp_path)
+    assert job["overrides"][-4:] == ["--distillation_weight", "0.5", "--distillation_gate", "mixed"]
+    assert job["mode"] == "none" and cm.kept_path(job) == db.RUNS_DIR / "calculator" / "gd-mixed-0.5__seed2.json"
+    assert "runs_dir" not in cm.spec_of(job)  # where a run is kept is not what it was made with
+
+
+def test_cached_imports_a_control_with_the_same_spec_only(tmp_path, monkeypatch):
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    monkeypatch.setattr(db, "RUNS_DIR", mine)
+    monkeypatch.setattr(cm, "RUNS_DIR", theirs)
+    job = db.job_for("calculator", "none", 1, tmp_path)
+    assert db.cached(job) is None
+    kept = theirs / "calculator" / "none__seed1.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps({**run("none", 1, 0.3), "spec": {"other": True}}))
+    assert db.cached(job) is None  # another spec is another run
+    kept.write_text(json.dumps({**run("none", 1, 0.3), "spec": cm.spec_of(job)}))
+    got = db.cached(job)
+    assert got["eval"]["sampled_accuracy"] == 0.3 and got["imported_from"].endswith("none__seed1.json")
+    assert json.loads((mine / "calculator" / "none__seed1.json").read_text())["imported_from"] == got["imported_from"]
+
+
+def test_collapse_block_reads_final_windows():
+    runs = [run("grpo-distill-0.5", 0, 0.1, share=0.9, entropy=0.2, warned=True),
+            run("grpo-distill-0.5", 1, 0.3, share=0.2, entropy=0.4, warned=False),
+            run("grpo-distill-0.5", 9, 0.3, share=1.0)]  # not a stage-1 seed  # fmt: skip
+    block = db.collapse_block(runs, "grpo-distill-0.5", range(8))
+    assert block["distill_share"] == pytest.approx(0.55)  # (0.9 + 0.2) / 2: only the last 15 steps
+    assert block["entropy"] == pytest.approx(0.3)
+    assert block["collapsed_seeds"] == [0] and block["warned_seeds"] == [0] and block["n_seeds"] == 2
+    grpo = db.collapse_block([run("none", 0, 0.2)], "none", range(8))  # GRPO logs no share: nothing to read
+    assert grpo["distill_share"] is None and grpo["collapsed_seeds"] == [] and grpo["entropy"] is None
+
+
+def test_minus_none_and_gain_kept_by_hand():
+    cell = "independent-k8"
+    runs = [run("none", s, h, cell=cell) for s, h in enumerate([0.20, 0.30, 0.25])]
+    runs += [run(db.BLEND, s, h, cell=cell) for s, h in enumerate([0.30, 0.36, 0.33])]  # gains 0.10, 0.06, 0.08
+    runs += [run("gd-mixed-0.5", s, h, cell=cell, greedy=g) for s, (h, g) in enumerate([(0.28, 0.3), (0.34, 0.3),
+                                                                                        (0.29, 0.3)])]  # fmt: skip
+    diff = db.minus_none(runs, "gd-mixed-0.5", range(8))
+    assert diff["heldout"]["mean"] == pytest.approx((0.08 + 0.04 + 0.04) / 3) and diff["heldout"]["n_seeds"] == 3
+    assert diff["greedy"]["mean"] == pytest.approx((0.1 + 0.0 + 0.05) / 3)
+    kept = db.gain_kept(runs, "gd-mixed-0.5", range(8))
+    assert kept["mean"] == pytest.approx(0.16 / 0.24) and kept["n_seeds"] == 3
+    flat = [r for r in runs if r["label"] != db.BLEND] + [run(db.BLEND, s, 0.2, cell=cell) for s in range(3)]
+    assert db.gain_kept(flat, "gd-mixed-0.5", range(8)) is None  # the blend gained nothing here: nothing to keep
+
+
+def test_plan_rule():
+    def calc(held, collapsed=()):
+        return {"minus_none": {"heldout": {"mean": held}}, "collapse": {"collapsed_seeds": list(collapsed)}}
+
+    def indep(ratio):
+        return {"gain_kept": None if ratio is None else {"mean": ratio}}
+
+    assert db.qualifies(calc(-0.01), indep(0.9)) is True
+    assert db.qualifies(calc(-0.01), indep(0.5)) is False
+    assert db.qualifies(calc(-0.05), indep(0.9)) is False  # below GRPO by more than the margin
+    assert db.qualifies(calc(0.02, collapsed=[3]), indep(0.9)) is False  # a collapsed seed fails it outright
+    assert db.qualifies(calc(-0.05), None) is False  # the calculator half decides alone when it fails
+    assert db.qualifies(calc(0.0), None) is None and db.qualifies(None, indep(0.9)) is None
+    assert db.qualifies(calc(0.0), indep(None)) is None
+    assert db.qualifies(calc(math.nan), indep(0.9)) is None
+
+
+def test_stage1_report_and_table():
+    runs = {"calculator": [run("none", s, 0.3) for s in range(3)]
+            + [run(db.BLEND, s, 0.0, share=1.0, warned=True) for s in range(3)]
+            + [run("gd-mixed-0.5", s, 0.3 + 0.01 * s, share=0.1) for s in range(3)]}  # fmt: skip
+    report = db.stage1(runs)
+    arms = report["cells"]["calculator"]["arms"]
+    assert arms[db.BLEND]["collapse"]["collapsed_seeds"] == [0, 1, 2]
+    assert arms[db.BLEND]["minus_none"]["heldout"]["mean"] == pytest.approx(-0.3)
+    assert report["qualifies"]["gd-mixed-0.5"] is None  # independent-k8 not run yet
+    assert report["cells"]["independent-k8"]["arms"] == {}
+    table = db.markdown({"title": "t", "what": "w", **report})
+    assert "| calculator | grpo-distill-0.5 | -0.300" in table and "[0, 1, 2]" in table
