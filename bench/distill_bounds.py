@@ -130,10 +130,17 @@ def gain_kept(cell_runs: list[dict], arm: str, seeds) -> dict | None:
     return stats.bootstrap_ratio({s: mine[s] for s in both}, {s: blend[s] for s in both})
 
 
-def qualifies(calculator: dict | None, independent: dict | None) -> bool | None:
-    """PLAN.md's rule: on `calculator` held-out minus GRPO above -`MARGIN` with no collapsed seed, and on
-    `independent-k8` at least `KEEP` of the blend's gain kept. None while either cell lacks the figures (or the blend
-    shows no gain there to keep); False as soon as the calculator half fails."""
+def qualifies(calculator: dict | None, independent: dict | None, seeds: int = len(STAGE1_SEEDS)) -> bool | None:
+    """PLAN.md's rule, read only once a cell has the arm paired on all `seeds` stage-1 seeds: on `calculator` held-out
+    minus GRPO above -`MARGIN` with no collapsed seed, and on `independent-k8` at least `KEEP` of the blend's gain
+    kept. None while either cell lacks the figures (or the blend shows no gain there to keep); False as soon as the
+    complete calculator half fails."""
+
+    def whole(entry: dict | None) -> dict | None:
+        held = (entry or {}).get("minus_none", {}).get("heldout", {})
+        return entry if held.get("n_seeds", 0) >= seeds else None
+
+    calculator, independent = whole(calculator), whole(independent)
     if calculator is not None:
         held = calculator["minus_none"]["heldout"]["mean"]
         if (

@@ -83,11 +83,17 @@ def test_minus_none_and_gain_kept_by_hand():
 
 
 def test_plan_rule():
-    def calc(held, collapsed=()):
-        return {"minus_none": {"heldout": {"mean": held}}, "collapse": {"collapsed_seeds": list(collapsed)}}
+    def calc(held, collapsed=(), n=8):
+        return {
+            "minus_none": {"heldout": {"mean": held, "n_seeds": n}},
+            "collapse": {"collapsed_seeds": list(collapsed)},
+        }
 
-    def indep(ratio):
-        return {"gain_kept": None if ratio is None else {"mean": ratio}}
+    def indep(ratio, n=8):
+        return {"minus_none": {"heldout": {"n_seeds": n}}, "gain_kept": None if ratio is None else {"mean": ratio}}
+
+    assert db.qualifies(calc(-0.3, n=2), indep(0.9)) is None  # two seeds of eight: not read yet
+    assert db.qualifies(calc(-0.01), indep(0.9, n=5)) is None
 
     assert db.qualifies(calc(-0.01), indep(0.9)) is True
     assert db.qualifies(calc(-0.01), indep(0.5)) is False
