@@ -20,6 +20,7 @@ def test_probe_writes_every_field_on_the_tiny_model(tmp_path):
     # -B: no __pycache__ beside the script (the results folder lists exactly its files in manifest.json)
     subprocess.run([sys.executable, "-B", str(SCRIPT), *argv], check=True, capture_output=True, cwd=REPO)
     report = json.loads(out.read_text())
+    assert len(report["shots"]) == 4 and report["shots"][1]["role"] == "assistant"
     assert report["temperature"] == 1.0 and report["max_new_tokens"] == 6 and report["prompt_template"] == "{question}"
     assert "{reference_solution}" in report["teacher_template"]
     assert [cell["k"] for cell in report["cells"]] == [2, 3] and set(report["examples"]) == {"copy/k2", "copy/k3"}

@@ -4,10 +4,12 @@ SmolLM2-135M-Instruct (`make smollm2`) does before any training, and what GEAR's
 Per K (`--ks`, default 6 and 8), `--problems` fresh problems drawn as data/scripts/make_item_list_data.py draws them
 (its `draw`, a seed of our own, not the committed splits). The student prompt is the generic adapter's
 (`gear_trl.data.math_tasks.GENERIC`) with `--prompt-template` (default the bare question: the adapter's default appends
-a `\\boxed{}` instruction this task does not use); the teacher prompt is built from it by GEAR's own code path
-(`gear_trl.teacher.probe.as_teacher_rows`, `teacher_reference: solution`: GEAR's solution template with the K reference
-lines). Per problem, `--samples` completions of each at temperature 1 (no top-k, no top-p, TRL's sampling) and one
-greedy student completion, `--max-new-tokens` tokens. Per cell:
+a `\\boxed{}` instruction this task does not use), after `--shots` worked examples as earlier chat turns (default 2:
+without them, at temperature 1, the model writes the words comma-separated or wanders off); the teacher prompt is built
+from it by GEAR's own code path (`gear_trl.teacher.probe.as_teacher_rows`, `teacher_reference: solution`: GEAR's
+solution template with the K reference lines, appended to the last user message). Per problem, `--samples` completions
+of each at temperature 1 (no top-k, no top-p, TRL's sampling) and one greedy student completion, `--max-new-tokens`
+tokens. Per cell:
 
 - sampled accuracy (`item_list_accuracy`) with a 95% t-interval over problems, per-decision accuracy
   (`decision_correct`), the share of groups that mix passes and fails, greedy accuracy;
@@ -50,7 +52,14 @@ from make_item_list_data import draw
 
 from gear_trl.credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
 from gear_trl.data.math_tasks import GENERIC
-from gear_trl.rewards.item_lists import decision_correct, item_lines, item_list_accuracy
+from gear_trl.rewards.item_lists import (
+    decision_correct,
+    item_lines,
+    item_list_accuracy,
+    make_problem,
+    question,
+    reference_lines,
+)
 from gear_trl.table import paired_interval
 from gear_trl.teacher.probe import as_teacher_rows, teacher_settings
 from gear_trl.teacher.prompts import DEFAULT_MATH_SOLUTION_TEMPLATE
@@ -62,6 +71,8 @@ TEACHER = {
     "teacher_template": DEFAULT_MATH_SOLUTION_TEMPLATE,
 }
 """GEAR's teacher settings for `teacher_reference: solution` with its default template (a recipe's)."""
+SHOT_ITEMS = (("sun", "box", "tree", "milk", "door", "hat"), ("lake", "pen", "rose", "ship", "cup"))
+"""The worked examples `--shots` puts before the question, as earlier chat turns (fixed, the same for every prompt)."""
 CREDIT_SETTINGS = ("credit", "onset_threshold", "entropy_threshold", "normalize", "onset_min_kl", "weight_alpha",
                    "weight_eps", "weight_norm")  # fmt: skip
 
@@ -188,11 +199,23 @@ def onsets(segment_ids: list[int]) -> list[int]:
     return [t for t, s in enumerate(segment_ids) if s >= 0 and (t == 0 or segment_ids[t - 1] != s)]
 
 
+def shot_turns(shots: int, prompt_template: str) -> list[dict]:
+    """The first `shots` worked examples as (user, assistant) turns, the user side as the generic adapter writes it."""
+    turns = []
+    for items in SHOT_ITEMS[:shots]:
+        problem = make_problem("copy", items)
+        turns += GENERIC({"prompt": question(problem), "ground_truth": ""}, prompt_template=prompt_template)["prompt"]
+        turns.append({"role": "assistant", "content": reference_lines(problem)})
+    return turns
+
+
 def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dict]:
     rng = random.Random(f"explore_items:{args.seed}:copy:{k}")
     rows = draw(rng, "copy", k, args.problems, set())
     torch.manual_seed(args.seed * 1000 + k)  # a cell's samples do not depend on --ks
+    shots = shot_turns(args.shots, args.prompt_template)
     students = [GENERIC(row, prompt_template=args.prompt_template) for row in rows]
+    students = [{**row, "prompt": shots + row["prompt"]} for row in students]
     teachers, _ = as_teacher_rows(students, tokenizer, TEACHER)
     student_ids = [prompt_ids(tokenizer, row["prompt"]) for row in students]
     teacher_ids = [prompt_ids(tokenizer, row["prompt"]) for row in teachers]
@@ -303,6 +326,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--prompt-template", default="{question}", help="the user message; {question} is the problem")
+    parser.add_argument("--shots", type=int, default=2, choices=range(len(SHOT_ITEMS) + 1),
+                        help="worked examples before the question, as chat turns (without them the model writes "
+                        "comma-separated prose at temperature 1)")  # fmt: skip
     parser.add_argument("--batch", type=int, default=8, help="problems generated together")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "pretrained" / "explore_items.json")
@@ -318,9 +344,15 @@ def main(argv=None) -> dict:
         cell["seconds"] = round(time.monotonic() - started, 1)
         cells.append(cell)
         print(json.dumps(cell), flush=True)
+        report = write_report(args, cfg, cells, examples)  # after each cell: a run stopped early keeps what it did
+    return report
+
+
+def write_report(args, cfg: GEARConfig, cells: list[dict], examples: dict) -> dict:
     report = {
         "model": str(args.model),
         "prompt_template": args.prompt_template,
+        "shots": shot_turns(args.shots, args.prompt_template),
         "teacher_template": TEACHER["teacher_template"],
         "temperature": 1.0,
         "max_new_tokens": args.max_new_tokens,
