@@ -7,7 +7,8 @@ Per K (`--ks`, default 6 and 8), `--problems` fresh problems drawn as data/scrip
 a `\\boxed{}` instruction this task does not use), after `--shots` worked examples as earlier chat turns (default 2:
 without them, at temperature 1, the model writes the words comma-separated or wanders off); the teacher prompt is built
 from it by GEAR's own code path (`gear_trl.teacher.probe.as_teacher_rows`, `teacher_reference: solution`: GEAR's
-solution template with the K reference lines, appended to the last user message). Per problem, `--samples` completions
+solution template with the K reference lines, appended to the last user message; `--teacher-template`
+sets a recipe's own `teacher_template` instead). Per problem, `--samples` completions
 of each at temperature 1 (no top-k, no top-p, TRL's sampling) and one greedy student completion, `--max-new-tokens`
 tokens. Per cell:
 
@@ -65,12 +66,14 @@ from gear_trl.teacher.probe import as_teacher_rows, teacher_settings
 from gear_trl.teacher.prompts import DEFAULT_MATH_SOLUTION_TEMPLATE
 from gear_trl.trainer.gear_config import GEARConfig
 
-TEACHER = {
-    **teacher_settings(None),
-    "teacher_reference": "solution",
-    "teacher_template": DEFAULT_MATH_SOLUTION_TEMPLATE,
-}
-"""GEAR's teacher settings for `teacher_reference: solution` with its default template (a recipe's)."""
+
+def teacher(template: str | None) -> dict:
+    """GEAR's teacher settings for `teacher_reference: solution`, as a recipe gives them, with `template` as its
+    `teacher_template` (None: GEAR's default solution template)."""
+    chosen = DEFAULT_MATH_SOLUTION_TEMPLATE if template is None else template
+    return {**teacher_settings(None), "teacher_reference": "solution", "teacher_template": chosen}
+
+
 SHOT_ITEMS = (("sun", "box", "tree", "milk", "door", "hat"), ("lake", "pen", "rose", "ship", "cup"))
 """The worked examples `--shots` puts before the question, as earlier chat turns (fixed, the same for every prompt)."""
 CREDIT_SETTINGS = ("credit", "onset_threshold", "entropy_threshold", "normalize", "onset_min_kl", "weight_alpha",
@@ -216,7 +219,7 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
     shots = shot_turns(args.shots, args.prompt_template)
     students = [GENERIC(row, prompt_template=args.prompt_template) for row in rows]
     students = [{**row, "prompt": shots + row["prompt"]} for row in students]
-    teachers, _ = as_teacher_rows(students, tokenizer, TEACHER)
+    teachers, _ = as_teacher_rows(students, tokenizer, teacher(args.teacher_template))
     student_ids = [prompt_ids(tokenizer, row["prompt"]) for row in students]
     teacher_ids = [prompt_ids(tokenizer, row["prompt"]) for row in teachers]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -329,6 +332,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--shots", type=int, default=2, choices=range(len(SHOT_ITEMS) + 1),
                         help="worked examples before the question, as chat turns (without them the model writes "
                         "comma-separated prose at temperature 1)")  # fmt: skip
+    parser.add_argument("--teacher-template", help="a recipe's `teacher_template` ({reference_solution} is the K "
+                        "lines); default: GEAR's solution template")  # fmt: skip
     parser.add_argument("--batch", type=int, default=8, help="problems generated together")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "pretrained" / "explore_items.json")
@@ -353,7 +358,7 @@ def write_report(args, cfg: GEARConfig, cells: list[dict], examples: dict) -> di
         "model": str(args.model),
         "prompt_template": args.prompt_template,
         "shots": shot_turns(args.shots, args.prompt_template),
-        "teacher_template": TEACHER["teacher_template"],
+        "teacher_template": teacher(args.teacher_template)["teacher_template"],
         "temperature": 1.0,
         "max_new_tokens": args.max_new_tokens,
         "seed": args.seed,
