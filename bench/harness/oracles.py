@@ -188,18 +188,32 @@ def completion_layout(tokens: list[str], mask: list[bool]) -> tuple[str, list[in
     return text, indices, offsets
 
 
+def task_problem(prompt) -> tuple:
+    """(the labels module, the problem, each decision's reference value) of the task a prompt states: the horizon
+    family (gear_trl/rewards/horizon.py: results) or the item-list family (gear_trl/rewards/item_lists.py: items),
+    whose label functions share their names and meaning; (None, None, None) where it states neither."""
+    from gear_trl.rewards import horizon, item_lists
+
+    problem = horizon.horizon_problem(prompt)
+    if problem is not None:
+        return horizon, problem, problem.results
+    problem = item_lists.item_list_problem(prompt)
+    if problem is not None:
+        return item_lists, problem, list(problem.items)
+    return None, None, None
+
+
 def horizon_error_site(tokens: list[str], row: dict) -> int | None:
     """The index of a rollout's first wrong token (bench/headroom.py's `error_site` interface: `row` has `prompt` and
     `mask`): the token holding the first character where the text departs from the reference solution; a rollout
     that stops short is wrong at its last model token (its end-of-sequence token, where it chose to stop). None where
-    the prompt states no horizon problem, the rollout does not depart, or never writes the first operand."""
-    from gear_trl.rewards.horizon import first_wrong_char, horizon_problem, reference_lines
-
-    problem = horizon_problem(row["prompt"])
+    the prompt states no horizon or item-list problem (`task_problem`), the rollout does not depart, or never writes
+    the first operand."""
+    labels, problem, _ = task_problem(row["prompt"])
     if problem is None:
         return None
     text, indices, offsets = completion_layout(tokens, row["mask"])
-    site = first_wrong_char(text, reference_lines(problem))
+    site = labels.first_wrong_char(text, labels.reference_lines(problem))
     if site is None:
         return None
     if site >= len(text):
@@ -211,20 +225,20 @@ def horizon_error_site(tokens: list[str], row: dict) -> int | None:
 def decisions_of_tokens(tokens: list[str], row: dict, local: bool = False) -> tuple[list[int], list[float]]:
     """Per token (len(tokens)), the decision whose line holds it (-1 outside); and per decision of the problem, 1.0
     right or 0.0 wrong: its result is the reference's (`decision_correct`), or with `local` the step is right given
-    the lines before it (`step_correct`). ([-1] * T, []) where the prompt states no horizon problem."""
-    from gear_trl.rewards.horizon import decision_correct, decision_of_char, horizon_problem, step_correct
-
-    problem = horizon_problem(row["prompt"])
+    the lines before it (`step_correct`; an item-list line is right on its own). ([-1] * T, []) where the prompt states
+    no horizon or item-list problem."""
+    labels, problem, wanted = task_problem(row["prompt"])
     owner = [-1] * len(tokens)
     if problem is None:
         return owner, []
     text, indices, offsets = completion_layout(tokens, row["mask"])
-    chars = decision_of_char(text, problem.k)
+    chars = labels.decision_of_char(text, len(wanted))
     for index, offset in zip(indices, offsets, strict=True):
         if offset < len(chars):
             owner[index] = chars[offset]
-    labels = step_correct(text, problem) if local else decision_correct(text, problem.results)
-    return owner, [float(c) for c in labels]
+    step_correct = getattr(labels, "step_correct", None)  # item lists: a line is right or wrong on its own
+    correct = step_correct(text, problem) if local and step_correct else labels.decision_correct(text, wanted)
+    return owner, [float(c) for c in correct]
 
 
 def close_mask(rows: list[dict]) -> torch.Tensor:
@@ -295,7 +309,7 @@ def oracle_signal(rows: list[dict], length: int, kind: str, error_site) -> tuple
 def error_site_for(name: str):
     """The label that locates a failed rollout's first wrong token, by task family: `arith`, `tools` (the calculator
     tasks; bench/credit_sites.py) or `horizon` (`horizon_error_site`)."""
-    if name == "horizon":
+    if name in ("horizon", "item_lists"):  # `horizon_error_site` reads either family's prompt (`task_problem`)
         return horizon_error_site
     from bench.credit_sites import arith_error_site, calc_error_site
 

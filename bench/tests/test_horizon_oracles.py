@@ -285,3 +285,19 @@ def test_process_mode_sets_the_advantages_and_keeps_gears_weights():
         inputs.mask,
     )  # fmt: skip
     assert torch.equal(out.advantages, want)
+
+
+def test_item_list_prompts_get_their_own_labels():
+    """The process oracle and the error site read the item-list family too (bench/pretrained_credit.py's
+    `oracle-process`): each line a decision, right when it is its item."""
+    prompt = "Write these words one per line, in the same order: cat, fox, owl."
+    tokens = ["cat", "\n", "dog", "\n", "owl", "<|im_end|>"]
+    row = {"prompt": prompt, "mask": [True] * 6}
+    owner, correct = oracles.decisions_of_tokens(tokens, row)
+    assert owner == [0, 0, 1, 1, 2, -1] and correct == [1.0, 0.0, 1.0]
+    assert oracles.decisions_of_tokens(tokens, row, local=True)[1] == [1.0, 0.0, 1.0]  # no step reading: the same
+    assert oracles.horizon_error_site(tokens, row) == 2  # "dog" departs from "fox" at its first character
+    short = ["cat", "\n", "fox", "<|im_end|>"]
+    assert oracles.horizon_error_site(short, {"prompt": prompt, "mask": [True] * 4}) == 3  # stopped short: the close
+    assert oracles.error_site_for("item_lists") is oracles.horizon_error_site
+    assert oracles.decisions_of_tokens(tokens, {"prompt": "no task here", "mask": [True] * 6}) == ([-1] * 6, [])
