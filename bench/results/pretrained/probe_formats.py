@@ -85,6 +85,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--teacher-gap", action="store_true", help="Also the teacher's nats gap on the samples.")
+    parser.add_argument("--teacher-style", choices=("hint", "turn"), default="hint",
+                        help="hint: the reference after the question; turn: the question answered with the reference "
+                        "as an earlier chat turn, then asked again")  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(args.model)
@@ -107,21 +110,31 @@ def main() -> None:
             strict, loose, right = (sum(s[j] for s in scores) / n for j in range(3))
             gap_text = ""
             if args.teacher_gap:
-                gaps = []
+                gaps, right_gaps, wrong_gaps = [], [], []
                 for p, items in enumerate(rows):
                     done = [o[width:].tolist() for o in out[4 * p : 4 * p + 4]]
                     done = [c[: c.index(tok.pad_token_id) + 1] if tok.pad_token_id in c else c for c in done]
                     student = tok(texts[p], add_special_tokens=False)["input_ids"]
-                    question = FORMATS[name](items) + TEACHER_HINT + reference(name, items)
-                    teacher_text = tok.apply_chat_template(
-                        [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
-                    )
+                    if args.teacher_style == "turn":  # the reference as the model's own earlier answer
+                        chat = [{"role": "user", "content": FORMATS[name](items)},
+                                {"role": "assistant", "content": reference(name, items)},
+                                {"role": "user", "content": FORMATS[name](items)}]  # fmt: skip
+                    else:
+                        chat = [
+                            {"role": "user", "content": FORMATS[name](items) + TEACHER_HINT + reference(name, items)}
+                        ]
+                    teacher_text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
                     teacher = tok(teacher_text, add_special_tokens=False)["input_ids"]
                     t_lp = completion_log_probs(model, teacher, done, tok.pad_token_id)
                     s_lp = completion_log_probs(model, student, done, tok.pad_token_id)
                     gaps.append(statistics.fmean(a - b for a, b in zip(t_lp, s_lp)))
+                    for j, (a, b) in enumerate(zip(t_lp, s_lp)):  # per sample, by whether it is right (leniently)
+                        (right_gaps if scores[4 * p + j][1] else wrong_gaps).append(a - b)
                 mean, half = statistics.fmean(gaps), 1.96 * statistics.stdev(gaps) / len(gaps) ** 0.5
                 gap_text = f"  teacher gap {mean:+.3f} nats [{mean - half:+.3f}, {mean + half:+.3f}]"
+                for label, part in (("right", right_gaps), ("wrong", wrong_gaps)):
+                    if part:
+                        gap_text += f"; on {label} samples {statistics.fmean(part):+.3f} ({len(part)})"
             print(f"K={k} {name:14s} T={args.temperature}: strict {strict:.2f}  lenient {loose:.2f}  "
                   f"positions right {right:.2f}  ({args.prompts} prompts x 4){gap_text}", flush=True)  # fmt: skip
 
