@@ -613,6 +613,16 @@ def family_size() -> int:
     return sum(sum(a not in ("none", CEILING) for a in arms_of(c)) + len(ATTRIBUTION) for c in CELLS)
 
 
+def kept_runs(runs_dir: Path) -> dict[str, list[dict]]:
+    """Every run kept under `runs_dir` (`runs/<cell>/<arm>__seed<N>.json`), by cell: the studies that reuse this
+    harness with their own folder (bench/distill_bounds.py, bench/pretrained_credit.py) read theirs with it."""
+    found: dict[str, list[dict]] = {}
+    for path in sorted(Path(runs_dir).glob("*/*.json")):
+        run = json.loads(path.read_text())
+        found.setdefault(run["cell"], []).append(run)
+    return found
+
+
 def collect(seeds) -> dict[str, list[dict]]:
     """The committed runs of every cell on `seeds`, by cell, the cells in the declaration's order (`CELLS`)."""
     found: dict[str, list[dict]] = {}

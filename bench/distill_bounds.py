@@ -207,11 +207,7 @@ def markdown(report: dict) -> str:
 
 
 def collect() -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {}
-    for path in sorted(RUNS_DIR.glob("*/*.json")):
-        run = json.loads(path.read_text())
-        found.setdefault(run["cell"], []).append(run)
-    return found
+    return cm.kept_runs(RUNS_DIR)
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:

@@ -212,11 +212,7 @@ def teacher_checks(probe: dict | None) -> dict:
 
 
 def collect() -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {}
-    for path in sorted(RUNS_DIR.glob("*/*.json")):
-        run = json.loads(path.read_text())
-        found.setdefault(run["cell"], []).append(run)
-    return found
+    return cm.kept_runs(RUNS_DIR)
 
 
 def model_block() -> dict:
