@@ -19,8 +19,8 @@ tokens. Per cell:
   pS of the token the student wrote (pT: the same model under the teacher prompt); mean and t-interval over problems
   (each problem's rollouts averaged first);
 - localization: GEAR's divergence, segments and weights on each rollout with a wrong decision
-  (`gear_trl.credit.reverse_kl_and_entropy`, `segment_signal`, `weights_from_signal`, at GEARConfig's defaults, the
-  rollout's advantage taken as -1, the sign a failed rollout has in a mixed group), and how often the first onset, and
+  (`gear_trl.credit.reverse_kl_and_entropy`, then the credit mode's own function as the trainer runs it, at
+  GEARConfig's defaults, the rollout's advantage taken as -1, the sign a failed rollout has in a mixed group), and how often the first onset, and
   the onset of the largest-weight segment (ties at the clip broken by the larger signal), lie on a token of the first
   wrong line (the first wrong decision's line, from its first non-space character to its newline; a missing line is
   not located). Chance: the same onset moved by a random permutation of the rollout's token positions. Rates carry
@@ -51,7 +51,8 @@ if str(REPO) not in sys.path:
 
 from make_item_list_data import draw
 
-from gear_trl.credit import reverse_kl_and_entropy, segment_signal, weights_from_signal
+from gear_trl.credit import reverse_kl_and_entropy
+from gear_trl.credit.modes import CreditInputs, credit_mode, declared_options
 from gear_trl.data.math_tasks import GENERIC
 from gear_trl.rewards.item_lists import (
     decision_correct,
@@ -171,31 +172,14 @@ def wrong_line_tokens(tokenizer, completion: list[int], items: list[str]) -> set
 
 def credit(student: torch.Tensor, teacher: torch.Tensor, weight: torch.Tensor, mask: torch.Tensor, cfg: GEARConfig):
     """GEAR's signal [S, T], segment ids [S, T] (-1 outside segments) and weights [S, T] (advantage -1 on every row)
-    from [S, T, H] student and teacher states, at `cfg`'s settings."""
+    from [S, T, H] student and teacher states: `cfg.credit`'s registered credit function, as the trainer runs it, on
+    the options it declares."""
     kl, entropy = reverse_kl_and_entropy(student, teacher, weight, mask)
-    signal, segments = segment_signal(
-        kl,
-        entropy,
-        mask,
-        mode=cfg.credit,
-        onset_threshold=cfg.onset_threshold,
-        entropy_threshold=cfg.entropy_threshold,
-        fixed_segment_len=cfg.fixed_segment_len,
-        max_segment_len=cfg.max_segment_len,
-        normalize=cfg.normalize,
-        onset_min_kl=cfg.onset_min_kl,
-    )
-    advantages = -torch.ones(kl.shape[0])
-    weights = weights_from_signal(
-        signal,
-        mask,
-        advantages,
-        alpha=cfg.weight_alpha,
-        eps=cfg.weight_eps,
-        lam=cfg.weight_lambda,
-        weight_norm=cfg.weight_norm,
-    )
-    return signal, segments, weights
+    mode = credit_mode(cfg.credit)
+    inputs = CreditInputs(kl=kl, entropy=entropy, log_ratio=None, mask=mask, base=-torch.ones(kl.shape[0]),
+                          options=declared_options((*mode.options, *mode.reads), cfg))  # fmt: skip
+    out = mode.compute(inputs)
+    return out.signal, out.segment_ids, out.weights
 
 
 def onsets(segment_ids: list[int]) -> list[int]:
