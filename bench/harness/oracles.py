@@ -190,8 +190,9 @@ def completion_layout(tokens: list[str], mask: list[bool]) -> tuple[str, list[in
 
 def task_problem(prompt) -> tuple:
     """(the labels module, the problem, each decision's reference value) of the task a prompt states: the horizon
-    family (gear_trl/rewards/horizon.py: results) or the item-list family (gear_trl/rewards/item_lists.py: items),
-    whose label functions share their names and meaning; (None, None, None) where it states neither."""
+    family (gear_trl/rewards/horizon.py: results) or the item-list family (gear_trl/rewards/item_lists.py: items;
+    its labels bound to the prompt's variant, `item_lists.labels`), whose label functions share their names and
+    meaning; (None, None, None) where it states neither."""
     from gear_trl.rewards import horizon, item_lists
 
     problem = horizon.horizon_problem(prompt)
@@ -199,7 +200,7 @@ def task_problem(prompt) -> tuple:
         return horizon, problem, problem.results
     problem = item_lists.item_list_problem(prompt)
     if problem is not None:
-        return item_lists, problem, list(problem.items)
+        return item_lists.labels(problem.variant), problem, list(problem.items)
     return None, None, None
 
 

@@ -301,3 +301,14 @@ def test_item_list_prompts_get_their_own_labels():
     assert oracles.horizon_error_site(short, {"prompt": prompt, "mask": [True] * 4}) == 3  # stopped short: the close
     assert oracles.error_site_for("item_lists") is oracles.horizon_error_site
     assert oracles.decisions_of_tokens(tokens, {"prompt": "no task here", "mask": [True] * 6}) == ([-1] * 6, [])
+
+
+def test_numbered_item_list_prompts_are_read_with_their_variants_labels():
+    """`numbered` lines are read as their items (`item_lists.labels`): `1. Cat` is right, the error site is in the
+    item's text, not at the number."""
+    prompt = "Repeat this numbered list exactly:\n1. cat\n2. fox\n3. owl"
+    tokens = ["1", ".", " Cat", "\n", "2", ".", " dog", "\n", "3", ".", " owl", "<|im_end|>"]
+    row = {"prompt": prompt, "mask": [True] * len(tokens)}
+    owner, correct = oracles.decisions_of_tokens(tokens, row)
+    assert owner == [0] * 4 + [1] * 4 + [2] * 3 + [-1] and correct == [1.0, 0.0, 1.0]
+    assert oracles.horizon_error_site(tokens, row) == 6  # " dog": the "d" departs from "fox"

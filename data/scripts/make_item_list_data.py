@@ -2,16 +2,18 @@ r"""Generate the item-list task family under `data/item_lists/`.
 
 K decisions per problem, K a parameter (`--ks`, default 6 and 8): the prompt states K distinct short English nouns
 (drawn from `WORDS`, our own list) and the answer writes them one a line, in order; the reward is binary, 1 only when
-every line is right (`gear_trl.rewards.item_lists`). One variant:
+every line is right (`gear_trl.rewards.item_lists`). Two variants:
 
-    copy   "Write these words one per line, in the same order: cat, river, lamp."   cat / river / lamp
+    copy       "Write these words one per line, in the same order: cat, river, lamp."   cat / river / lamp
+    numbered   "Repeat this numbered list exactly:" / "1. cat" / "2. river" / "3. lamp"   1. cat / 2. river / 3. lamp
 
 Outputs (a pure function of `--seed`; per variant and K the test split is drawn first, so `--n-train` does not change
 it, and test problems never occur in train):
 
 - `data/item_lists/<variant>/k<K>/{train,test}.jsonl`, in the `generic` schema plus labels: `{"prompt",
-  "ground_truth": "cat,river,lamp" (the K items), "reference_solution": the K lines, "variant", "k", "items": [...],
-  "decision_spans": [[start, end], ...] (each item's characters in `reference_solution`)}`. The generic adapter keeps
+  "ground_truth": "cat,river,lamp" (the K items), "reference_solution": the K lines (numbered in `numbered`), "variant", "k", "items": [...],
+  "decision_spans": [[start, end], ...] (each item's characters in `reference_solution`)}`. The variants draw
+  from their own random streams, so adding one left `copy`'s rows as they were. The generic adapter keeps
   `prompt`, `ground_truth` and `reference_solution`; the labels are for readers, and the bench recomputes them from the
   prompt (`gear_trl.rewards.item_lists.item_list_problem`).
 

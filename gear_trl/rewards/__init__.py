@@ -16,7 +16,7 @@ from .acebench import acebench_accuracy
 from .bfcl_ast import bfcl_ast
 from .calculator import calculator_answer_reward
 from .horizon import horizon_accuracy
-from .item_lists import item_list_accuracy
+from .item_lists import item_list_accuracy, numbered_list_accuracy
 from .math_rewards import accuracy_reward, format_reward
 from .multi_turn import multi_turn_execution_reward, multi_turn_state_reward
 from .tool_call import tool_call_accuracy
@@ -32,6 +32,7 @@ REWARD_FUNCS: dict[str, RewardFunc] = {
     "calculator_answer": calculator_answer_reward,
     "horizon_accuracy": horizon_accuracy,
     "item_list_accuracy": item_list_accuracy,
+    "numbered_list_accuracy": numbered_list_accuracy,
     "bfcl_official_turn": bfcl_official_turn_reward,
     "bfcl_ast": bfcl_ast,
     "acebench_accuracy": acebench_accuracy,

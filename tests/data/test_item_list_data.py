@@ -16,7 +16,10 @@ from gear_trl.rewards.item_lists import (
     first_wrong_char,
     item_list_accuracy,
     item_list_problem,
+    labels,
+    line_item,
     make_problem,
+    numbered_list_accuracy,
     parse_ground_truth,
     question,
     reference_lines,
@@ -127,7 +130,10 @@ def test_generator_is_deterministic_and_its_labels_agree_with_the_reward():
             assert all(item in make_item_list_data.WORDS for item in row["items"])
             for (start, end), item in zip(row["decision_spans"], row["items"], strict=True):
                 assert row["reference_solution"][start:end] == item
-            assert item_list_accuracy([row["reference_solution"]], [row["ground_truth"]]) == [1.0]
+            reward = numbered_list_accuracy if variant == "numbered" else item_list_accuracy
+            assert reward([row["reference_solution"]], [row["ground_truth"]]) == [1.0]
+            other = item_list_accuracy if variant == "numbered" else numbered_list_accuracy
+            assert other([row["reference_solution"]], [row["ground_truth"]]) == [float(variant == "copy")]
 
 
 def test_the_word_list_is_short_distinct_lowercase_nouns():
@@ -139,18 +145,21 @@ def test_the_word_list_is_short_distinct_lowercase_nouns():
 def test_committed_data_is_what_the_script_writes(tmp_path):
     out = tmp_path / "item_lists"
     subprocess.run([sys.executable, str(SCRIPT), "--out-dir", str(out)], check=True, capture_output=True, cwd=REPO)
-    for k in (6, 8):
-        for split, size in (("train", 1000), ("test", 200)):
-            written = (out / "copy" / f"k{k}" / f"{split}.jsonl").read_bytes()
-            assert written == (REPO / "data" / "item_lists" / "copy" / f"k{k}" / f"{split}.jsonl").read_bytes()
-            assert len(written.splitlines()) == size
+    for variant in ("copy", "numbered"):
+        for k in (6, 8):
+            for split, size in (("train", 1000), ("test", 200)):
+                written = (out / variant / f"k{k}" / f"{split}.jsonl").read_bytes()
+                committed = REPO / "data" / "item_lists" / variant / f"k{k}" / f"{split}.jsonl"
+                assert written == committed.read_bytes()
+                assert len(written.splitlines()) == size
     row = json.loads((out / "copy" / "k8" / "test.jsonl").read_text().splitlines()[0])
     assert set(row) >= {"prompt", "ground_truth", "reference_solution", "decision_spans"}
 
 
 def test_committed_train_and_test_problems_are_apart():
     folders = sorted((REPO / "data" / "item_lists").glob("*/k*"))
-    assert [folder.name for folder in folders] == ["k6", "k8"]
+    assert [f"{folder.parent.name}/{folder.name}" for folder in folders] == [
+        "copy/k6", "copy/k8", "numbered/k6", "numbered/k8"]  # fmt: skip
     for folder in folders:
         splits = {
             split: {json.loads(line)["prompt"] for line in (folder / f"{split}.jsonl").read_text().splitlines()}
@@ -158,3 +167,73 @@ def test_committed_train_and_test_problems_are_apart():
         }
         assert splits["train"] and splits["test"], folder
         assert not splits["train"] & splits["test"], folder
+
+
+# -- the numbered variant ---------------------------------------------------------------------------------------------
+
+NUMBERED = make_problem("numbered", ["cat", "river", "lamp"])
+NUMBERED_REF = "1. cat\n2. river\n3. lamp"
+
+
+def test_numbered_question_reference_and_spans_by_hand():
+    assert question(NUMBERED) == "Repeat this numbered list exactly:\n1. cat\n2. river\n3. lamp"
+    assert reference_lines(NUMBERED) == NUMBERED_REF
+    assert decision_spans(NUMBERED) == [(3, 6), (10, 15), (19, 23)]  # the items, not their numbers
+    assert [NUMBERED_REF[a:b] for a, b in decision_spans(NUMBERED)] == ["cat", "river", "lamp"]
+
+
+def test_a_numbered_problem_is_read_back_without_what_the_teacher_appends():
+    messages = GENERIC({"prompt": question(NUMBERED), "ground_truth": TRUTH})["prompt"]
+    assert item_list_problem(messages) == NUMBERED
+    teacher = question(NUMBERED) + "\n\nReference answer:\n" + NUMBERED_REF  # the reference lines are not items
+    assert item_list_problem(teacher) == NUMBERED
+    assert item_list_problem("Repeat this numbered list exactly:\n1. cat\n3. lamp") == make_problem("numbered", ["cat"])
+    assert item_list_problem("Repeat this numbered list exactly:\n2. cat") is None  # no item 1: no problem
+    assert item_list_problem("Repeat this numbered list exactly:") is None
+
+
+def test_a_numbered_line_reads_as_its_item_with_its_own_marker_case_and_end_punctuation_aside():
+    assert line_item("2. River.", 1, "numbered") == ("river", 3)
+    assert line_item("2) river", 1, "numbered") == ("river", 3)
+    assert line_item("- river", 1, "numbered") == ("river", 2)
+    assert line_item("river", 1, "numbered") == ("river", 0)
+    assert line_item("3. river", 1, "numbered") == ("3. river", 0)  # another line's number is not a marker
+    assert line_item("1. river", 1, "copy") == ("1. river", 0)  # copy reads the line as it is
+
+
+def test_numbered_reward_on_hand_made_completions():
+    completions = [
+        NUMBERED_REF,  # right
+        "1. Cat\n2. river.\n\n3) LAMP",  # case, end punctuation, `)` and a blank line are not departures
+        "cat\nriver\nlamp",  # the bare lines read as the items
+        "- cat\n- river\n- lamp",
+        "1. cat\n2. rover\n3. lamp",  # a wrong item
+        "1. cat\n3. river\n3. lamp",  # a wrong number is not a marker
+        "1. cat\n2. river",  # a missing line
+        NUMBERED_REF + "\n4. dog",  # an extra line
+        "Sure!\n" + NUMBERED_REF,  # an introduction is a line
+        "1. cat, river, lamp",
+        "",
+        None,
+        "x" * 100_000,
+    ]
+    assert numbered_list_accuracy(completions, [TRUTH] * len(completions)) == [1.0] * 4 + [0.0] * 9
+    assert numbered_list_accuracy([NUMBERED_REF] * 2, [None, "cat,,lamp"]) == [None, None]
+    (func,) = get_reward_funcs(["numbered_list_accuracy"])
+    assert func is numbered_list_accuracy
+
+
+def test_numbered_labels_agree_with_the_reward():
+    items = ["cat", "river", "lamp"]
+    lab = labels("numbered")
+    assert lab.decision_correct("1. Cat\n2. rover\n3. lamp.", items) == [True, False, True]
+    assert decision_correct("1. Cat\n2. rover\n3. lamp.", items) == [False, False, False]  # copy's reading
+    assert lab.first_wrong_char(NUMBERED_REF, NUMBERED_REF) is None
+    assert lab.first_wrong_char("1. Cat\n2. River.\n3. lamp", NUMBERED_REF) is None
+    assert lab.first_wrong_char("1. cat\n2. rover\n3. lamp", NUMBERED_REF) == 11  # "o" of "rover"
+    assert lab.first_wrong_char("1. cat\n2. riv", NUMBERED_REF) == 13  # a strict prefix: where it ends (7 + 3 + 3)
+    assert lab.first_wrong_char("1. cat\n2. river", NUMBERED_REF) == 15  # stopped early: the end of the text
+    assert lab.first_wrong_char("1. cat\n3. river", NUMBERED_REF) == 7  # "3. river" read whole departs at once
+    assert lab.decision_of_char is decision_of_char and lab.reference_lines is reference_lines
+    with pytest.raises(ValueError):
+        labels("reverse")

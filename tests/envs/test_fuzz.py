@@ -223,6 +223,7 @@ def reward_columns() -> dict[str, dict]:
         "calculator_answer": {"ground_truth": calc["ground_truth"]},
         "horizon_accuracy": {"ground_truth": first("data/horizon/chained/k8/train.jsonl")["ground_truth"]},
         "item_list_accuracy": {"ground_truth": first("data/item_lists/copy/k8/train.jsonl")["ground_truth"]},
+        "numbered_list_accuracy": {"ground_truth": first("data/item_lists/numbered/k8/train.jsonl")["ground_truth"]},
         "bfcl_official_turn": {"bfcl_task": bfcl_official_row()["bfcl_task"]},
         "bfcl_ast": {"bfcl_entry": load_rows("simple_java", limit=1)[0]["bfcl_entry"]},  # Java: the type converters
         "acebench_accuracy": {
