@@ -42,3 +42,22 @@ def test_probe_writes_every_field_on_the_tiny_model(tmp_path):
     assert example["teacher_prompt"].startswith(example["student_prompt"])
     assert example["truth"].replace(",", "\n") in example["teacher_prompt"]
     assert len(example["sampled"]) == len(example["teacher_sampled"]) == 3
+
+
+def test_the_numbered_variant_at_a_recipes_temperature_splits_the_gap_by_outcome(tmp_path):
+    out = tmp_path / "explore_items.json"
+    argv = ["--model", str(REPO / "data" / "tiny-qwen3"), "--variant", "numbered", "--ks", "2", "--problems", "3",
+            "--samples", "3", "--max-new-tokens", "6", "--shots", "0", "--temperature", "0.7",
+            "--teacher-template", "\n\nReference answer:\n{reference_solution}", "--out", str(out)]  # fmt: skip
+    subprocess.run([sys.executable, "-B", str(SCRIPT), *argv], check=True, capture_output=True, cwd=REPO)
+    report = json.loads(out.read_text())
+    assert (report["variant"], report["temperature"], report["shots"]) == ("numbered", 0.7, [])
+    (cell,) = report["cells"]
+    assert cell["variant"] == "numbered" and set(report["examples"]) == {"numbered/k2"}
+    # every rollout is right or wrong, so the two splits count all 3 x 3 of them
+    assert cell["teacher_gap_nats_right"]["n"] + cell["teacher_gap_nats_wrong"]["n"] == 9
+    assert cell["teacher_gap_right_minus_wrong"]["n"] <= 3  # one value per mixed group at most
+    example = report["examples"]["numbered/k2"]
+    assert example["student_prompt"].startswith("Repeat this numbered list exactly:\n1. ")
+    assert example["teacher_prompt"] == example["student_prompt"] + "\n\nReference answer:\n" + "\n".join(
+        f"{k}. {w}" for k, w in enumerate(example["truth"].split(","), start=1))  # fmt: skip

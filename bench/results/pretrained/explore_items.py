@@ -1,23 +1,28 @@
 """Exploration, not a result: how much of the item-list family (copy K words one a line, gear_trl/rewards/item_lists.py)
 SmolLM2-135M-Instruct (`make smollm2`) does before any training, and what GEAR's teacher would tell it.
 
-Per K (`--ks`, default 6 and 8), `--problems` fresh problems drawn as data/scripts/make_item_list_data.py draws them
-(its `draw`, a seed of our own, not the committed splits). The student prompt is the generic adapter's
+Per K (`--ks`, default 6 and 8), `--problems` fresh problems of `--variant` (`copy` or `numbered`) drawn as
+data/scripts/make_item_list_data.py draws them (its `draw`, a seed of our own, not the committed splits). The student prompt is the generic adapter's
 (`gear_trl.data.math_tasks.GENERIC`) with `--prompt-template` (default the bare question: the adapter's default appends
 a `\\boxed{}` instruction this task does not use), after `--shots` worked examples as earlier chat turns (default 2:
 without them, at temperature 1, the model writes the words comma-separated or wanders off); the teacher prompt is built
 from it by GEAR's own code path (`gear_trl.teacher.probe.as_teacher_rows`, `teacher_reference: solution`: GEAR's
 solution template with the K reference lines, appended to the last user message; `--teacher-template`
 sets a recipe's own `teacher_template` instead). Per problem, `--samples` completions
-of each at temperature 1 (no top-k, no top-p, TRL's sampling) and one greedy student completion, `--max-new-tokens`
-tokens. Per cell:
+of each at `--temperature` (default 1; no top-k, no top-p, TRL's sampling) and one greedy student completion,
+`--max-new-tokens` tokens; log-probabilities, divergence and entropy at the same temperature, as the trainer takes
+them. Per cell:
 
-- sampled accuracy (`item_list_accuracy`) with a 95% t-interval over problems, per-decision accuracy
-  (`decision_correct`), the share of groups that mix passes and fails, greedy accuracy;
+- sampled accuracy (the variant's reward: `item_list_accuracy` or `numbered_list_accuracy`) with a 95% t-interval
+  over problems, per-decision accuracy (`decision_correct`), the share of groups that mix passes and fails, greedy
+  accuracy;
 - the teacher's sampled accuracy minus the student's on the same problems (a t-interval over problems);
 - the teacher gap in nats, paired on the student's own rollouts: per rollout, the mean over its tokens of log pT - log
   pS of the token the student wrote (pT: the same model under the teacher prompt); mean and t-interval over problems
-  (each problem's rollouts averaged first);
+  (each problem's rollouts averaged first); and split by outcome: its mean over right rollouts and over wrong ones,
+  and per mixed group the right rollouts' mean minus the wrong ones', with a t-interval over mixed groups
+  (`teacher_gap_right_minus_wrong`: whether the reference separates the rollouts GRPO compares, which a mean over
+  mostly wrong rollouts hides);
 - localization: GEAR's divergence, segments and weights on each rollout with a wrong decision
   (`gear_trl.credit.reverse_kl_and_entropy`, then the credit mode's own function as the trainer runs it, at
   GEARConfig's defaults, the rollout's advantage taken as -1, the sign a failed rollout has in a mixed group), and how often the first onset, and
@@ -59,6 +64,7 @@ from gear_trl.rewards.item_lists import (
     item_lines,
     item_list_accuracy,
     make_problem,
+    numbered_list_accuracy,
     question,
     reference_lines,
 )
@@ -66,6 +72,9 @@ from gear_trl.table import paired_interval
 from gear_trl.teacher.probe import as_teacher_rows, teacher_settings
 from gear_trl.teacher.prompts import DEFAULT_MATH_SOLUTION_TEMPLATE
 from gear_trl.trainer.gear_config import GEARConfig
+
+
+REWARDS = {"copy": item_list_accuracy, "numbered": numbered_list_accuracy}
 
 
 def teacher(template: str | None) -> dict:
@@ -102,8 +111,10 @@ def stop_ids(model, tokenizer) -> set[int]:
 
 
 @torch.no_grad()
-def generate(model, tokenizer, prompts: list[list[int]], *, samples: int, greedy: bool, max_new_tokens: int):
-    """Per prompt, `samples` completions (token ids, cut after the first stop token) at temperature 1, or one greedy."""
+def generate(
+    model, tokenizer, prompts: list[list[int]], *, samples: int, greedy: bool, max_new_tokens: int, temperature: float
+):
+    """Per prompt, `samples` completions (token ids, cut after the first stop token) at `temperature`, or one greedy."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
@@ -113,7 +124,7 @@ def generate(model, tokenizer, prompts: list[list[int]], *, samples: int, greedy
         attention_mask=mask,
         max_new_tokens=max_new_tokens,
         do_sample=not greedy,
-        temperature=None if greedy else 1.0,
+        temperature=None if greedy else temperature,
         top_p=None,
         top_k=None,
         num_return_sequences=1 if greedy else samples,
@@ -137,11 +148,14 @@ def completion_states(model, prompt: list[int], completions: list[list[int]], pa
     return states[:, len(prompt) - 1 : len(prompt) - 1 + width], mask
 
 
-def token_log_probs(states: torch.Tensor, weight: torch.Tensor, completions: list[list[int]]) -> torch.Tensor:
-    """[S, T] log-probability of each completion token (0 past a row's end) from [S, T, H] states and the [V, H] head."""
+def token_log_probs(
+    states: torch.Tensor, weight: torch.Tensor, completions: list[list[int]], temperature: float
+) -> torch.Tensor:
+    """[S, T] log-probability at `temperature` of each completion token (0 past a row's end) from [S, T, H] states and
+    the [V, H] head."""
     width = states.shape[1]
     ids = torch.tensor([c + [0] * (width - len(c)) for c in completions])
-    return (states @ weight.T).float().log_softmax(-1).gather(-1, ids[..., None])[..., 0]
+    return ((states @ weight.T).float() / temperature).log_softmax(-1).gather(-1, ids[..., None])[..., 0]
 
 
 def char_ends(tokenizer, completion: list[int]) -> list[int]:
@@ -153,11 +167,11 @@ def char_ends(tokenizer, completion: list[int]) -> list[int]:
     return ends
 
 
-def wrong_line_tokens(tokenizer, completion: list[int], items: list[str]) -> set[int] | None:
+def wrong_line_tokens(tokenizer, completion: list[int], items: list[str], variant: str) -> set[int] | None:
     """Token positions that overlap the first wrong decision's line; None when the rollout has no wrong decision or
     its first wrong line is missing (the rollout stops short)."""
     text = tokenizer.decode(completion, skip_special_tokens=True)
-    decisions = decision_correct(text, items)
+    decisions = decision_correct(text, items, variant)
     if all(decisions):
         return None
     k = decisions.index(False)
@@ -170,11 +184,12 @@ def wrong_line_tokens(tokenizer, completion: list[int], items: list[str]) -> set
     return {t for t, (a, b) in enumerate(zip(starts, ends, strict=True)) if a < end and b > start}
 
 
-def credit(student: torch.Tensor, teacher: torch.Tensor, weight: torch.Tensor, mask: torch.Tensor, cfg: GEARConfig):
+def credit(student: torch.Tensor, teacher: torch.Tensor, weight: torch.Tensor, mask: torch.Tensor, cfg: GEARConfig,
+           temperature: float):  # fmt: skip
     """GEAR's signal [S, T], segment ids [S, T] (-1 outside segments) and weights [S, T] (advantage -1 on every row)
-    from [S, T, H] student and teacher states: `cfg.credit`'s registered credit function, as the trainer runs it, on
-    the options it declares."""
-    kl, entropy = reverse_kl_and_entropy(student, teacher, weight, mask)
+    from [S, T, H] student and teacher states at `temperature`: `cfg.credit`'s registered credit function, as the
+    trainer runs it, on the options it declares."""
+    kl, entropy = reverse_kl_and_entropy(student, teacher, weight, mask, temperature=temperature)
     mode = credit_mode(cfg.credit)
     inputs = CreditInputs(kl=kl, entropy=entropy, log_ratio=None, mask=mask, base=-torch.ones(kl.shape[0]),
                           options=declared_options((*mode.options, *mode.reads), cfg))  # fmt: skip
@@ -186,21 +201,23 @@ def onsets(segment_ids: list[int]) -> list[int]:
     return [t for t, s in enumerate(segment_ids) if s >= 0 and (t == 0 or segment_ids[t - 1] != s)]
 
 
-def shot_turns(shots: int, prompt_template: str) -> list[dict]:
-    """The first `shots` worked examples as (user, assistant) turns, the user side as the generic adapter writes it."""
+def shot_turns(shots: int, prompt_template: str, variant: str = "copy") -> list[dict]:
+    """The first `shots` worked examples of `variant` as (user, assistant) turns, the user side as the generic adapter
+    writes it."""
     turns = []
     for items in SHOT_ITEMS[:shots]:
-        problem = make_problem("copy", items)
+        problem = make_problem(variant, items)
         turns += GENERIC({"prompt": question(problem), "ground_truth": ""}, prompt_template=prompt_template)["prompt"]
         turns.append({"role": "assistant", "content": reference_lines(problem)})
     return turns
 
 
 def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dict]:
-    rng = random.Random(f"explore_items:{args.seed}:copy:{k}")
-    rows = draw(rng, "copy", k, args.problems, set())
+    variant, reward = args.variant, REWARDS[args.variant]
+    rng = random.Random(f"explore_items:{args.seed}:{variant}:{k}")
+    rows = draw(rng, variant, k, args.problems, set())
     torch.manual_seed(args.seed * 1000 + k)  # a cell's samples do not depend on --ks
-    shots = shot_turns(args.shots, args.prompt_template)
+    shots = shot_turns(args.shots, args.prompt_template, variant)
     students = [GENERIC(row, prompt_template=args.prompt_template) for row in rows]
     students = [{**row, "prompt": shots + row["prompt"]} for row in students]
     teachers, _ = as_teacher_rows(students, tokenizer, teacher(args.teacher_template))
@@ -208,7 +225,7 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
     teacher_ids = [prompt_ids(tokenizer, row["prompt"]) for row in teachers]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     weight = model.get_output_embeddings().weight
-    options = {"samples": args.samples, "max_new_tokens": args.max_new_tokens}
+    options = {"samples": args.samples, "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
 
     sampled, teacher_sampled, greedy = [], [], []
     for start in range(0, len(rows), args.batch):
@@ -221,6 +238,7 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
         return [tokenizer.decode(c, skip_special_tokens=True) for c in completions]
 
     accuracy, teacher_minus_student, nats, decisions, mixed = [], [], [], [], []
+    nats_right, nats_wrong, right_minus_wrong = [], [], []
     located = {"first_onset": [], "largest_segment": []}
     chance = {"first_onset": [], "largest_segment": []}
     expected_chance, wrong, unlocated = [], 0, 0
@@ -228,24 +246,32 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
     for index, row in enumerate(rows):
         items, truth = row["items"], row["ground_truth"]
         texts = decode(sampled[index])
-        rewards = item_list_accuracy(texts, [truth] * len(texts))
-        teacher_rewards = item_list_accuracy(decode(teacher_sampled[index]), [truth] * len(texts))
+        rewards = reward(texts, [truth] * len(texts))
+        teacher_rewards = reward(decode(teacher_sampled[index]), [truth] * len(texts))
         accuracy.append(statistics.fmean(rewards))
         teacher_minus_student.append(statistics.fmean(teacher_rewards) - accuracy[-1])
         mixed.append(float(0 < sum(rewards) < len(rewards)))
-        decisions += [float(d) for text in texts for d in decision_correct(text, items)]
+        decisions += [float(d) for text in texts for d in decision_correct(text, items, variant)]
 
         completions = [c if c else [pad] for c in sampled[index]]  # an empty completion scores its one pad token
         s_states, mask = completion_states(model, student_ids[index], completions, pad)
         t_states, _ = completion_states(model, teacher_ids[index], completions, pad)
-        gap = (token_log_probs(t_states, weight, completions) - token_log_probs(s_states, weight, completions)) * mask
-        nats.append(statistics.fmean((gap.sum(-1) / mask.sum(-1)).tolist()))
-        signal, segments, weights = credit(s_states, t_states, weight, mask, cfg)
+        t = args.temperature
+        gap = (token_log_probs(t_states, weight, completions, t) - token_log_probs(s_states, weight, completions, t))
+        per_rollout = ((gap * mask).sum(-1) / mask.sum(-1)).tolist()
+        nats.append(statistics.fmean(per_rollout))
+        right = [g for g, r in zip(per_rollout, rewards, strict=True) if r == 1.0]
+        wrong_rollouts = [g for g, r in zip(per_rollout, rewards, strict=True) if r != 1.0]
+        nats_right += right
+        nats_wrong += wrong_rollouts
+        if right and wrong_rollouts:
+            right_minus_wrong.append(statistics.fmean(right) - statistics.fmean(wrong_rollouts))
+        signal, segments, weights = credit(s_states, t_states, weight, mask, cfg, t)
         for row_index, completion in enumerate(completions):
-            if all(decision_correct(texts[row_index], items)):
+            if all(decision_correct(texts[row_index], items, variant)):
                 continue
             wrong += 1
-            site = wrong_line_tokens(tokenizer, completion, items)
+            site = wrong_line_tokens(tokenizer, completion, items, variant)
             if site is None:
                 unlocated += 1
                 continue
@@ -265,7 +291,7 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
             expected_chance.append(len(site) / len(completion))
 
     cell = {
-        "variant": "copy",
+        "variant": variant,
         "k": k,
         "problems": len(rows),
         "samples": args.samples,
@@ -273,11 +299,14 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
         "sampled_decision_accuracy": round(statistics.fmean(decisions), 4),
         "mixed_group_frac": round(statistics.fmean(mixed), 4),
         "greedy_accuracy": round(
-            statistics.fmean(item_list_accuracy(decode(greedy), [row["ground_truth"] for row in rows])), 4
+            statistics.fmean(reward(decode(greedy), [row["ground_truth"] for row in rows])), 4
         ),
         "teacher_sampled_accuracy": round(statistics.fmean(a + d for a, d in zip(accuracy, teacher_minus_student)), 4),
         "teacher_minus_student_accuracy": interval(teacher_minus_student),
         "teacher_gap_nats": interval(nats),
+        "teacher_gap_nats_right": interval(nats_right),
+        "teacher_gap_nats_wrong": interval(nats_wrong),
+        "teacher_gap_right_minus_wrong": interval(right_minus_wrong),
         "localization": {
             "rollouts_with_wrong_decision": wrong,
             "unlocated": unlocated,
@@ -308,10 +337,13 @@ def run_cell(model, tokenizer, cfg: GEARConfig, k: int, args) -> tuple[dict, dic
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(REPO / "data" / "smollm2-135m-instruct"))
+    parser.add_argument("--variant", choices=sorted(REWARDS), default="copy")
     parser.add_argument("--ks", type=int, nargs="+", default=[6, 8])
     parser.add_argument("--problems", type=int, default=48)
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling, log-probability and divergence "
+                        "temperature, as a recipe's `temperature`")  # fmt: skip
     parser.add_argument("--prompt-template", default="{question}", help="the user message; {question} is the problem")
     parser.add_argument("--shots", type=int, default=2, choices=range(len(SHOT_ITEMS) + 1),
                         help="worked examples before the question, as chat turns (without them the model writes "
@@ -329,7 +361,7 @@ def main(argv=None) -> dict:
     cells, examples = [], {}
     for k in args.ks:
         started = time.monotonic()
-        cell, examples[f"copy/k{k}"] = run_cell(model, tokenizer, cfg, k, args)
+        cell, examples[f"{args.variant}/k{k}"] = run_cell(model, tokenizer, cfg, k, args)
         cell["seconds"] = round(time.monotonic() - started, 1)
         cells.append(cell)
         print(json.dumps(cell), flush=True)
@@ -341,9 +373,10 @@ def write_report(args, cfg: GEARConfig, cells: list[dict], examples: dict) -> di
     report = {
         "model": str(args.model),
         "prompt_template": args.prompt_template,
-        "shots": shot_turns(args.shots, args.prompt_template),
+        "variant": args.variant,
+        "shots": shot_turns(args.shots, args.prompt_template, args.variant),
         "teacher_template": teacher(args.teacher_template)["teacher_template"],
-        "temperature": 1.0,
+        "temperature": args.temperature,
         "max_new_tokens": args.max_new_tokens,
         "seed": args.seed,
         "credit": {key: getattr(cfg, key) for key in CREDIT_SETTINGS},
