@@ -88,13 +88,16 @@ def final_window(run: dict, series: str) -> float | None:
 
 def collapse_block(cell_runs: list[dict], arm: str, seeds) -> dict:
     """Per arm: the seed means of the final-window distillation share and entropy, the seeds whose final-window share
-    is above `SHARE_LIMIT`, and the seeds on which the collapse monitor warned."""
+    is above `SHARE_LIMIT`, the seeds whose final-window training reward is 0 (`dead_seeds`: every group fails, so
+    GRPO's advantage is 0 and a gated term is off too, and the run cannot climb back; a collapse the share misses
+    under a gate), and the seeds on which the collapse monitor warned."""
     mine = sorted((r for r in cell_runs if r["label"] == arm and r["seed"] in seeds), key=lambda r: r["seed"])
     shares = {r["seed"]: final_window(r, "distill_share") for r in mine}
     return {
         "distill_share": stats.nan_mean(v for v in shares.values() if v is not None),
         "entropy": stats.nan_mean(v for v in (final_window(r, "entropy") for r in mine) if v is not None),
         "collapsed_seeds": [s for s, v in shares.items() if v is not None and v > SHARE_LIMIT],
+        "dead_seeds": [r["seed"] for r in mine if final_window(r, "reward") == 0.0],
         "warned_seeds": [r["seed"] for r in mine if any(w == 1.0 for w in r.get("collapse_warning") or [])],
         "n_seeds": len(mine),
     }
@@ -188,8 +191,8 @@ def _fmt(record: dict | None) -> str:
 def markdown(report: dict) -> str:
     lines = [f"# {report['title']}", "", report["what"], "",
              ("| cell | arm | held-out - GRPO (seeds) | greedy - GRPO | reward - GRPO | final distill share | "
-              "final entropy | collapsed seeds | monitor warned | share of the blend's gain kept |"),
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "final entropy | collapsed seeds | dead seeds | monitor warned | share of the blend's gain kept |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for cell, out in report["cells"].items():
         for arm, entry in out["arms"].items():
             diff = entry.get("minus_none", {})
@@ -200,7 +203,7 @@ def markdown(report: dict) -> str:
             kept_text = "-" if not kept else f"{kept['mean']:.2f} [{kept['ci_low']:.2f}, {kept['ci_high']:.2f}]"
             lines.append(f"| {cell} | {arm} | {_fmt(diff.get('heldout'))} | {_fmt(diff.get('greedy'))} | "
                          f"{_fmt(diff.get('reward'))} | {share} | {entropy} | {c['collapsed_seeds'] or '-'} | "
-                         f"{c['warned_seeds'] or '-'} | {kept_text} |")  # fmt: skip
+                         f"{c.get('dead_seeds') or '-'} | {c['warned_seeds'] or '-'} | {kept_text} |")  # fmt: skip
     lines += ["", "Qualifies (PLAN.md's rule; None: not yet decidable): "
               + ", ".join(f"`{a}` {v}" for a, v in report["qualifies"].items()), ""]  # fmt: skip
     return "\n".join(lines)

@@ -59,12 +59,17 @@ def test_collapse_block_reads_final_windows():
     runs = [run("grpo-distill-0.5", 0, 0.1, share=0.9, entropy=0.2, warned=True),
             run("grpo-distill-0.5", 1, 0.3, share=0.2, entropy=0.4, warned=False),
             run("grpo-distill-0.5", 9, 0.3, share=1.0)]  # not a stage-1 seed  # fmt: skip
+    gated = run("grpo-distill-0.5", 2, 0.0, share=0.0)  # a gate shuts the term once every group fails: share 0
+    gated["reward"] = [0.3] * 5 + [0.0] * 15  # ... and the final window's reward is 0
+    runs.append(gated)
     block = db.collapse_block(runs, "grpo-distill-0.5", range(8))
-    assert block["distill_share"] == pytest.approx(0.55)  # (0.9 + 0.2) / 2: only the last 15 steps
+    assert block["distill_share"] == pytest.approx(1.1 / 3)  # (0.9 + 0.2 + 0.0) / 3: only the last 15 steps
     assert block["entropy"] == pytest.approx(0.3)
-    assert block["collapsed_seeds"] == [0] and block["warned_seeds"] == [0] and block["n_seeds"] == 2
+    assert block["collapsed_seeds"] == [0] and block["warned_seeds"] == [0] and block["n_seeds"] == 3
+    assert block["dead_seeds"] == [2]  # dead, though its share never rose
     grpo = db.collapse_block([run("none", 0, 0.2)], "none", range(8))  # GRPO logs no share: nothing to read
     assert grpo["distill_share"] is None and grpo["collapsed_seeds"] == [] and grpo["entropy"] is None
+    assert grpo["dead_seeds"] == []
 
 
 def test_minus_none_and_gain_kept_by_hand():
