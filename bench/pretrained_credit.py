@@ -1,15 +1,15 @@
 """Do the credit-methods answers change with a model that can read the reference? Issue 72's study: GRPO, GEAR at
 the paper's values, GRPO + self-distillation, GRPO + agreement, RLSD, TRL's SDPOTrainer (as it ships and at weight
-0.5) and the process ceiling, on SmolLM2-135M-Instruct (`make smollm2`) learning the `copy` item-list cells
+0.5) and the process ceiling, on SmolLM2-135M-Instruct (`make smollm2`) learning the `numbered` item-list cells
 (gear_trl/rewards/item_lists.py) with LoRA on CPU, paired by seed, over the credit-methods study's harness.
 
-    python -m bench.pretrained_credit --cell copy-k6 --arms none --seeds 0 1     # pilot / exploration (seeds 0-47)
-    python -m bench.pretrained_credit --cell copy-k6                             # the declared runs (declaration first)
-    python -m bench.pretrained_credit --report-only                              # the report from the kept runs
+    python -m bench.pretrained_credit --cell numbered-k6 --arms none --seeds 0 1   # pilot / exploration (seeds 0-47)
+    python -m bench.pretrained_credit --cell numbered-k6                           # the declared runs (declaration first)
+    python -m bench.pretrained_credit --report-only                                # the report from the kept runs
 
-Status: groundwork. The cells are not calibrated yet (bench/results/pretrained/EXPLORE.md: with the committed data's
-plain wording the model starts near 0 at K = 6 and 8, and GEAR's teacher reads the reference worse than the student
-does), so no declaration exists and only pilot seeds run.
+Status: the cells' format, temperature and teacher are chosen by the probes (bench/results/pretrained/EXPLORE.md:
+the `numbered` variant at temperature 0.7, the reference after the question); the step budget is not, so no
+declaration exists and only pilot seeds run.
 
 Declared seeds run only once `declaration.json` is committed in the results folder (bench/results/pretrained_credit/);
 they run blind (no score printed before the report). Every finished run is kept at once under
@@ -35,7 +35,7 @@ RUNS_DIR = RESULTS / "runs"
 DECLARATION_PATH = RESULTS / "declaration.json"
 RECIPE = "recipes/pretrained/config_item_lists.yaml"
 MODEL = "data/smollm2-135m-instruct"
-PROBE = results_dir("pretrained") / "explore_items.json"
+PROBE = results_dir("pretrained") / "explore_items_numbered.json"
 """The item-2 probe's figures (bench/results/pretrained/explore_items.py): each cell's teacher gap and localization."""
 EXPLORATION = range(48)
 WINDOW = 5
@@ -45,7 +45,7 @@ METRICS = {"heldout": "held-out sampled accuracy at the end", "greedy": "held-ou
 
 
 def _cell(k: int) -> dict:
-    data = f"data/item_lists/copy/k{k}"
+    data = f"data/item_lists/numbered/k{k}"
     return {
         "recipe": RECIPE,
         "base": ["--model_name_or_path", MODEL, "--dataset_name", data],
@@ -54,14 +54,14 @@ def _cell(k: int) -> dict:
             "dataset": data,
             "split": "test",
             "dataset_format": "generic",
-            "max_new_tokens": 32,
-            "reward": "item_list_accuracy",
+            "max_new_tokens": int(cm._recipe(RECIPE)["max_completion_length"]),
+            "reward": "numbered_list_accuracy",
         },
         "error_site": "item_lists",
     }
 
 
-CELLS = {"copy-k6": _cell(6), "copy-k8": _cell(8)}
+CELLS = {"numbered-k6": _cell(6), "numbered-k8": _cell(8)}
 """Cell -> its data and held-out split: one task family at two horizons (bench/results/pretrained/EXPLORE.md)."""
 ARMS = {
     "none": {"credit": "none"},
@@ -189,9 +189,11 @@ def summarize(runs_by_cell: dict[str, list[dict]], seeds, margin: dict | None = 
 
 def teacher_checks(probe: dict | None) -> dict:
     """Item 2's checks per cell from the probe's JSON (bench/results/pretrained/explore_items.py): {cell:
-    {"teacher_gap": {mean, ci_low, ci_high} (nats, on the student's own rollouts), "localization": {rate, chance,
-    ci_low, ci_high} (GEAR's first onset on the first wrong line; the interval is the rate's), "localization_minus_chance"
-    {mean, ci_low, ci_high}}}; {} without a probe."""
+    {"teacher_gap": {mean, ci_low, ci_high} (nats, on the student's own rollouts), "teacher_gap_right_minus_wrong"
+    {mean, ci_low, ci_high} (within mixed groups: the right rollouts' gap minus the wrong ones'; the reading a mean
+    over mostly wrong rollouts hides), "teacher_minus_student_accuracy" {mean, ci_low, ci_high}, "localization": {rate,
+    chance, ci_low, ci_high} (GEAR's first onset on the first wrong line; the interval is the rate's),
+    "localization_minus_chance" {mean, ci_low, ci_high}}}; {} without a probe."""
     out: dict = {}
     for cell in (probe or {}).get("cells") or []:
         gap = cell.get("teacher_gap_nats") or {}
@@ -200,6 +202,12 @@ def teacher_checks(probe: dict | None) -> dict:
         above = where.get("first_onset_minus_chance") or {}
         out[f"{cell['variant']}-k{cell['k']}"] = {
             "teacher_gap": {k: gap.get(k) for k in ("mean", "ci_low", "ci_high")},
+            "teacher_gap_right_minus_wrong": {
+                k: (cell.get("teacher_gap_right_minus_wrong") or {}).get(k) for k in ("mean", "ci_low", "ci_high")
+            },
+            "teacher_minus_student_accuracy": {
+                k: (cell.get("teacher_minus_student_accuracy") or {}).get(k) for k in ("mean", "ci_low", "ci_high")
+            },
             "localization": {
                 "rate": rate.get("mean"),
                 "chance": (where.get("first_onset_chance") or {}).get("mean"),

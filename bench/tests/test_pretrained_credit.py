@@ -13,7 +13,7 @@ from bench import pretrained_credit as pc
 from bench.harness import stats
 
 
-def run(label, seed, heldout, greedy=None, reward=0.5, cell="copy-k6"):
+def run(label, seed, heldout, greedy=None, reward=0.5, cell="numbered-k6"):
     return {
         "label": label,
         "seed": seed,
@@ -25,25 +25,25 @@ def run(label, seed, heldout, greedy=None, reward=0.5, cell="copy-k6"):
 
 def test_jobs_follow_the_declared_budget_and_keep_runs_here(tmp_path):
     declared = {"seeds": [400, 401], "max_steps": 12}
-    job = pc.job_for("copy-k8", "rlsd-reference", 400, tmp_path, declared)
+    job = pc.job_for("numbered-k8", "rlsd-reference", 400, tmp_path, declared)
     assert job["max_steps"] == 12
     # RLSD's reference schedule follows the run's length: the teacher synced at half of it, the blend decayed over it
     assert job["overrides"][-4:] == ["--teacher_sync_steps", "6", "--rlsd_lambda_decay_steps", "12"]
-    assert "--dataset_name" in job["overrides"] and "data/item_lists/copy/k8" in job["overrides"]
-    assert cm.kept_path(job) == pc.RUNS_DIR / "copy-k8" / "rlsd-reference__seed400.json"
-    pilot = pc.job_for("copy-k8", "none", 3, tmp_path, declared)  # not a declared seed: the recipe's budget
+    assert "--dataset_name" in job["overrides"] and "data/item_lists/numbered/k8" in job["overrides"]
+    assert cm.kept_path(job) == pc.RUNS_DIR / "numbered-k8" / "rlsd-reference__seed400.json"
+    pilot = pc.job_for("numbered-k8", "none", 3, tmp_path, declared)  # not a declared seed: the recipe's budget
     assert pilot["max_steps"] == cm._recipe(pc.RECIPE)["max_steps"]
-    sdpo = pc.job_for("copy-k6", "sdpo-trl-0.5", 400, tmp_path, declared)
+    sdpo = pc.job_for("numbered-k6", "sdpo-trl-0.5", 400, tmp_path, declared)
     assert sdpo["sdpo"] == {"privileged_context": "solution", "distillation_weight": 0.5}
-    assert pc.job_for("copy-k6", "oracle-process", 400, tmp_path, declared)["oracle"] == "process"
+    assert pc.job_for("numbered-k6", "oracle-process", 400, tmp_path, declared)["oracle"] == "process"
 
 
 def test_undeclared_seeds_are_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(pc, "DECLARATION_PATH", tmp_path / "declaration.json")
     with pytest.raises(SystemExit):
-        pc.main(["--cell", "copy-k6"])  # no declaration, no seeds named
+        pc.main(["--cell", "numbered-k6"])  # no declaration, no seeds named
     with pytest.raises(SystemExit):
-        pc.main(["--cell", "copy-k6", "--seeds", "400"])  # not an exploration seed, and nothing declared
+        pc.main(["--cell", "numbered-k6", "--seeds", "400"])  # not an exploration seed, and nothing declared
 
 
 def test_summarize_by_hand():
@@ -54,17 +54,17 @@ def test_summarize_by_hand():
     runs += [run("gear", s, h) for s, h in enumerate(gear)]
     runs += [run("oracle-process", s, h) for s, h in enumerate(ceiling)]
     runs += [run("grpo-distill-0.25", s, h - 0.1, reward=0.2) for s, h in enumerate(none)]
-    cells = pc.summarize({"copy-k6": runs}, range(4), margin={"heldout": 0.05})
-    gear_held = cells["copy-k6"]["arms"]["gear"]["heldout"]
+    cells = pc.summarize({"numbered-k6": runs}, range(4), margin={"heldout": 0.05})
+    gear_held = cells["numbered-k6"]["arms"]["gear"]["heldout"]
     assert gear_held["minus_none"]["mean"] == pytest.approx(0.0175) and gear_held["minus_none"]["n_seeds"] == 4
     # Holm over the two comparisons of the family (the ceiling is not in it)
-    ps = [gear_held["minus_none"]["p"], cells["copy-k6"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p"]]
+    ps = [gear_held["minus_none"]["p"], cells["numbered-k6"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p"]]
     assert [gear_held["minus_none"]["p_holm"]] == [stats.holm(ps)[0]]
-    assert "p_holm" not in cells["copy-k6"]["arms"]["oracle-process"]["heldout"]["minus_none"]
+    assert "p_holm" not in cells["numbered-k6"]["arms"]["oracle-process"]["heldout"]["minus_none"]
     # the ceiling's share: 0.07 / 0.70 of its gain
     assert gear_held["share_of_process_ceiling"]["mean"] == pytest.approx(0.07 / 0.70)
     assert gear_held["equivalence"]["equivalent"] is True  # 90% interval well inside +-0.05
-    distill = cells["copy-k6"]["arms"]["grpo-distill-0.25"]
+    distill = cells["numbered-k6"]["arms"]["grpo-distill-0.25"]
     assert distill["heldout"]["minus_none"]["mean"] == pytest.approx(-0.1)
     assert distill["heldout"]["equivalence"]["equivalent"] is False
     assert distill["reward"]["minus_none"]["mean"] == pytest.approx(-0.3)
@@ -83,9 +83,11 @@ def test_teacher_checks_read_the_probe():
     probe = {
         "cells": [
             {
-                "variant": "copy",
+                "variant": "numbered",
                 "k": 6,
                 "teacher_gap_nats": {"mean": 0.05, "ci_low": 0.02, "ci_high": 0.07},
+                "teacher_gap_right_minus_wrong": {"mean": 0.16, "ci_low": 0.14, "ci_high": 0.19, "n": 30},
+                "teacher_minus_student_accuracy": {"mean": 0.44, "ci_low": 0.37, "ci_high": 0.52, "n": 48},
                 "localization": {
                     "first_onset_on_wrong_line": {"mean": 0.4, "ci_low": 0.3, "ci_high": 0.5},
                     "first_onset_chance": {"mean": 0.1},
@@ -96,8 +98,10 @@ def test_teacher_checks_read_the_probe():
     }
     checks = pc.teacher_checks(probe)
     assert checks == {
-        "copy-k6": {
+        "numbered-k6": {
             "teacher_gap": {"mean": 0.05, "ci_low": 0.02, "ci_high": 0.07},
+            "teacher_gap_right_minus_wrong": {"mean": 0.16, "ci_low": 0.14, "ci_high": 0.19},
+            "teacher_minus_student_accuracy": {"mean": 0.44, "ci_low": 0.37, "ci_high": 0.52},
             "localization": {"rate": 0.4, "chance": 0.1, "ci_low": 0.3, "ci_high": 0.5},
             "localization_minus_chance": {"mean": 0.3, "ci_low": 0.2, "ci_high": 0.4},
         }
