@@ -1,6 +1,6 @@
 r"""Generate the item-list task family under `data/item_lists/`.
 
-K decisions per problem, K a parameter (`--ks`, default 6 and 8): the prompt states K distinct short English nouns
+K decisions per problem, K a parameter (`--ks`, default 4, 6 and 8): the prompt states K distinct short English nouns
 (drawn from `WORDS`, our own list) and the answer writes them one a line, in order; the reward is binary, 1 only when
 every line is right (`gear_trl.rewards.item_lists`). Two variants:
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "data" / "item_lists")
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--ks", type=int, nargs="+", default=[6, 8])
+    parser.add_argument("--ks", type=int, nargs="+", default=[4, 6, 8])
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--n-test", type=int, default=200)
     args = parser.parse_args(argv)

@@ -146,7 +146,7 @@ def test_committed_data_is_what_the_script_writes(tmp_path):
     out = tmp_path / "item_lists"
     subprocess.run([sys.executable, str(SCRIPT), "--out-dir", str(out)], check=True, capture_output=True, cwd=REPO)
     for variant in ("copy", "numbered"):
-        for k in (6, 8):
+        for k in (4, 6, 8):
             for split, size in (("train", 1000), ("test", 200)):
                 written = (out / variant / f"k{k}" / f"{split}.jsonl").read_bytes()
                 committed = REPO / "data" / "item_lists" / variant / f"k{k}" / f"{split}.jsonl"
@@ -159,7 +159,7 @@ def test_committed_data_is_what_the_script_writes(tmp_path):
 def test_committed_train_and_test_problems_are_apart():
     folders = sorted((REPO / "data" / "item_lists").glob("*/k*"))
     assert [f"{folder.parent.name}/{folder.name}" for folder in folders] == [
-        "copy/k6", "copy/k8", "numbered/k6", "numbered/k8"]  # fmt: skip
+        "copy/k4", "copy/k6", "copy/k8", "numbered/k4", "numbered/k6", "numbered/k8"]  # fmt: skip
     for folder in folders:
         splits = {
             split: {json.loads(line)["prompt"] for line in (folder / f"{split}.jsonl").read_text().splitlines()}
