@@ -35,8 +35,10 @@ RUNS_DIR = RESULTS / "runs"
 DECLARATION_PATH = RESULTS / "declaration.json"
 RECIPE = "recipes/pretrained/config_item_lists.yaml"
 MODEL = "data/smollm2-135m-instruct"
-PROBE = results_dir("pretrained") / "explore_items_numbered.json"
-"""The item-2 probe's figures (bench/results/pretrained/explore_items.py): each cell's teacher gap and localization."""
+PROBES = tuple(results_dir("pretrained") / name for name in ("explore_items_numbered.json",
+                                                              "explore_items_numbered_k4.json"))  # fmt: skip
+"""The item-2 probe's figures (bench/results/pretrained/explore_items.py), the recipe's settings on fresh prompts:
+each cell's teacher gap and localization (K = 6 and 8 in one run, K = 4 in a later one)."""
 EXPLORATION = range(48)
 WINDOW = 5
 """The final window of training reward, in logged steps (a short run: a quarter of 20 steps)."""
@@ -55,6 +57,7 @@ def _cell(k: int) -> dict:
             "split": "test",
             "dataset_format": "generic",
             "max_new_tokens": int(cm._recipe(RECIPE)["max_completion_length"]),
+            "prompt_template": cm._recipe(RECIPE)["prompt_template"],  # as the runs were trained
             "reward": "numbered_list_accuracy",
         },
         "error_site": "item_lists",
@@ -245,7 +248,9 @@ def report(declared: dict | None) -> dict:
         else:
             complete[cell] = cell_runs
     margin = declared.get("equivalence_margin") if declared else None
-    probe = json.loads(PROBE.read_text()) if PROBE.exists() else None
+    checks = {}
+    for path in PROBES:
+        checks.update(teacher_checks(json.loads(path.read_text()) if path.exists() else None))
     return {
         "title": "Credit methods on a pretrained instruct model: each arm minus GRPO, paired by seed"
         + ("" if declared else " (exploration)"),
@@ -255,7 +260,7 @@ def report(declared: dict | None) -> dict:
         "window": WINDOW,
         "cells_pending": pending,
         "runs": {cell: len(r) for cell, r in complete.items()},
-        "teacher_checks": teacher_checks(probe),
+        "teacher_checks": checks,
         "cells": summarize(complete, seeds, margin),
     }
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 
 from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
+from .data.math_tasks import MATH_PROMPT_TEMPLATE
 from .trainer.gear_config import GEARConfig
 from .trainer.interrupt import EXIT_INTERRUPTED
 
@@ -77,6 +78,15 @@ class GEARScriptArguments(ScriptArguments):
         },
     )
     system_prompt: str | None = field(default=None, metadata={"help": "Optional system message for every prompt."})
+    prompt_template: str = field(
+        default=MATH_PROMPT_TEMPLATE,
+        metadata={
+            "help": "The user message built from a row whose question is text (`gsm8k`, `math`, `aime`, `generic`, "
+            "`columns`): `{question}` is replaced by it. Default: the question and a request to reason step by step "
+            "and put the answer in \\boxed{} (the math rewards read it). A task whose answer is not boxed needs its "
+            "own, e.g. `{question}` alone. Recorded in the run settings, so `gear_trl.evaluate` builds the same prompts."
+        },
+    )
     environment: str | None = field(  # or a {name: path} mapping, from the YAML recipe
         default=None,
         metadata={
@@ -250,6 +260,11 @@ def load_splits(
             "The recipe needs `dataset_name` (a Hub dataset id, a local folder such as data/math/generic, or a local "
             ".jsonl/.json/.parquet/.csv file)."
         )
+    from .data.math_tasks import prompt_template_problem
+
+    template_problem = prompt_template_problem(getattr(script_args, "prompt_template", MATH_PROMPT_TEMPLATE))
+    if template_problem:  # the rows cannot be built with it (preflight names it too; the message is kept once)
+        raise PreflightError(template_problem)
     dataset = load_dataset_named(
         script_args.dataset_name, script_args.dataset_config, revision=script_args.dataset_revision
     )
@@ -274,6 +289,7 @@ def load_splits(
             adapter=adapter,
             ground_truth_column=training_args.ground_truth_column,
             system_prompt=script_args.system_prompt,
+            prompt_template=script_args.prompt_template,
         )
         # An environment's `reset` may supply the instruction of an empty prompt (checked before the model loads).
         check_prepared_rows(
@@ -493,6 +509,13 @@ def preflight(
             from .envs import get_environment_factories
 
             get_environment_factories(script_args.environment)
+    with collect.check():
+        from .data.math_tasks import prompt_template_problem
+        from .inputs.errors import UserInputError
+
+        problem = prompt_template_problem(script_args.prompt_template)
+        if problem:
+            raise UserInputError(problem)
     if script_args.dataset_format not in ("auto", "columns"):
         with collect.check():
             from .data import get_adapter

@@ -99,6 +99,8 @@ def evaluate_model(model_dir: str, spec: dict, *, temperature: float, num_sample
     ]  # fmt: skip
     if limit:
         argv += ["--limit", str(limit)]
+    if spec.get("prompt_template"):  # the training recipe's user message, not the math default
+        argv += ["--prompt_template", spec["prompt_template"]]
     if spec.get("reward"):  # a task scored by a reward other than the dataset format's own
         argv += ["--reward", spec["reward"]]
     if spec.get("environment"):  # multi-turn tool rollouts, tools executed

@@ -36,6 +36,19 @@ def test_jobs_follow_the_declared_budget_and_keep_runs_here(tmp_path):
     sdpo = pc.job_for("numbered-k6", "sdpo-trl-0.5", 400, tmp_path, declared)
     assert sdpo["sdpo"] == {"privileged_context": "solution", "distillation_weight": 0.5}
     assert pc.job_for("numbered-k6", "oracle-process", 400, tmp_path, declared)["oracle"] == "process"
+    # held-out prompts are built as the runs were trained: the recipe's template, not the math default
+    assert job["eval"]["prompt_template"] == "{question}" and job["eval"]["reward"] == "numbered_list_accuracy"
+
+
+def test_the_held_out_scoring_passes_the_cells_prompt_template(monkeypatch, tmp_path):
+    from bench.harness import runs
+
+    seen = []
+    monkeypatch.setattr("gear_trl.evaluate.main", lambda argv: seen.append(argv) or {"n": 1})
+    spec = pc.CELLS["numbered-k8"]["eval"]
+    runs.evaluate_model("m", spec, temperature=0.7, num_samples=2, limit=None, output=str(tmp_path / "o.json"))
+    (argv,) = seen
+    assert argv[argv.index("--prompt_template") + 1] == "{question}"
 
 
 def test_undeclared_seeds_are_refused(monkeypatch, tmp_path):
@@ -107,5 +120,5 @@ def test_teacher_checks_read_the_probe():
         }
     }
     assert pc.teacher_checks(None) == {}
-    committed = pc.teacher_checks(json.loads(pc.PROBE.read_text()))  # the committed probe's cells all read
+    committed = pc.teacher_checks(json.loads(pc.PROBES[0].read_text()))  # the committed probe's cells all read
     assert committed and all(c["teacher_gap"]["mean"] is not None for c in committed.values())

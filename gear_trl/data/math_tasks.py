@@ -22,6 +22,25 @@ from typing import Any
 MATH_PROMPT_TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 """User-message text; `{question}` is replaced by the problem. Pass `prompt_template` to override."""
 
+
+def prompt_template_problem(template: Any, field: str = "prompt_template") -> str | None:
+    """Why `template` cannot be a prompt template (it must be text with one `{question}` field and no other, literal
+    braces written `{{` `}}`), naming `field`; None when it can."""
+    if not isinstance(template, str):
+        return f"`{field}` must be text with a {{question}} field; got {type(template).__name__}."
+    try:
+        import string
+
+        names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as err:
+        return f"`{field}` {template!r} is not a format string ({err}); write literal braces as {{{{ and }}}}."
+    if names.count("question") != 1 or set(names) != {"question"}:
+        return (
+            f"`{field}` {template!r} must contain the field {{question}} exactly once and no other field (found "
+            f"{names}); write literal braces as {{{{ and }}}}."
+        )
+    return None
+
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 REFERENCE_SOLUTION_COLUMN = "reference_solution"
 """Output column of the worked solution (and the input column `generic` rows may carry it in)."""

@@ -135,6 +135,13 @@ def _add_data_options(add) -> None:
         help="`--dataset_format columns`: regular expression whose last match in the answer is the ground truth.",
     )
     add("--system_prompt", default=None, help="Optional system message for every prompt.")
+    add(
+        "--prompt_template",
+        default=None,
+        help="The user message of a row whose question is text; `{question}` is replaced by it. Default: the one the "
+        "model's training run recorded (its run settings), else the math template (reason step by step, answer in "
+        "\\boxed{}), as `gear_trl.train`'s `prompt_template`.",
+    )
 
 
 def _add_task_options(add) -> None:
@@ -609,6 +616,21 @@ def _chat_mode_and_sampling(
     return mode, sampling_sources, generation_config, generation_config_path
 
 
+def prompt_template(args: argparse.Namespace) -> str:
+    """`--prompt_template`, else the one the model's training run recorded, else the math template; refused
+    (UserInputError naming the flag) when it is not a template with one `{question}` field."""
+    from ..data.math_tasks import MATH_PROMPT_TEMPLATE, prompt_template_problem
+
+    template = args.prompt_template
+    if template is None:
+        recorded = read_run_settings(args.model)[0].get("prompt_template") if isinstance(args.model, str) else None
+        template = recorded if recorded is not None else MATH_PROMPT_TEMPLATE
+    problem = prompt_template_problem(template, "--prompt_template")
+    if problem:
+        raise UserInputError(problem)
+    return template
+
+
 def _rows_and_rewards(args: argparse.Namespace, bfcl_tasks, bfcl_rows, reward_names, own_reward):
     """(the rows to evaluate (None for BFCL's multi-turn tasks), their dataset format, the reward names and
     functions): the task's own reward unless `--reward` or the environment names them."""
@@ -626,6 +648,7 @@ def _rows_and_rewards(args: argparse.Namespace, bfcl_tasks, bfcl_rows, reward_na
         dataset_format=args.dataset_format,
         limit=args.max_samples,
         system_prompt=args.system_prompt,
+        prompt_template=prompt_template(args),
         columns=(args.question_column, args.answer_column, args.answer_pattern),
     )
     if not reward_names and task_reward(adapter) is None and args.as_teacher is not None:

@@ -48,11 +48,13 @@ def load_eval_split(
     dataset_format: str = "auto",
     limit: int | None = None,
     system_prompt: str | None = None,
+    prompt_template: str | None = None,
     ground_truth_column: str = "ground_truth",
     columns: tuple[str, str, str | None] = ("question", "answer", None),
 ):
     """(prepared split, adapter name): the split loaded and mapped through `gear_trl.data.prepare_dataset`.
-    `columns`: question column, answer column and answer pattern of `dataset_format="columns"`."""
+    `columns`: question column, answer column and answer pattern of `dataset_format="columns"`; `prompt_template`:
+    the user message of a text question (None: the math template, as training's default)."""
     from ..data import column_adapter, detect_adapter, get_adapter, prepare_dataset
     from ..inputs.preflight import PreflightError, load_dataset_named
 
@@ -76,8 +78,9 @@ def load_eval_split(
         adapter = column_adapter(*columns)
     else:
         adapter = get_adapter(dataset_format)
+    templated = {} if prompt_template is None else {"prompt_template": prompt_template}
     prepared = prepare_dataset(
-        data, adapter=adapter, ground_truth_column=ground_truth_column, system_prompt=system_prompt
+        data, adapter=adapter, ground_truth_column=ground_truth_column, system_prompt=system_prompt, **templated
     )
     return prepared, adapter.name
 

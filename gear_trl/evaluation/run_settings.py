@@ -20,11 +20,13 @@ RUN_SETTINGS = "gear_run_settings.json"
 
 
 def run_settings(training_args: Any, script_args: Any = None) -> dict[str, Any]:
-    """The settings to record: the chat-template arguments and the system prompt the prompts were rendered with, and
-    the completion and tool-round limits rollouts had (for reference; evaluation's own flags set those)."""
+    """The settings to record: the chat-template arguments, the system prompt and the prompt template the prompts were
+    rendered with, and the completion and tool-round limits rollouts had (for reference; evaluation's own flags set
+    those)."""
     return {
         "chat_template_kwargs": dict(getattr(training_args, "chat_template_kwargs", None) or {}),
         "system_prompt": getattr(script_args, "system_prompt", None),
+        "prompt_template": getattr(script_args, "prompt_template", None),
         "max_completion_length": getattr(training_args, "max_completion_length", None),
         "max_tool_calling_iterations": getattr(training_args, "max_tool_calling_iterations", None),
     }

@@ -154,3 +154,22 @@ def test_training_records_its_chat_settings_in_the_output_folder(tmp_path, monke
     settings, path = read_run_settings(str(out))
     assert path == str(out / RUN_SETTINGS) and settings["chat_template_kwargs"] == {"enable_thinking": False}
     assert settings["max_completion_length"] == args[1].max_completion_length
+    assert settings["prompt_template"] == args[0].prompt_template  # the math template, the recipe naming none
+
+
+def test_the_prompt_template_comes_from_the_flag_else_the_trained_run_else_the_math_default(tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(TINY, folder)
+    args = SimpleNamespace(chat_template_kwargs=None, max_completion_length=8)
+    write_run_settings(str(folder), args, SimpleNamespace(system_prompt=None, prompt_template="Q: {question}"))
+    def user_text(report):
+        return report["per_sample"][0]["prompt"][-1]["content"]
+
+    recorded = user_text(_run(tmp_path, folder))
+    assert "Q: " in recorded and "boxed" not in recorded  # the run's own template
+    flagged = user_text(_run(tmp_path, folder, "--prompt_template", "{question} (briefly)"))
+    assert "(briefly)" in flagged and "Q: " not in flagged
+    assert "boxed" in user_text(_run(tmp_path, TINY))  # no run settings: the math template
+    for bad in ("no field", "{question} {answer}", "{question"):
+        with pytest.raises(UserInputError, match="--prompt_template"):
+            _run(tmp_path, TINY, "--prompt_template", bad)

@@ -193,3 +193,21 @@ def test_a_hub_dataset_that_cannot_be_fetched_is_one_problem(monkeypatch):
     with pytest.raises(PreflightError, match="gated dataset needs its terms accepted") as info:
         preflight.load_dataset_named("Salesforce/xlam-function-calling-60k")
     assert "is a gated dataset on the Hub." in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_prompt_template_without_its_question_field_is_named_with_the_other_problems(tmp_path):
+    message = error_of(["--config", RECIPE, "--output_dir", str(tmp_path), "--prompt_template", "Answer: {answer}",
+                        "--reward_funcs", "acuracy"])  # fmt: skip
+    assert message.startswith("error: 2 problems") and "Unknown reward 'acuracy'" in message
+    assert "`prompt_template` 'Answer: {answer}' must contain the field {question} exactly once" in message
+
+
+def test_prompt_template_problems_by_hand():
+    from gear_trl.data.math_tasks import MATH_PROMPT_TEMPLATE, prompt_template_problem
+
+    assert prompt_template_problem(MATH_PROMPT_TEMPLATE) is None  # its \boxed{{}} is a literal pair of braces
+    assert prompt_template_problem("{question}") is None
+    assert "exactly once" in prompt_template_problem("{question} and {question}")
+    assert "not a format string" in prompt_template_problem("{question} {")
+    assert "must be text" in prompt_template_problem(None)
+    assert prompt_template_problem("x", "--prompt_template").startswith("`--prompt_template`")
