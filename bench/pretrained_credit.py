@@ -3,8 +3,8 @@ the paper's values, GRPO + self-distillation, GRPO + agreement, RLSD, TRL's SDPO
 0.5) and the process ceiling, on SmolLM2-135M-Instruct (`make smollm2`) learning the `numbered` item-list cells
 (gear_trl/rewards/item_lists.py) with LoRA on CPU, paired by seed, over the credit-methods study's harness.
 
-    python -m bench.pretrained_credit --cell numbered-k6 --arms none --seeds 0 1   # pilot / exploration (seeds 0-47)
-    python -m bench.pretrained_credit --cell numbered-k6                           # the declared runs (declaration first)
+    python -m bench.pretrained_credit --cell numbered-k4 --arms none --seeds 0 1   # pilot / exploration (seeds 0-47)
+    python -m bench.pretrained_credit --cell numbered-k4                           # the declared runs (declaration first)
     python -m bench.pretrained_credit --report-only                                # the report from the kept runs
 
 Status: the cells' format, temperature and teacher are chosen by the probes (bench/results/pretrained/EXPLORE.md:
@@ -64,8 +64,9 @@ def _cell(k: int) -> dict:
     }
 
 
-CELLS = {"numbered-k6": _cell(6), "numbered-k8": _cell(8)}
-"""Cell -> its data and held-out split: one task family at two horizons (bench/results/pretrained/EXPLORE.md)."""
+CELLS = {"numbered-k4": _cell(4), "numbered-k8": _cell(8)}
+"""Cell -> its data and held-out split: one task family at two horizons, the two whose start is in the 0.2-0.6 band on
+fresh prompts (K = 4: 0.32, K = 8: 0.23; K = 6 starts at 0.16; bench/results/pretrained/EXPLORE.md)."""
 ARMS = {
     "none": {"credit": "none"},
     "gear": {"credit": "gear", "reference": True},

@@ -13,7 +13,7 @@ from bench import pretrained_credit as pc
 from bench.harness import stats
 
 
-def run(label, seed, heldout, greedy=None, reward=0.5, cell="numbered-k6"):
+def run(label, seed, heldout, greedy=None, reward=0.5, cell="numbered-k4"):
     return {
         "label": label,
         "seed": seed,
@@ -33,9 +33,9 @@ def test_jobs_follow_the_declared_budget_and_keep_runs_here(tmp_path):
     assert cm.kept_path(job) == pc.RUNS_DIR / "numbered-k8" / "rlsd-reference__seed400.json"
     pilot = pc.job_for("numbered-k8", "none", 3, tmp_path, declared)  # not a declared seed: the recipe's budget
     assert pilot["max_steps"] == cm._recipe(pc.RECIPE)["max_steps"]
-    sdpo = pc.job_for("numbered-k6", "sdpo-trl-0.5", 400, tmp_path, declared)
+    sdpo = pc.job_for("numbered-k4", "sdpo-trl-0.5", 400, tmp_path, declared)
     assert sdpo["sdpo"] == {"privileged_context": "solution", "distillation_weight": 0.5}
-    assert pc.job_for("numbered-k6", "oracle-process", 400, tmp_path, declared)["oracle"] == "process"
+    assert pc.job_for("numbered-k4", "oracle-process", 400, tmp_path, declared)["oracle"] == "process"
     # held-out prompts are built as the runs were trained: the recipe's template, not the math default
     assert job["eval"]["prompt_template"] == "{question}" and job["eval"]["reward"] == "numbered_list_accuracy"
 
@@ -54,9 +54,9 @@ def test_the_held_out_scoring_passes_the_cells_prompt_template(monkeypatch, tmp_
 def test_undeclared_seeds_are_refused(monkeypatch, tmp_path):
     monkeypatch.setattr(pc, "DECLARATION_PATH", tmp_path / "declaration.json")
     with pytest.raises(SystemExit):
-        pc.main(["--cell", "numbered-k6"])  # no declaration, no seeds named
+        pc.main(["--cell", "numbered-k4"])  # no declaration, no seeds named
     with pytest.raises(SystemExit):
-        pc.main(["--cell", "numbered-k6", "--seeds", "400"])  # not an exploration seed, and nothing declared
+        pc.main(["--cell", "numbered-k4", "--seeds", "400"])  # not an exploration seed, and nothing declared
 
 
 def test_summarize_by_hand():
@@ -67,17 +67,17 @@ def test_summarize_by_hand():
     runs += [run("gear", s, h) for s, h in enumerate(gear)]
     runs += [run("oracle-process", s, h) for s, h in enumerate(ceiling)]
     runs += [run("grpo-distill-0.25", s, h - 0.1, reward=0.2) for s, h in enumerate(none)]
-    cells = pc.summarize({"numbered-k6": runs}, range(4), margin={"heldout": 0.05})
-    gear_held = cells["numbered-k6"]["arms"]["gear"]["heldout"]
+    cells = pc.summarize({"numbered-k4": runs}, range(4), margin={"heldout": 0.05})
+    gear_held = cells["numbered-k4"]["arms"]["gear"]["heldout"]
     assert gear_held["minus_none"]["mean"] == pytest.approx(0.0175) and gear_held["minus_none"]["n_seeds"] == 4
     # Holm over the two comparisons of the family (the ceiling is not in it)
-    ps = [gear_held["minus_none"]["p"], cells["numbered-k6"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p"]]
+    ps = [gear_held["minus_none"]["p"], cells["numbered-k4"]["arms"]["grpo-distill-0.25"]["heldout"]["minus_none"]["p"]]
     assert [gear_held["minus_none"]["p_holm"]] == [stats.holm(ps)[0]]
-    assert "p_holm" not in cells["numbered-k6"]["arms"]["oracle-process"]["heldout"]["minus_none"]
+    assert "p_holm" not in cells["numbered-k4"]["arms"]["oracle-process"]["heldout"]["minus_none"]
     # the ceiling's share: 0.07 / 0.70 of its gain
     assert gear_held["share_of_process_ceiling"]["mean"] == pytest.approx(0.07 / 0.70)
     assert gear_held["equivalence"]["equivalent"] is True  # 90% interval well inside +-0.05
-    distill = cells["numbered-k6"]["arms"]["grpo-distill-0.25"]
+    distill = cells["numbered-k4"]["arms"]["grpo-distill-0.25"]
     assert distill["heldout"]["minus_none"]["mean"] == pytest.approx(-0.1)
     assert distill["heldout"]["equivalence"]["equivalent"] is False
     assert distill["reward"]["minus_none"]["mean"] == pytest.approx(-0.3)
@@ -97,7 +97,7 @@ def test_teacher_checks_read_the_probe():
         "cells": [
             {
                 "variant": "numbered",
-                "k": 6,
+                "k": 4,
                 "teacher_gap_nats": {"mean": 0.05, "ci_low": 0.02, "ci_high": 0.07},
                 "teacher_gap_right_minus_wrong": {"mean": 0.16, "ci_low": 0.14, "ci_high": 0.19, "n": 30},
                 "teacher_minus_student_accuracy": {"mean": 0.44, "ci_low": 0.37, "ci_high": 0.52, "n": 48},
@@ -111,7 +111,7 @@ def test_teacher_checks_read_the_probe():
     }
     checks = pc.teacher_checks(probe)
     assert checks == {
-        "numbered-k6": {
+        "numbered-k4": {
             "teacher_gap": {"mean": 0.05, "ci_low": 0.02, "ci_high": 0.07},
             "teacher_gap_right_minus_wrong": {"mean": 0.16, "ci_low": 0.14, "ci_high": 0.19},
             "teacher_minus_student_accuracy": {"mean": 0.44, "ci_low": 0.37, "ci_high": 0.52},
