@@ -99,10 +99,15 @@ def max_steps(seed: int, declared: dict | None = None) -> int:
     return int(cm._recipe(RECIPE)["max_steps"])
 
 
-def job_for(cell: str, arm: str, seed: int, work_root: Path, declared: dict | None = None) -> dict:
-    """The `train` job of (cell, arm, seed), kept in this study's folder."""
+def job_for(
+    cell: str, arm: str, seed: int, work_root: Path, declared: dict | None = None, steps: int | None = None
+) -> dict:
+    """The `train` job of (cell, arm, seed), kept in this study's folder; `steps` overrides the budget of a pilot
+    (an exploration seed only: a declared seed trains the declared budget)."""
     spec, c = ARMS[arm], CELLS[cell]
-    steps = max_steps(seed, declared)
+    if steps is not None and declared and seed in declared["seeds"]:
+        raise ValueError(f"seed {seed} is declared: it trains the declared {declared['max_steps']} steps")
+    steps = steps if steps is not None else max_steps(seed, declared)
     extra = list(spec.get("set", []))
     if spec.get("schedule"):
         extra += ["--teacher_sync_steps", str(max(1, steps // 2)), "--rlsd_lambda_decay_steps", str(steps)]
@@ -274,6 +279,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--work-dir", help="Where runs train (default: outputs/pretrained_credit).")
     parser.add_argument("--report-only", action="store_true", help="Write the report from the kept runs only.")
+    parser.add_argument("--max-steps", type=int, help="A pilot's step budget (exploration seeds only; default: the "
+                        "recipe's)")  # fmt: skip
     args = parser.parse_args(argv)
     declared = declaration()
     seeds = args.seeds or (declared["seeds"] if declared else None)
@@ -282,6 +289,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     stray = [s for s in seeds if s not in EXPLORATION and not (declared and s in declared["seeds"])]
     if stray:
         parser.error(f"seeds {stray} are neither exploration seeds (0-47) nor declared ones")
+    if args.max_steps is not None and (args.max_steps < 1 or any(s not in EXPLORATION for s in seeds)):
+        parser.error("--max-steps is a pilot's budget: a positive number, on exploration seeds (0-47) only")
     wall = time.perf_counter()
     if not args.report_only:
         if not args.cell:
@@ -289,8 +298,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         if not (REPO_ROOT / MODEL / "config.json").exists():
             parser.error(f"{MODEL} is missing: run `make smollm2` first")
         work_root = Path(args.work_dir or REPO_ROOT / "outputs" / "pretrained_credit")
-        planned = [job_for(cell, arm, seed, work_root, declared) for cell in args.cell for seed in seeds
-                   for arm in (args.arms or ARMS)]  # fmt: skip
+        planned = [job_for(cell, arm, seed, work_root, declared, args.max_steps) for cell in args.cell
+                   for seed in seeds for arm in (args.arms or ARMS)]  # fmt: skip
         blind = bool(declared) and any(s in declared["seeds"] for s in seeds)
         jobs.run_jobs(planned, args.workers, False, log, dispatch=cm.dispatch, cached=cached, blind=blind)
     result = {**report(declared), **reports.provenance(wall)}

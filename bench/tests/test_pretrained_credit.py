@@ -33,6 +33,9 @@ def test_jobs_follow_the_declared_budget_and_keep_runs_here(tmp_path):
     assert cm.kept_path(job) == pc.RUNS_DIR / "numbered-k8" / "rlsd-reference__seed400.json"
     pilot = pc.job_for("numbered-k8", "none", 3, tmp_path, declared)  # not a declared seed: the recipe's budget
     assert pilot["max_steps"] == cm._recipe(pc.RECIPE)["max_steps"]
+    assert pc.job_for("numbered-k8", "none", 3, tmp_path, declared, steps=8)["max_steps"] == 8  # a pilot's own
+    with pytest.raises(ValueError, match="declared"):
+        pc.job_for("numbered-k8", "none", 400, tmp_path, declared, steps=8)
     sdpo = pc.job_for("numbered-k4", "sdpo-trl-0.5", 400, tmp_path, declared)
     assert sdpo["sdpo"] == {"privileged_context": "solution", "distillation_weight": 0.5}
     assert pc.job_for("numbered-k4", "oracle-process", 400, tmp_path, declared)["oracle"] == "process"
