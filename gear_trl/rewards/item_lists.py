@@ -219,26 +219,10 @@ def labels(variant: str) -> SimpleNamespace:
     )
 
 
-def item_list_accuracy(completions: list, ground_truth: list, **kwargs) -> list[float | None]:
-    """1.0 when the completion's non-empty lines, stripped, are exactly the K items of `ground_truth` ("cat,river,
-    lamp") in order, else 0.0; None where the ground truth is missing or not such a list (left out of the reward's
-    mean, as TRL does with None)."""
-    out = []
-    for completion, truth in zip(completions, ground_truth, strict=True):
-        items = parse_ground_truth(truth)
-        if items is None:
-            out.append(None)
-            continue
-        lines = [line for line, _, _ in item_lines(completion_text(completion))]
-        out.append(float(lines == items))
-    return out
-
-
-def numbered_list_accuracy(completions: list, ground_truth: list, **kwargs) -> list[float | None]:
-    """The `numbered` variant's reward: 1.0 when the completion has exactly K non-empty lines and line k reads as item
-    k of `ground_truth` ("cat,river,lamp"): after an optional marker (its own number and `.` or `)`, or `-` / `*`),
-    end punctuation and case ignored (`line_item`); else 0.0; None where the ground truth is missing or not such a
-    list."""
+def _list_reward(completions: list, ground_truth: list, variant: str) -> list[float | None]:
+    """Per completion: 1.0 when it has exactly K non-empty lines and each reads as its item under `variant`
+    (`decision_correct`), else 0.0; None where the ground truth is missing or not such a list (left out of the
+    reward's mean, as TRL does with None)."""
     out = []
     for completion, truth in zip(completions, ground_truth, strict=True):
         items = parse_ground_truth(truth)
@@ -246,5 +230,19 @@ def numbered_list_accuracy(completions: list, ground_truth: list, **kwargs) -> l
             out.append(None)
             continue
         lines = item_lines(completion_text(completion))
-        out.append(float(len(lines) == len(items) and all(decision_correct(completion, items, "numbered"))))
+        out.append(float(len(lines) == len(items) and all(decision_correct(completion, items, variant))))
     return out
+
+
+def item_list_accuracy(completions: list, ground_truth: list, **kwargs) -> list[float | None]:
+    """The `copy` variant's reward: 1.0 when the completion's non-empty lines, stripped, are exactly the K items of
+    `ground_truth` ("cat,river,lamp") in order, else 0.0; None where the ground truth is missing or not such a list."""
+    return _list_reward(completions, ground_truth, "copy")
+
+
+def numbered_list_accuracy(completions: list, ground_truth: list, **kwargs) -> list[float | None]:
+    """The `numbered` variant's reward: 1.0 when the completion has exactly K non-empty lines and line k reads as item
+    k of `ground_truth` ("cat,river,lamp"): after an optional marker (its own number and `.` or `)`, or `-` / `*`),
+    end punctuation and case ignored (`line_item`); else 0.0; None where the ground truth is missing or not such a
+    list."""
+    return _list_reward(completions, ground_truth, "numbered")
