@@ -741,14 +741,10 @@ def declaration_order(root: Path | None = None) -> list[str] | None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cell", choices=sorted(CELLS), action="append", help="Cells to run (repeat).")
-    parser.add_argument("--arms", nargs="+", choices=sorted(ARMS), help="Arms (default: the cell's declared ones).")
-    parser.add_argument("--seeds", nargs="+", type=int, help="Seeds (default: the declared confirmatory ones).")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--work-dir", help="Where runs train (default: outputs/credit_methods).")
-    parser.add_argument("--report-only", action="store_true", help="Write the reports from the committed runs only "
-                        "(after --check-declaration's check).")  # fmt: skip
+    parser = jobs.study_parser(__doc__, sorted(CELLS), sorted(ARMS), study="credit_methods",
+                               arms_default="the cell's declared ones", seeds_default="the declared confirmatory ones",
+                               report_help="Write the reports from the committed runs only (after "
+                               "--check-declaration's check).")  # fmt: skip
     parser.add_argument("--check-declaration", action="store_true", help="Check, in git history, that the declaration "
                         "and its amendments came before the runs they govern; run nothing.")  # fmt: skip
     return parser

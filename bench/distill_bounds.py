@@ -13,7 +13,6 @@ credit-methods study already ran with the same spec on these seeds is read from 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -214,13 +213,8 @@ def collect() -> dict[str, list[dict]]:
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cell", choices=CELLS, action="append", help="Cells to run (repeat).")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), help="Arms (default: all of stage 1's).")
-    parser.add_argument("--seeds", nargs="+", type=int, help="Seeds (default: stage 1's, 0-7).")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--work-dir", help="Where runs train (default: outputs/distill_bounds).")
-    parser.add_argument("--report-only", action="store_true", help="Write the report from the kept runs only.")
+    parser = jobs.study_parser(__doc__, CELLS, list(ARMS), study="distill_bounds", arms_default="all of stage 1's",
+                               seeds_default="stage 1's, 0-7")  # fmt: skip
     args = parser.parse_args(argv)
     seeds = args.seeds or list(STAGE1_SEEDS)
     stray = [s for s in seeds if s not in cm.EXPLORATION]

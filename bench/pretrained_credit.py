@@ -21,7 +21,6 @@ equivalence test at the declared margin.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -272,13 +271,8 @@ def report(declared: dict | None) -> dict:
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cell", choices=sorted(CELLS), action="append", help="Cells to run (repeat).")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), help="Arms (default: all).")
-    parser.add_argument("--seeds", nargs="+", type=int, help="Seeds (default: the declared ones).")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--work-dir", help="Where runs train (default: outputs/pretrained_credit).")
-    parser.add_argument("--report-only", action="store_true", help="Write the report from the kept runs only.")
+    parser = jobs.study_parser(__doc__, sorted(CELLS), list(ARMS), study="pretrained_credit", arms_default="all",
+                               seeds_default="the declared ones")  # fmt: skip
     parser.add_argument("--max-steps", type=int, help="A pilot's step budget (exploration seeds only; default: the "
                         "recipe's)")  # fmt: skip
     args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ start) and `train` (train one run and score it), from `bench.harness.runs`.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import json
@@ -18,6 +19,20 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from . import REPO_ROOT, runs
+
+
+def study_parser(doc: str, cells, arms, *, study: str, arms_default: str, seeds_default: str,
+                 report_help: str = "Write the report from the kept runs only.") -> argparse.ArgumentParser:
+    """The command line every study script over this harness shares: `--cell` (repeat), `--arms`, `--seeds`,
+    `--workers`, `--work-dir` (default outputs/<study>) and `--report-only`; a study adds its own flags to it."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cell", choices=cells, action="append", help="Cells to run (repeat).")
+    parser.add_argument("--arms", nargs="+", choices=arms, help=f"Arms (default: {arms_default}).")
+    parser.add_argument("--seeds", nargs="+", type=int, help=f"Seeds (default: {seeds_default}).")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--work-dir", help=f"Where runs train (default: outputs/{study}).")
+    parser.add_argument("--report-only", action="store_true", help=report_help)
+    return parser
 
 
 def sha_of(model_dir: str) -> str:
