@@ -230,6 +230,24 @@ def check_config_file(argv: list[str]) -> None:
         raise PreflightError(f"`--config`: {kind}: {path!r}{closest_sibling(path)}.")
 
 
+def unused_prompt_template(script_args: GEARScriptArguments, adapter, rows) -> str | None:
+    """A warning when the recipe sets its own `prompt_template` and it shapes no training row: the adapter builds its
+    prompts itself (`trl`, `tool_use`, a function), or every row's question is already messages (kept as they are);
+    None otherwise. Reads the question column of the first 1,000 rows."""
+    template = getattr(script_args, "prompt_template", MATH_PROMPT_TEMPLATE)
+    if template == MATH_PROMPT_TEMPLATE:
+        return None
+    column = getattr(adapter, "question_column", None)
+    name = getattr(adapter, "name", adapter)
+    if column is None or column not in rows.column_names:
+        why = f"dataset_format {name!r} builds its prompts itself"
+    elif not any(isinstance(q, str) for q in rows.select(range(min(1000, len(rows))))[column]):
+        why = f"every row's {column!r} is already a list of messages, which is kept as it is"
+    else:
+        return None
+    return f"`prompt_template` is set but changes no prompt: {why}. Remove it, or give the questions as text."
+
+
 def recipe_adapter(script_args: GEARScriptArguments, column_names: list[str]):
     """The dataset adapter a recipe names (`dataset_format`), or the one `auto` picks from `column_names`."""
     from .data import column_adapter, detect_adapter, get_adapter
@@ -275,6 +293,9 @@ def load_splits(
         )
     columns = dataset[script_args.dataset_train_split].column_names
     adapter = recipe_adapter(script_args, columns)
+    unused = unused_prompt_template(script_args, adapter, dataset[script_args.dataset_train_split])
+    if unused:
+        warnings.warn(unused, stacklevel=2)
 
     def prepare(split):
         data = dataset[split]

@@ -211,3 +211,22 @@ def test_prompt_template_problems_by_hand():
     assert "not a format string" in prompt_template_problem("{question} {")
     assert "must be text" in prompt_template_problem(None)
     assert prompt_template_problem("x", "--prompt_template").startswith("`--prompt_template`")
+
+
+def test_a_prompt_template_that_shapes_no_prompt_is_warned_about():
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+
+    from gear_trl.data import get_adapter
+    from gear_trl.data.math_tasks import MATH_PROMPT_TEMPLATE
+    from gear_trl.train import unused_prompt_template
+
+    text = Dataset.from_list([{"prompt": "1+1?", "ground_truth": "2"}])
+    messages = Dataset.from_list([{"prompt": [{"role": "user", "content": "1+1?"}], "ground_truth": "2"}])
+    own = SimpleNamespace(prompt_template="{question}")
+    generic, trl = get_adapter("generic"), get_adapter("trl")
+    assert unused_prompt_template(own, generic, text) is None  # it shapes the text questions
+    assert unused_prompt_template(SimpleNamespace(prompt_template=MATH_PROMPT_TEMPLATE), trl, text) is None  # unset
+    assert "already a list of messages" in unused_prompt_template(own, generic, messages)
+    assert "builds its prompts itself" in unused_prompt_template(own, trl, text)
