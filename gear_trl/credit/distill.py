@@ -361,12 +361,12 @@ def collapse_warning(verdict: dict, weight: float, backoff: bool) -> str:
                 f"{-verdict['reward_trend']:.3f} below its first window")  # fmt: skip
     action = ("`distillation_backoff` is on: `distillation_weight` is halved now and at each further warning, down to "
               "`distillation_backoff_floor`" if backoff else
-              "Lower `distillation_weight`, gate the term on groups with an outcome signal "
-              "(`distillation_gate: mixed`), bound it (`distillation_bound`), or distil from a fixed teacher "
+              "Lower `distillation_weight`, clip the term per token (`distillation_clip`), keep it to the failed "
+              "rows of groups with an outcome signal (`distillation_gate: failed`), or distil from a fixed teacher "
               "(`teacher: base`); `distillation_backoff: true` halves the weight automatically")  # fmt: skip
     return (
-        f"Self-distillation may be collapsing at `distillation_weight: {weight:g}`: {what}. A self-teacher "
-        f"distilled where the outcome gives no signal feeds on itself. {action} (docs/metrics.md, collapse "
+        f"Self-distillation may be collapsing at `distillation_weight: {weight:g}`: {what}. A term toward a copy "
+        f"of the policy can outgrow the outcome's and feed on itself. {action} (docs/metrics.md, collapse "
         "monitor)."
     )
 

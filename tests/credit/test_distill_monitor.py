@@ -121,7 +121,7 @@ def test_the_monitor_warns_once_naming_the_weight_and_what_to_change(caplog):
         out = feed(monitor, COLLAPSE)
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1
-    assert "`distillation_weight: 0.5`" in warnings[0] and "distillation_gate: mixed" in warnings[0]
+    assert "`distillation_weight: 0.5`" in warnings[0] and "distillation_clip" in warnings[0]
     assert "`distillation_backoff: true`" in warnings[0]
     assert out[0]["gear/collapse_warning"] == 0.0 and math.isnan(out[0]["gear/reward_trend"])
     assert out[-1]["gear/collapse_warning"] == 1.0 and out[-1]["gear/distill_share_window"] == pytest.approx(0.9)
