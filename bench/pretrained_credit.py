@@ -95,6 +95,26 @@ def declaration() -> dict | None:
     return json.loads(DECLARATION_PATH.read_text()) if DECLARATION_PATH.exists() else None
 
 
+def declaration_drift(declared: dict) -> list[str]:
+    """What in this script differs from the committed declaration (arms' settings, cells, held-out size, recipe,
+    temperature): a declared seed runs only when this is empty, so code changed after the declaration cannot
+    quietly change the study."""
+    problems = []
+    if declared.get("arms") != ARMS:
+        problems.append("ARMS differ from the declared arms")
+    if sorted(declared.get("cells") or {}) != sorted(CELLS):
+        problems.append(f"CELLS {sorted(CELLS)} differ from the declared {sorted(declared.get('cells') or {})}")
+    evaluation = declared.get("eval") or {}
+    if evaluation.get("problems") != EVAL_LIMIT:
+        problems.append(f"EVAL_LIMIT {EVAL_LIMIT} differs from the declared {evaluation.get('problems')}")
+    if declared.get("recipe") != RECIPE:
+        problems.append(f"the recipe {RECIPE} differs from the declared {declared.get('recipe')}")
+    temperature = float(cm._recipe(RECIPE).get("temperature", 1.0))
+    if evaluation.get("temperature") != temperature:
+        problems.append(f"the recipe's temperature {temperature} differs from the declared {evaluation.get('temperature')}")
+    return problems
+
+
 def max_steps(seed: int, declared: dict | None = None) -> int:
     """A run's step budget: the declaration's for its seeds, the recipe's otherwise (pilots)."""
     declared = declared if declared is not None else declaration()
@@ -271,9 +291,18 @@ def report(declared: dict | None) -> dict:
         "window": WINDOW,
         "cells_pending": pending,
         "runs": {cell: len(r) for cell, r in complete.items()},
-        "teacher_checks": checks,
-        "cells": summarize(complete, seeds, margin),
+        "cells": with_teacher_checks(summarize(complete, seeds, margin), checks),
     }
+
+
+def with_teacher_checks(cells: dict, checks: dict) -> dict:
+    """Each study cell's item-2 checks beside its arms (`cells` -> cell -> `teacher_gap`, `localization`, ...,
+    `arms`), a cell whose runs are pending keeping its checks; probe cells the study does not run are left out."""
+    out = {cell: dict(entry) for cell, entry in cells.items()}
+    for cell in CELLS:
+        if cell in checks:
+            out.setdefault(cell, {"arms": {}}).update(checks[cell])
+    return out
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:
@@ -291,6 +320,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         parser.error(f"seeds {stray} are neither exploration seeds (0-47) nor declared ones")
     if args.max_steps is not None and (args.max_steps < 1 or any(s not in EXPLORATION for s in seeds)):
         parser.error("--max-steps is a pilot's budget: a positive number, on exploration seeds (0-47) only")
+    if declared and any(s in declared["seeds"] for s in seeds) and declaration_drift(declared):
+        parser.error("the code no longer matches declaration.json: " + "; ".join(declaration_drift(declared)))
     wall = time.perf_counter()
     if not args.report_only:
         if not args.cell:

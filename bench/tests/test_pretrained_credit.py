@@ -125,3 +125,33 @@ def test_teacher_checks_read_the_probe():
     assert pc.teacher_checks(None) == {}
     committed = pc.teacher_checks(json.loads(pc.PROBES[0].read_text()))  # the committed probe's cells all read
     assert committed and all(c["teacher_gap"]["mean"] is not None for c in committed.values())
+
+
+def test_the_report_puts_each_cells_teacher_checks_beside_its_arms():
+    """Issue 72's report shape: `cells` -> cell -> `teacher_gap` / `localization` next to `arms`, for a cell with
+    runs and for one whose runs are all pending; a probe cell the study does not run stays out."""
+    checks = {"numbered-k4": {"teacher_gap": {"mean": 0.1}, "localization": {"rate": 0.4}},
+              "numbered-k6": {"teacher_gap": {"mean": 0.2}}}  # fmt: skip
+    arms = {"numbered-k4": {"arms": {"gear": {"heldout": {}}}}}
+    cells = pc.with_teacher_checks(arms, checks)
+    assert cells["numbered-k4"]["arms"] == {"gear": {"heldout": {}}}
+    assert cells["numbered-k4"]["teacher_gap"] == {"mean": 0.1} and cells["numbered-k4"]["localization"]["rate"] == 0.4
+    assert "numbered-k6" not in cells and "numbered-k8" not in cells  # no checks for it here, no runs
+    assert "teacher_gap" not in arms["numbered-k4"]  # the summary passed in is not changed
+
+
+def test_a_declared_seed_refuses_to_run_once_the_code_drifts_from_the_declaration(monkeypatch, tmp_path):
+    """The committed declaration matches the script; a changed arm or held-out size stops declared seeds."""
+    committed = json.loads(pc.DECLARATION_PATH.read_text()) if pc.DECLARATION_PATH.exists() else None
+    if committed is not None:
+        assert pc.declaration_drift(committed) == []
+    declared = {"seeds": [400], "max_steps": 8, "arms": pc.ARMS, "cells": {c: {} for c in pc.CELLS},
+                "recipe": pc.RECIPE, "eval": {"problems": pc.EVAL_LIMIT, "temperature": 0.7}}  # fmt: skip
+    assert pc.declaration_drift(declared) == []
+    changed = {**declared, "arms": {**pc.ARMS, "gear": {"credit": "gear"}}, "eval": {"problems": 200, "temperature": 0.7}}
+    assert len(pc.declaration_drift(changed)) == 2
+    path = tmp_path / "declaration.json"
+    path.write_text(json.dumps(changed))
+    monkeypatch.setattr(pc, "DECLARATION_PATH", path)
+    with pytest.raises(SystemExit):
+        pc.main(["--cell", "numbered-k4", "--seeds", "400"])
