@@ -132,11 +132,22 @@ def gain_kept(cell_runs: list[dict], arm: str, seeds) -> dict | None:
     return stats.bootstrap_ratio({s: mine[s] for s in both}, {s: blend[s] for s in both})
 
 
-def qualifies(calculator: dict | None, independent: dict | None, seeds: int = len(STAGE1_SEEDS)) -> bool | None:
+def minus_blend(cell_runs: list[dict], arm: str, seeds) -> dict:
+    """`arm` minus the blend, held-out, paired by seed: {mean, ci_low, ci_high, n_seeds} (PLAN.md's amended
+    `independent-k8` reading when the blend has no gain to keep)."""
+    diffs = cm.paired(cell_runs, arm, BLEND, "heldout", seeds)
+    interval = stats.paired_interval(list(diffs.values()))
+    return {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
+
+
+def qualifies(
+    calculator: dict | None, independent: dict | None, seeds: int = len(STAGE1_SEEDS), blend_holds: bool | None = True
+) -> bool | None:
     """PLAN.md's rule, read only once a cell has the arm paired on all `seeds` stage-1 seeds: on `calculator` held-out
     minus GRPO above -`MARGIN` with no collapsed seed, and on `independent-k8` at least `KEEP` of the blend's gain
-    kept. None while either cell lacks the figures (or the blend shows no gain there to keep); False as soon as the
-    complete calculator half fails."""
+    kept where that gain holds above 0 (`blend_holds`), or else (the 2026-12-06 amendment: no gain to keep) the arm's
+    held-out minus the blend's (`minus_blend`) above -`MARGIN`. None while either cell lacks the figures; False as
+    soon as the complete calculator half fails."""
 
     def whole(entry: dict | None) -> dict | None:
         held = (entry or {}).get("minus_none", {}).get("heldout", {})
@@ -151,12 +162,27 @@ def qualifies(calculator: dict | None, independent: dict | None, seeds: int = le
             and (held <= -MARGIN or calculator["collapse"]["collapsed_seeds"])
         ):
             return False
-    if calculator is None or independent is None or independent.get("gain_kept") is None:
+    if calculator is None or independent is None or blend_holds is None:
         return None
     held = calculator["minus_none"]["heldout"]["mean"]
     if held is None or math.isnan(held):
         return None
-    return independent["gain_kept"]["mean"] >= KEEP
+    if blend_holds:
+        kept = independent.get("gain_kept")
+        return None if kept is None else kept["mean"] >= KEEP
+    behind = (independent.get("minus_blend") or {}).get("mean")
+    if behind is None or math.isnan(behind):
+        return None
+    return behind > -MARGIN
+
+
+def blend_gain_holds(independent_arms: dict, seeds: int = len(STAGE1_SEEDS)) -> bool | None:
+    """Whether the blend's `independent-k8` held-out gain over GRPO holds above 0 (its 95% interval), once it has all
+    `seeds`; None before."""
+    held = ((independent_arms.get(BLEND) or {}).get("minus_none") or {}).get("heldout") or {}
+    if held.get("n_seeds", 0) < seeds or held.get("ci_low") is None or math.isnan(held["ci_low"]):
+        return None
+    return held["ci_low"] > 0
 
 
 def stage1(runs_by_cell: dict[str, list[dict]], seeds=STAGE1_SEEDS) -> dict:
@@ -176,9 +202,11 @@ def stage1(runs_by_cell: dict[str, list[dict]], seeds=STAGE1_SEEDS) -> dict:
                 entry["minus_none"] = minus_none(cell_runs, arm, seeds)
             if cell == "independent-k8" and arm in VARIANTS:
                 entry["gain_kept"] = gain_kept(cell_runs, arm, seeds)
-    verdicts = {arm: qualifies(cells["calculator"]["arms"].get(arm), cells["independent-k8"]["arms"].get(arm))
-                for arm in VARIANTS}  # fmt: skip
-    return {"cells": cells, "qualifies": verdicts}
+                entry["minus_blend"] = minus_blend(cell_runs, arm, seeds)
+    holds = blend_gain_holds(cells["independent-k8"]["arms"])
+    verdicts = {arm: qualifies(cells["calculator"]["arms"].get(arm), cells["independent-k8"]["arms"].get(arm),
+                               blend_holds=holds) for arm in VARIANTS}  # fmt: skip
+    return {"cells": cells, "blend_gain_holds": holds, "qualifies": verdicts}
 
 
 def _fmt(record: dict | None) -> str:
@@ -190,8 +218,9 @@ def _fmt(record: dict | None) -> str:
 def markdown(report: dict) -> str:
     lines = [f"# {report['title']}", "", report["what"], "",
              ("| cell | arm | held-out - GRPO (seeds) | greedy - GRPO | reward - GRPO | final distill share | "
-              "final entropy | collapsed seeds | dead seeds | monitor warned | share of the blend's gain kept |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+              "final entropy | collapsed seeds | dead seeds | monitor warned | share of the blend's gain kept | "
+              "held-out - blend |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for cell, out in report["cells"].items():
         for arm, entry in out["arms"].items():
             diff = entry.get("minus_none", {})
@@ -202,7 +231,13 @@ def markdown(report: dict) -> str:
             kept_text = "-" if not kept else f"{kept['mean']:.2f} [{kept['ci_low']:.2f}, {kept['ci_high']:.2f}]"
             lines.append(f"| {cell} | {arm} | {_fmt(diff.get('heldout'))} | {_fmt(diff.get('greedy'))} | "
                          f"{_fmt(diff.get('reward'))} | {share} | {entropy} | {c['collapsed_seeds'] or '-'} | "
-                         f"{c.get('dead_seeds') or '-'} | {c['warned_seeds'] or '-'} | {kept_text} |")  # fmt: skip
+                         f"{c.get('dead_seeds') or '-'} | {c['warned_seeds'] or '-'} | {kept_text} | "
+                         f"{_fmt(entry.get('minus_blend'))} |")  # fmt: skip
+    holds = report.get("blend_gain_holds")
+    lines += ["", "The blend's `independent-k8` gain over GRPO "
+              + {True: "holds above 0, so a variant must keep 0.8 of it.",
+                 False: "does not hold above 0, so a variant's held-out minus the blend's must be above -0.03 "
+                        "(PLAN.md, amendments).", None: "is not yet read (seeds missing)."}[holds]]  # fmt: skip
     lines += ["", "Qualifies (PLAN.md's rule; None: not yet decidable): "
               + ", ".join(f"`{a}` {v}" for a, v in report["qualifies"].items()), ""]  # fmt: skip
     return "\n".join(lines)

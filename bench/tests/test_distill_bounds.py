@@ -109,6 +109,32 @@ def test_plan_rule():
     assert db.qualifies(calc(0.0), indep(None)) is None
     assert db.qualifies(calc(math.nan), indep(0.9)) is None
 
+    # the amendment: where the blend gains nothing that holds, a variant is read against the blend itself
+    def behind(diff, n=8):
+        return {"minus_none": {"heldout": {"n_seeds": n}}, "gain_kept": None, "minus_blend": {"mean": diff}}
+
+    assert db.qualifies(calc(-0.01), behind(0.01), blend_holds=False) is True
+    assert db.qualifies(calc(-0.01), behind(-0.045), blend_holds=False) is False
+    assert db.qualifies(calc(-0.01), behind(0.01), blend_holds=None) is None  # the blend's gain not yet read
+    assert db.qualifies(calc(-0.05), behind(0.01), blend_holds=False) is False
+
+
+def test_the_blend_gain_holds_only_with_its_interval_above_zero_on_all_seeds():
+    def arms(ci_low, n=8):
+        return {db.BLEND: {"minus_none": {"heldout": {"mean": 0.02, "ci_low": ci_low, "n_seeds": n}}}}
+
+    assert db.blend_gain_holds(arms(0.01)) is True
+    assert db.blend_gain_holds(arms(-0.025)) is False
+    assert db.blend_gain_holds(arms(0.01, n=5)) is None and db.blend_gain_holds({}) is None
+
+
+def test_minus_blend_by_hand():
+    cell = "independent-k8"
+    runs = [run(db.BLEND, s, h, cell=cell) for s, h in enumerate([0.30, 0.36, 0.33])]
+    runs += [run("gd-clip0.2-0.5", s, h, cell=cell) for s, h in enumerate([0.32, 0.30, 0.36])]
+    diff = db.minus_blend(runs, "gd-clip0.2-0.5", range(8))
+    assert diff["mean"] == pytest.approx((0.02 - 0.06 + 0.03) / 3) and diff["n_seeds"] == 3
+
 
 def test_stage1_report_and_table():
     runs = {"calculator": [run("none", s, 0.3) for s in range(3)]
