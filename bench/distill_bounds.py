@@ -23,6 +23,7 @@ from bench.harness import REPO_ROOT, jobs, reports, results_dir, stats
 
 RESULTS = results_dir("distill_bounds")
 RUNS_DIR = RESULTS / "runs"
+DECLARATION_PATH = RESULTS / "declaration.json"
 STAGE1_SEEDS = tuple(range(8))
 CELLS = ("calculator", "independent-k8")
 """Where the collapse is (`calculator`, the tool task) and where the blend gains (`independent-k8`)."""
@@ -36,12 +37,16 @@ VARIANTS = {
     "gd-ema-0.5": ["--teacher", "ema"],
 }
 """PLAN.md's stage-1 variants: the 0.5 blend plus one option (docs/configuration.md says what each is)."""
-ARMS = {
+STAGE1_ARMS = {
     "none": cm.ARMS["none"],
     BLEND: cm.ARMS[BLEND],
     **{name: {"credit": "none", "reference": True, "set": ["--distillation_weight", "0.5", *extra]}
        for name, extra in VARIANTS.items()},
 }  # fmt: skip
+CONFIRMATION_ONLY = ("grpo-agree-0.5", "sdpo-trl-fair-0.5")
+"""Item 4's arms beyond stage 1's: agreement at 0.5 (never run on the tool task) and the fair SDPO arm (issue 73 item
+3; `independent-k8` only: SDPOTrainer takes no tools), both as the credit-methods study defines them."""
+ARMS = {**STAGE1_ARMS, **{name: cm.ARMS[name] for name in CONFIRMATION_ONLY}}
 MARGIN = 0.03
 """PLAN.md's draft qualification margin on `calculator`: a variant's held-out mean minus GRPO's above -0.03."""
 KEEP = 0.8
@@ -243,26 +248,196 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# The confirmation (issue 73 item 4; pure): declared seeds, Holm over the declared family, the declared verdict
+# ---------------------------------------------------------------------------------------------------------------------
+
+METRICS = ("heldout", "greedy", "reward")
+"""`heldout` (sampled accuracy) is primary; `greedy` and the final-window `reward` are secondary, each its own Holm
+family over the same comparisons."""
+
+
+def declaration() -> dict | None:
+    return json.loads(DECLARATION_PATH.read_text()) if DECLARATION_PATH.exists() else None
+
+
+def declaration_drift(declared: dict) -> list[str]:
+    """What in this script differs from the committed declaration: a declared arm unknown here or set differently,
+    the chosen variant not a stage-1 variant. A declared seed runs only when this is empty."""
+    problems = []
+    if declared.get("chosen") not in VARIANTS:
+        problems.append(f"the chosen variant {declared.get('chosen')!r} is not one of {sorted(VARIANTS)}")
+    cells = declared.get("arms") or {}
+    problems += [f"cell {cell!r} is not one of {list(CELLS)}" for cell in cells if cell not in CELLS]
+    for arm in dict.fromkeys(a for arms in cells.values() for a in arms):
+        if arm not in ARMS:
+            problems.append(f"arm {arm!r} is not defined here")
+        elif (declared.get("settings") or {}).get(arm) != ARMS[arm]:
+            problems.append(f"arm {arm!r}'s settings differ from the declared ones")
+    return problems
+
+
+def _metric(run: dict, name: str) -> float:
+    return _greedy(run) if name == "greedy" else cm.metric(run, name)
+
+
+def _diffs(cell_runs: list[dict], arm: str, baseline: str, name: str, seeds) -> list[float]:
+    mine = {r["seed"]: r for r in cell_runs if r["label"] == arm and r["seed"] in seeds}
+    base = {r["seed"]: r for r in cell_runs if r["label"] == baseline and r["seed"] in seeds}
+    values = [_metric(mine[s], name) - _metric(base[s], name) for s in sorted(set(mine) & set(base))]
+    return [v for v in values if not math.isnan(v)]
+
+
+def _two_sided(diffs: list[float]) -> dict:
+    interval = stats.paired_interval(diffs)
+    return {**{k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}, "p": stats.t_p_value(diffs)}
+
+
+def _not_below(diffs: list[float], margin: float) -> dict:
+    """Non-inferiority: H0 mean <= -margin against mean > -margin, one-sided paired t-test (`stats.tost`'s lower
+    test); the 95% two-sided interval beside it."""
+    record = _two_sided(diffs)
+    return {**record, "margin": margin, "p": stats.tost(diffs, margin)["p_lower"] if len(diffs) >= 2 else math.nan}
+
+
+def confirmation(runs_by_cell: dict[str, list[dict]], declared: dict) -> dict:
+    """The declared report. A cell is read only when every declared run of it is in (else `cells_pending`); the
+    verdict only when both are. Per cell and arm: `collapse` (the stage-1 block) and per metric `minus_none` {mean,
+    ci_low, ci_high, n_seeds, p, p_holm}. The family per metric (Holm over all of it): every arm minus `none` in each
+    cell (two-sided); on `calculator` the chosen variant's non-inferiority to `none` at the margin (comparison 1); on
+    `independent-k8` its non-inferiority to the blend (comparison 3's fallback) and the fair SDPO arm minus the blend
+    (comparison 4), kept in `comparisons`."""
+    seeds, chosen, margin = set(declared["seeds"]), declared["chosen"], float(declared["margin"])
+    cells: dict = {}
+    pending: dict = {}
+    for cell, arms in declared["arms"].items():
+        cell_runs = [r for r in runs_by_cell.get(cell, []) if r["seed"] in seeds]
+        have = {(r["label"], r["seed"]) for r in cell_runs}
+        n = sum((arm, seed) in have for arm in arms for seed in seeds)
+        if n < len(arms) * len(seeds):
+            pending[cell] = {"runs_in": n, "runs_declared": len(arms) * len(seeds)}
+            continue
+        cells[cell] = {"arms": {arm: {"collapse": collapse_block(cell_runs, arm, seeds)} for arm in arms}}
+    comparisons: dict = {name: {} for name in METRICS}
+    for name in METRICS:
+        family = []
+        for cell, out in cells.items():
+            cell_runs = runs_by_cell[cell]
+            for arm, entry in out["arms"].items():
+                if arm == "none":
+                    continue
+                record = _two_sided(_diffs(cell_runs, arm, "none", name, seeds))
+                entry[name] = {"minus_none": record}
+                family.append(record)
+            extra = {}
+            if cell == "calculator" and chosen in out["arms"]:
+                extra["chosen_not_below_none"] = _not_below(_diffs(cell_runs, chosen, "none", name, seeds), margin)
+            if cell == "independent-k8":
+                if chosen in out["arms"]:
+                    extra["chosen_not_below_blend"] = _not_below(_diffs(cell_runs, chosen, BLEND, name, seeds), margin)
+                if "sdpo-trl-fair-0.5" in out["arms"]:
+                    extra["sdpo_fair_minus_blend"] = _two_sided(_diffs(cell_runs, "sdpo-trl-fair-0.5", BLEND, name,
+                                                                       seeds))  # fmt: skip
+            comparisons[name][cell] = extra
+            family.extend(extra.values())
+        for record, p_holm in zip(family, stats.holm([r["p"] for r in family]), strict=True):
+            record["p_holm"] = p_holm
+    if "independent-k8" in cells and chosen in cells["independent-k8"]["arms"]:
+        k8 = runs_by_cell["independent-k8"]
+        cells["independent-k8"]["gain_kept"] = stats.bootstrap_ratio(
+            cm.paired(k8, chosen, "none", "heldout", seeds), cm.paired(k8, BLEND, "none", "heldout", seeds)
+        )
+    return {"cells": cells, "cells_pending": pending, "comparisons": comparisons,
+            "verdict": verdict(cells, comparisons["heldout"], declared) if not pending else None}  # fmt: skip
+
+
+def _holds(record: dict | None, sign: int) -> bool:
+    """Holm-adjusted p < 0.05 with the mean on the given side of 0 (sign 0: the one-sided test's own side)."""
+    if not record or record.get("p_holm") is None or math.isnan(record["p_holm"]):
+        return False
+    return record["p_holm"] < 0.05 and (sign == 0 or sign * record["mean"] > 0)
+
+
+def verdict(cells: dict, heldout: dict, declared: dict) -> dict:
+    """The declaration's reading of the primary metric: (1) on `calculator` the chosen variant is not below GRPO by
+    more than the margin; (2) the plain blend is below GRPO there (the collapse, again); (3) on `independent-k8` the
+    variant keeps at least `keep` of the blend's gain (above 0, with the ratio's point estimate at least `keep`) where
+    that gain holds, else it is not below the blend by more than the margin. `passes`: all three; `variant_holds`: 1
+    and 3 (the reading when 2 fails: no collapse on fresh seeds)."""
+    chosen = declared["chosen"]
+    k8 = cells["independent-k8"]["arms"]
+    one = _holds(heldout["calculator"].get("chosen_not_below_none"), 0)
+    two = _holds(cells["calculator"]["arms"][BLEND]["heldout"]["minus_none"], -1)
+    blend_holds = _holds(k8[BLEND]["heldout"]["minus_none"], +1)
+    if blend_holds:
+        ratio = cells["independent-k8"].get("gain_kept") or {}
+        three = _holds(k8[chosen]["heldout"]["minus_none"], +1) and (ratio.get("mean") or 0) >= declared["keep"]
+    else:
+        three = _holds(heldout["independent-k8"].get("chosen_not_below_blend"), 0)
+    return {"1_not_below_grpo_on_calculator": one, "2_blend_collapses_on_calculator": two,
+            "blend_gain_holds_on_independent_k8": blend_holds, "3_keeps_the_independent_k8_gain": three,
+            "passes": one and two and three, "variant_holds": one and three}  # fmt: skip
+
+
 def collect() -> dict[str, list[dict]]:
     return cm.kept_runs(RUNS_DIR)
+
+
+def confirmation_markdown(report: dict) -> str:
+    """The declared report as a table (the results page is written from it once every run is in)."""
+    seeds = f"{report['seeds'][0]}-{report['seeds'][-1]}"
+    what = f"Declaration: `{report['declaration']}`. Seeds {seeds}; paired t-tests, Holm per metric over the family."
+    lines = [f"# {report['title']}", "", what, ""]
+    if report["cells_pending"]:
+        lines += ["Pending (nothing of a cell is read before all its runs are in): "
+                  + ", ".join(f"{c} {v['runs_in']}/{v['runs_declared']}" for c, v in report["cells_pending"].items()),
+                  ""]  # fmt: skip
+    header = ("| cell | arm | held-out - GRPO | Holm p | greedy - GRPO | reward - GRPO | final distill share | "
+              "final entropy | collapsed seeds | dead seeds | monitor warned |")
+    lines += [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cell, out in report["cells"].items():
+        for arm, entry in out["arms"].items():
+            c = entry["collapse"]
+            held = (entry.get("heldout") or {}).get("minus_none")
+            p_holm = "-" if not held else f"{held['p_holm']:.3g}"
+            share = "-" if c["distill_share"] is None else f"{c['distill_share']:.2f}"
+            entropy = "-" if c["entropy"] is None else f"{c['entropy']:.3f}"
+            lines.append(f"| {cell} | {arm} | {_fmt(held)} | {p_holm} | "
+                         f"{_fmt((entry.get('greedy') or {}).get('minus_none'))} | "
+                         f"{_fmt((entry.get('reward') or {}).get('minus_none'))} | {share} | {entropy} | "
+                         f"{c['collapsed_seeds'] or '-'} | {c.get('dead_seeds') or '-'} | {c['warned_seeds'] or '-'} |")
+    if report.get("verdict"):
+        lines += ["", "Verdict (held-out, the declaration's reading): "
+                  + ", ".join(f"{k} {v}" for k, v in report["verdict"].items())]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:
     parser = jobs.study_parser(__doc__, CELLS, list(ARMS), study="distill_bounds", arms_default="all of stage 1's",
                                seeds_default="stage 1's, 0-7")  # fmt: skip
     args = parser.parse_args(argv)
+    declared = declaration()
     seeds = args.seeds or list(STAGE1_SEEDS)
-    stray = [s for s in seeds if s not in cm.EXPLORATION]
+    confirm = bool(declared) and any(s in declared["seeds"] for s in seeds)
+    stray = [s for s in seeds if s not in cm.EXPLORATION and not (declared and s in declared["seeds"])]
     if stray:
         parser.error(f"seeds {stray} are not exploration seeds (0-47); the confirmation needs its declaration first")
+    if confirm and any(s in cm.EXPLORATION for s in seeds):
+        parser.error("run exploration and declared seeds separately")
+    if confirm and declaration_drift(declared):
+        parser.error("the code no longer matches declaration.json: " + "; ".join(declaration_drift(declared)))
     wall = time.perf_counter()
     if not args.report_only:
         if not args.cell:
             parser.error("name the cells to run with --cell")
         work_root = Path(args.work_dir or REPO_ROOT / "outputs" / "distill_bounds")
+        if confirm:
+            arms_of = {cell: [a for a in declared["arms"][cell] if not args.arms or a in args.arms] for cell in args.cell}
+        else:
+            arms_of = {cell: list(args.arms or STAGE1_ARMS) for cell in args.cell}
         planned = [job_for(cell, arm, seed, work_root) for cell in args.cell for seed in seeds
-                   for arm in (args.arms or ARMS)]  # fmt: skip
-        jobs.run_jobs(planned, args.workers, False, log, dispatch=cm.dispatch, cached=cached)
+                   for arm in arms_of[cell]]  # fmt: skip
+        jobs.run_jobs(planned, args.workers, False, log, dispatch=cm.dispatch, cached=cached, blind=confirm)
     report = {
         "title": "Bounded and gated self-distillation, stage 1 (exploration): each arm minus GRPO, paired by seed",
         "what": "Issue 73 item 1, PLAN.md's stage 1: seeds 0-7, 95% t-intervals, no correction; exploration only.",
@@ -277,6 +452,21 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     (RESULTS / "distill_bounds_stage1.json").write_text(json.dumps(report, indent=1) + "\n")
     (RESULTS / "distill_bounds_stage1.md").write_text(markdown(report))
     log(f"wrote {RESULTS / 'distill_bounds_stage1'}.json and .md ({report['runs']})")
+    if declared:
+        confirmed = {
+            "title": "Bounded and gated self-distillation, the declared confirmation: each arm minus GRPO",
+            "declaration": DECLARATION_PATH.relative_to(REPO_ROOT).as_posix(),
+            "seeds": sorted(declared["seeds"]),
+            "chosen": declared["chosen"],
+            "margin": declared["margin"],
+            "window": WINDOW,
+            **confirmation(collect(), declared),
+            **reports.provenance(wall),
+        }
+        (RESULTS / "distill_bounds.json").write_text(json.dumps(confirmed, indent=1) + "\n")
+        (RESULTS / "distill_bounds.md").write_text(confirmation_markdown(confirmed))
+        log(f"wrote {RESULTS / 'distill_bounds'}.json and .md (pending: {confirmed['cells_pending'] or 'none'})")
+        report = {**report, "confirmation": confirmed}
     return report
 
 

@@ -49,15 +49,19 @@ def _t_log_norm(df: int) -> float:
 
 
 def _t_mass_above_zero(x: float, df: int, n: int = 2000) -> float:
-    """P(0 < T < x) for x >= 0, by Simpson's rule on Student's t density."""
-    log_norm = _t_log_norm(df)
-    h = x / n
+    """P(0 < T < x) for x >= 0, by Simpson's rule after substituting t = sqrt(df) tan(theta): the mass is
+    C sqrt(df) times the integral of cos(theta)^(df - 1) over [0, atan(x / sqrt(df))], a smooth integrand on a bounded
+    interval, so the rule stays accurate for any x (integrating the density over [0, x] itself lost its mass near 0
+    once x was large, and for t in the millions returned a CDF above 1)."""
+    scale = math.exp(_t_log_norm(df)) * math.sqrt(df)
+    end = math.atan(x / math.sqrt(df))
+    h = end / n
     total = 0.0
     for i in range(n + 1):
-        t = i * h
-        density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
-        total += density * (1 if i in (0, n) else 4 if i % 2 else 2)
-    return total * h / 3
+        c = math.cos(i * h)
+        value = c ** (df - 1) if c > 0 else 0.0
+        total += value * (1 if i in (0, n) else 4 if i % 2 else 2)
+    return min(0.5, scale * total * h / 3)
 
 
 def t_cdf(x: float, df: int) -> float:

@@ -148,3 +148,88 @@ def test_stage1_report_and_table():
     assert report["cells"]["independent-k8"]["arms"] == {}
     table = db.markdown({"title": "t", "what": "w", **report})
     assert "| calculator | grpo-distill-0.5 | -0.300" in table and "[0, 1, 2]" in table
+
+
+def declared_for_test(seeds=(300, 301, 302), chosen="gd-clip0.2-0.5"):
+    arms = {"calculator": ["none", db.BLEND, chosen, "grpo-agree-0.5"],
+            "independent-k8": ["none", db.BLEND, chosen, "grpo-agree-0.5", "sdpo-trl-fair-0.5"]}  # fmt: skip
+    return {"seeds": list(seeds), "chosen": chosen, "margin": 0.03, "keep": 0.8, "arms": arms,
+            "settings": {a: db.ARMS[a] for cell in arms.values() for a in cell}}  # fmt: skip
+
+
+def confirm_runs(calc: dict, k8: dict, seeds=(300, 301, 302)) -> dict:
+    """Per arm a list of per-seed held-out values (`none` first), as runs of both cells."""
+    out = {"calculator": [], "independent-k8": []}
+    for cell, table in (("calculator", calc), ("independent-k8", k8)):
+        for arm, values in table.items():
+            out[cell] += [run(arm, s, v, cell=cell) for s, v in zip(seeds, values, strict=True)]
+    return out
+
+
+def test_the_confirmation_reads_nothing_of_a_cell_before_its_runs_are_all_in():
+    declared = declared_for_test()
+    calc = {"none": [0.5, 0.6, 0.55], db.BLEND: [0.1, 0.2, 0.15], "gd-clip0.2-0.5": [0.5, 0.61, 0.55],
+            "grpo-agree-0.5": [0.5, 0.6, 0.5]}  # fmt: skip
+    runs = confirm_runs(calc, {"none": [0.3, 0.3, 0.3]})
+    report = db.confirmation(runs, declared)
+    assert report["cells_pending"] == {"independent-k8": {"runs_in": 3, "runs_declared": 15}}
+    assert list(report["cells"]) == ["calculator"] and report["verdict"] is None
+    # the calculator family alone: 3 arms minus none and the non-inferiority test, Holm over those 4
+    rec = report["cells"]["calculator"]["arms"][db.BLEND]["heldout"]["minus_none"]
+    assert rec["mean"] == pytest.approx(-0.4) and rec["n_seeds"] == 3
+    assert rec["p_holm"] == pytest.approx(min(1.0, 4 * rec["p"]))  # the smallest p of four is multiplied by 4
+    assert report["comparisons"]["heldout"]["calculator"]["chosen_not_below_none"]["margin"] == 0.03
+
+
+def test_the_declared_verdict_by_hand():
+    declared = declared_for_test(seeds=tuple(range(300, 306)))
+    seeds = tuple(range(300, 306))
+    base = [0.50, 0.55, 0.60, 0.52, 0.58, 0.54]
+    calc = {"none": base, db.BLEND: [b - 0.4 + 0.01 * i for i, b in enumerate(base)],
+            "gd-clip0.2-0.5": [b + 0.001 * (i % 2) for i, b in enumerate(base)],  # the variant sits on GRPO
+            "grpo-agree-0.5": base}  # fmt: skip
+    k8 = {"none": base, db.BLEND: [b + 0.10 + 0.002 * i for i, b in enumerate(base)],  # a gain that holds
+          "gd-clip0.2-0.5": [b + 0.09 + 0.001 * i for i, b in enumerate(base)], "grpo-agree-0.5": base,
+          "sdpo-trl-fair-0.5": base}  # fmt: skip
+    report = db.confirmation(confirm_runs(calc, k8, seeds), declared)
+    v = report["verdict"]
+    assert v["1_not_below_grpo_on_calculator"] and v["2_blend_collapses_on_calculator"]
+    assert v["blend_gain_holds_on_independent_k8"] and v["3_keeps_the_independent_k8_gain"] and v["passes"]
+    assert report["cells"]["independent-k8"]["gain_kept"]["mean"] == pytest.approx(0.555 / 0.63)  # (6 x 0.09 + 0.015) / (6 x 0.10 + 0.03)
+    # the variant keeps too little of the gain: 3 fails
+    k8_low = {**k8, "gd-clip0.2-0.5": [b + 0.04 + 0.001 * i for i, b in enumerate(base)]}
+    low = db.confirmation(confirm_runs(calc, k8_low, seeds), declared)["verdict"]
+    assert not low["3_keeps_the_independent_k8_gain"] and not low["passes"] and not low["variant_holds"]
+    # no blend gain to keep: the variant is read against the blend (non-inferiority at the margin)
+    k8_flat = {**k8, db.BLEND: [b + 0.001 * (i % 3) for i, b in enumerate(base)],
+               "gd-clip0.2-0.5": [b + 0.002 * (i % 2) for i, b in enumerate(base)]}  # fmt: skip
+    flat = db.confirmation(confirm_runs(calc, k8_flat, seeds), declared)["verdict"]
+    assert not flat["blend_gain_holds_on_independent_k8"] and flat["3_keeps_the_independent_k8_gain"]
+    # the variant collapses with the blend on calculator: 1 fails
+    calc_bad = {**calc, "gd-clip0.2-0.5": calc[db.BLEND]}
+    assert not db.confirmation(confirm_runs(calc_bad, k8, seeds), declared)["verdict"]["1_not_below_grpo_on_calculator"]
+
+
+def test_declared_seeds_refuse_to_run_when_the_code_drifts(monkeypatch, tmp_path):
+    declared = declared_for_test()
+    assert db.declaration_drift(declared) == []
+    drifted = {**declared, "chosen": "gd-unknown", "settings": {**declared["settings"], "none": {"credit": "gear"}}}
+    assert len(db.declaration_drift(drifted)) == 2
+    path = tmp_path / "declaration.json"
+    path.write_text(json.dumps(drifted))
+    monkeypatch.setattr(db, "DECLARATION_PATH", path)
+    with pytest.raises(SystemExit):
+        db.main(["--cell", "calculator", "--seeds", "300"])
+    with pytest.raises(SystemExit):  # undeclared seeds stay refused
+        db.main(["--cell", "calculator", "--seeds", "350"])
+
+
+def test_the_confirmation_table_lists_pending_cells_and_the_verdict():
+    declared = declared_for_test()
+    base = {"none": [0.5, 0.6, 0.55], db.BLEND: [0.1, 0.2, 0.15], "gd-clip0.2-0.5": [0.5, 0.61, 0.55],
+            "grpo-agree-0.5": [0.5, 0.6, 0.5]}  # fmt: skip
+    report = {"title": "t", "declaration": "d.json", "seeds": [300, 301, 302],
+              **db.confirmation(confirm_runs(base, {"none": [0.3] * 3}), declared)}  # fmt: skip
+    text = db.confirmation_markdown(report)
+    assert "Seeds 300-302" in text and "independent-k8 3/15" in text and "| calculator | grpo-distill-0.5 | -0.400" in text
+    assert "Verdict" not in text  # nothing decided while a cell is pending

@@ -199,3 +199,18 @@ def test_paired_t_test_and_holm_on_hand_worked_values():
     adjusted = holm([0.01, math.nan, 0.3], m=3)  # a declared comparison that could not be made still counts
     assert adjusted[0] == pytest.approx(0.03) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.6)
     assert holm([0.6, 0.9]) == [1.0, 1.0]
+
+
+def test_the_t_distribution_stays_exact_far_in_its_tail():
+    """A very consistent difference gives a huge t; its CDF must stay at most 1 and its p-value at least 0 (the
+    first integration gave a CDF of 590 at t = 1e7, so a p-value of -1e3, and Holm passed it on)."""
+    import math as m
+
+    from gear_trl.table import paired_t_test, t_cdf
+
+    for x in (0.5, 3.0, 50.0, 1e3, 1e7):
+        assert t_cdf(x, 2) == pytest.approx(0.5 + x / (2 * (2 + x * x) ** 0.5), abs=1e-9)  # closed form, df = 2
+        assert t_cdf(x, 1) == pytest.approx(0.5 + m.atan(x) / m.pi, abs=1e-9)  # Cauchy, df = 1
+        assert 0.5 < t_cdf(x, 15) <= 1.0
+    p = paired_t_test([-0.4, -0.4 + 1e-9, -0.4 - 1e-9])  # t in the hundreds of millions
+    assert 0.0 <= p < 1e-6
