@@ -6,9 +6,18 @@ cells, over that study's harness (same recipes, same run spec, same held-out sco
     python -m bench.distill_bounds --cell calculator        # stage 1's runs of a cell, seed-major, resumable
     python -m bench.distill_bounds --report-only            # distill_bounds_stage1.json / .md from the kept runs
 
-Exploration only: seed-paired differences with 95% t-intervals, no Holm, nothing declared. Every finished run is
-kept at once under `runs/<cell>/<arm>__seed<N>.json` in this folder (the cache across sessions); a control the
-credit-methods study already ran with the same spec on these seeds is read from its folder instead of trained again.
+Stage 1 is exploration: seed-paired differences with 95% t-intervals, no Holm. Every finished run is kept at once
+under `runs/<cell>/<arm>__seed<N>.json` in this folder (the cache across sessions); a control the credit-methods
+study already ran with the same spec on these seeds is read from its folder instead of trained again.
+
+Item 4's confirmation runs only once `declaration.json` is committed here (its seeds, the chosen variant, the margin,
+the arms per cell):
+
+    python -m bench.distill_bounds --cell calculator --seeds 300 301 ...   # declared runs: blind, resumable
+
+A declared seed runs only while this script matches the declaration (`declaration_drift`); `distill_bounds.json` /
+`.md` then hold each cell once all its declared runs are in, the Holm-corrected family per metric and the declared
+verdict (`confirmation`, `verdict`).
 """
 
 from __future__ import annotations
