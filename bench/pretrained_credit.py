@@ -89,6 +89,13 @@ ARMS = {
 schedule follows the run's length (`schedule`: the teacher synced at half the steps, the blend decayed over all of
 them), as RLSD's reference script ties both to its run."""
 CEILING = "oracle-process"
+EXPLORE_ARMS = {
+    "oracle-first-error": {"credit": "gear", "oracle": "first_error"},
+    "oracle-prefix-keep-close": {"credit": "gear", "oracle": "prefix", "oracle_options": {"keep_close": True}},
+}  # fmt: skip
+"""Exploration-only arms (seeds 0-47, never in a declared family): the sign-preserving label weightings of the
+horizon study (bench/harness/oracles.py), tried as ceilings when `oracle-process` fell below GRPO in the pilots."""
+ALL_ARMS = {**ARMS, **EXPLORE_ARMS}
 
 
 def declaration() -> dict | None:
@@ -128,7 +135,9 @@ def job_for(
 ) -> dict:
     """The `train` job of (cell, arm, seed), kept in this study's folder; `steps` overrides the budget of a pilot
     (an exploration seed only: a declared seed trains the declared budget)."""
-    spec, c = ARMS[arm], CELLS[cell]
+    spec, c = ALL_ARMS[arm], CELLS[cell]
+    if arm in EXPLORE_ARMS and declared and seed in declared["seeds"]:
+        raise ValueError(f"{arm} is an exploration arm: it runs on exploration seeds (0-47) only")
     if steps is not None and declared and seed in declared["seeds"]:
         raise ValueError(f"seed {seed} is declared: it trains the declared {declared['max_steps']} steps")
     steps = steps if steps is not None else max_steps(seed, declared)
@@ -138,7 +147,7 @@ def job_for(
     recipe = cm._recipe(c["recipe"])
     return {
         "kind": "train", "key": runs.run_key(arm, seed), "label": arm, "cell": cell, "mode": spec["credit"],
-        "oracle": spec.get("oracle"), "oracle_options": None, "error_site": c["error_site"],
+        "oracle": spec.get("oracle"), "oracle_options": spec.get("oracle_options"), "error_site": c["error_site"],
         "sdpo": spec.get("sdpo"), "seed": seed, "max_steps": steps,
         "overrides": [*c["base"], *(c["reference"] if spec.get("reference") else []), *extra],
         "recipe": c["recipe"], "recipe_sha": runs.recipe_values_sha(recipe), "eval": c["eval"],
@@ -191,7 +200,7 @@ def summarize(runs_by_cell: dict[str, list[dict]], seeds, margin: dict | None = 
     for cell, cell_runs in runs_by_cell.items():
         ran = {r["label"] for r in cell_runs if r["seed"] in seeds}
         out = cells.setdefault(cell, {"arms": {}})
-        for arm in ARMS:
+        for arm in ALL_ARMS:  # exploration arms run on exploration seeds only, outside every family
             if arm == "none" or arm not in ran:
                 continue
             entry = out["arms"].setdefault(arm, {})
@@ -201,7 +210,7 @@ def summarize(runs_by_cell: dict[str, list[dict]], seeds, margin: dict | None = 
                 record = {k: interval[k] for k in ("mean", "ci_low", "ci_high", "n_seeds")}
                 record["p"] = stats.t_p_value(list(diffs.values()))
                 entry[name] = {"minus_none": record, "share_of_process_ceiling": None}
-                if arm == CEILING:
+                if arm == CEILING or arm in EXPLORE_ARMS:
                     continue
                 family[name].append(record)
                 ceiling = paired(cell_runs, CEILING, "none", name, seeds)
@@ -306,7 +315,7 @@ def with_teacher_checks(cells: dict, checks: dict) -> dict:
 
 
 def main(argv: list[str] | None = None, log=print) -> dict:
-    parser = jobs.study_parser(__doc__, sorted(CELLS), list(ARMS), study="pretrained_credit", arms_default="all",
+    parser = jobs.study_parser(__doc__, sorted(CELLS), list(ALL_ARMS), study="pretrained_credit", arms_default="all",
                                seeds_default="the declared ones")  # fmt: skip
     parser.add_argument("--max-steps", type=int, help="A pilot's step budget (exploration seeds only; default: the "
                         "recipe's)")  # fmt: skip

@@ -155,3 +155,12 @@ def test_a_declared_seed_refuses_to_run_once_the_code_drifts_from_the_declaratio
     monkeypatch.setattr(pc, "DECLARATION_PATH", path)
     with pytest.raises(SystemExit):
         pc.main(["--cell", "numbered-k4", "--seeds", "400"])
+
+
+def test_exploration_arms_run_on_exploration_seeds_only_and_stay_outside_the_family(tmp_path):
+    declared = {"seeds": [400], "max_steps": 8}
+    job = pc.job_for("numbered-k4", "oracle-prefix-keep-close", 3, tmp_path, declared, steps=8)
+    assert job["oracle"] == "prefix" and job["oracle_options"] == {"keep_close": True}
+    with pytest.raises(ValueError, match="exploration arm"):
+        pc.job_for("numbered-k4", "oracle-first-error", 400, tmp_path, declared)
+    assert not set(pc.EXPLORE_ARMS) & set(pc.ARMS)  # never declared
