@@ -7,9 +7,8 @@ the paper's values, GRPO + self-distillation, GRPO + agreement, RLSD, TRL's SDPO
     python -m bench.pretrained_credit --cell numbered-k4                           # the declared runs (declaration first)
     python -m bench.pretrained_credit --report-only                                # the report from the kept runs
 
-Status: the cells' format, temperature and teacher are chosen by the probes (bench/results/pretrained/EXPLORE.md:
-the `numbered` variant at temperature 0.7, the reference after the question); the step budget is not, so no
-declaration exists and only pilot seeds run.
+Status: declared (bench/results/pretrained_credit/declaration.md, 2026-12-06): seeds 400-415, 8 steps, the first 100
+held-out problems; pilots and exploration arms stay on seeds 0-47.
 
 Declared seeds run only once `declaration.json` is committed in the results folder (bench/results/pretrained_credit/);
 they run blind (no score printed before the report). Every finished run is kept at once under
