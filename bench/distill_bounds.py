@@ -421,6 +421,65 @@ def confirmation_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLOT = "distill_bounds"
+"""The results page's one plot, `distill_bounds.png` in this folder: the confirmation's complete cells."""
+
+
+def plot(report: dict, path: Path) -> list[str]:
+    """One panel per complete cell of the declared report: each arm's held-out accuracy minus GRPO's, paired by seed,
+    with its 95% t-interval, the arm's collapsed seeds in its label; on `calculator` the non-inferiority margin as a
+    dotted line at -margin. Returns the cells drawn (none: no file written)."""
+    cells = list(report["cells"])
+    if not cells:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.6), squeeze=False)
+    for ax, cell in zip(axes.flat, cells, strict=True):
+        arms = [a for a in report["cells"][cell]["arms"] if a != "none"]
+        for y, arm in enumerate(arms):
+            rec = report["cells"][cell]["arms"][arm]["heldout"]["minus_none"]
+            low = 0.0 if math.isnan(rec["ci_low"]) else rec["mean"] - rec["ci_low"]
+            high = 0.0 if math.isnan(rec["ci_high"]) else rec["ci_high"] - rec["mean"]
+            color = "tab:green" if arm == report["chosen"] else ("tab:red" if arm == BLEND else "tab:blue")
+            ax.errorbar([rec["mean"]], [y], xerr=[[low], [high]], fmt="o", color=color, capsize=3, ms=4, zorder=3)
+        labels = []
+        for arm in arms:
+            collapse = report["cells"][cell]["arms"][arm]["collapse"]
+            bad = len(collapse["collapsed_seeds"])
+            labels.append(f"{arm}\n({bad}/{collapse['n_seeds']} collapsed)" if bad else arm)
+        if cell == "calculator":
+            ax.axvline(-report["margin"], color="tab:green", ls=":", lw=1, label=f"-{report['margin']} (margin)")
+            ax.legend(fontsize=7, loc="lower left")
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(arms)), labels, fontsize=7)
+        ax.set_ylim(len(arms) - 0.5, -0.7)
+        ax.set_title(f"{cell} (seeds {report['seeds'][0]}-{report['seeds'][-1]})", fontsize=9)
+        ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle("Bounded self-distillation on fresh seeds: each arm minus GRPO", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return cells
+
+
+def _record_plot(log) -> None:
+    """List the plot in this folder's manifest and regenerate the results index (bench.harness.index)."""
+    manifest_path = RESULTS / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"][f"{PLOT}.png"] = "the results page's plot: the confirmation's complete cells, each arm minus GRPO"
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    from bench.harness import index
+
+    index.main([])
+    log(f"wrote {RESULTS / PLOT}.png and listed it in the manifest")
+
+
 def main(argv: list[str] | None = None, log=print) -> dict:
     parser = jobs.study_parser(__doc__, CELLS, list(ARMS), study="distill_bounds", arms_default="all of stage 1's",
                                seeds_default="stage 1's, 0-7")  # fmt: skip
@@ -475,6 +534,8 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         (RESULTS / "distill_bounds.json").write_text(json.dumps(confirmed, indent=1) + "\n")
         (RESULTS / "distill_bounds.md").write_text(confirmation_markdown(confirmed))
         log(f"wrote {RESULTS / 'distill_bounds'}.json and .md (pending: {confirmed['cells_pending'] or 'none'})")
+        if plot(confirmed, RESULTS / f"{PLOT}.png"):
+            _record_plot(log)
         report = {**report, "confirmation": confirmed}
     return report
 

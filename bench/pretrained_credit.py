@@ -313,6 +313,62 @@ def with_teacher_checks(cells: dict, checks: dict) -> dict:
     return out
 
 
+PLOT = "pretrained_credit"
+"""The results page's one plot, `pretrained_credit.png` in this folder: the declared report's complete cells."""
+
+
+def plot(report: dict, path: Path) -> list[str]:
+    """One panel per complete cell: each arm's held-out accuracy minus GRPO's, paired by seed, with its 95%
+    t-interval (the ceiling, `oracle-process`, as a square). Returns the cells drawn (none: no file written)."""
+    cells = [c for c, entry in report["cells"].items() if entry.get("arms")]
+    if not cells:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.8), squeeze=False)
+    for ax, cell in zip(axes.flat, cells, strict=True):
+        arms = list(report["cells"][cell]["arms"])
+        for y, arm in enumerate(arms):
+            rec = report["cells"][cell]["arms"][arm]["heldout"]["minus_none"]
+            low = 0.0 if math.isnan(rec["ci_low"]) else rec["mean"] - rec["ci_low"]
+            high = 0.0 if math.isnan(rec["ci_high"]) else rec["ci_high"] - rec["mean"]
+            ax.errorbar([rec["mean"]], [y], xerr=[[low], [high]], fmt="s" if arm == CEILING else "o",
+                        color="black" if arm == CEILING else "tab:blue", capsize=3, ms=4, zorder=3)  # fmt: skip
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(arms)), arms, fontsize=7)
+        ax.set_ylim(len(arms) - 0.5, -0.7)
+        ax.set_title(f"{cell} (seeds {report['seeds'][0]}-{report['seeds'][-1]})", fontsize=9)
+        ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle("SmolLM2-135M-Instruct: each arm minus GRPO", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return cells
+
+
+def _record_declared(log) -> None:
+    """List the declared report (and its plot, once drawn) in this folder's manifest and regenerate the results
+    index (bench.harness.index), so a finished study leaves the folder as the index test expects."""
+    manifest_path = RESULTS / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"]["pretrained_credit.json"] = (
+        "the declared report: per cell the teacher checks, and once all its declared runs are in, per arm and metric "
+        "minus GRPO (mean, 95% interval, p, Holm p, seeds), the share of the process ceiling and the equivalence "
+        "tests; the cells still running, with their run counts"
+    )  # fmt: skip
+    if (RESULTS / f"{PLOT}.png").exists():
+        manifest["files"][f"{PLOT}.png"] = "the results page's plot: the declared report's complete cells"
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    from bench.harness import index
+
+    index.main([])
+
+
 def main(argv: list[str] | None = None, log=print) -> dict:
     parser = jobs.study_parser(__doc__, sorted(CELLS), list(ALL_ARMS), study="pretrained_credit", arms_default="all",
                                seeds_default="the declared ones")  # fmt: skip
@@ -345,6 +401,10 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     name = "pretrained_credit" if declared else "pretrained_credit_exploration"
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     log(f"wrote {RESULTS / name}.json ({result['runs']}; pending: {result['cells_pending'] or 'none'})")
+    if declared:
+        drawn = plot(result, RESULTS / f"{PLOT}.png")
+        _record_declared(log)
+        log(f"listed {name}.json in the manifest" + (f"; wrote {PLOT}.png ({', '.join(drawn)})" if drawn else ""))
     return result
 
 

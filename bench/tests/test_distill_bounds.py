@@ -233,3 +233,15 @@ def test_the_confirmation_table_lists_pending_cells_and_the_verdict():
     text = db.confirmation_markdown(report)
     assert "Seeds 300-302" in text and "independent-k8 3/15" in text and "| calculator | grpo-distill-0.5 | -0.400" in text
     assert "Verdict" not in text  # nothing decided while a cell is pending
+
+
+def test_the_plot_draws_complete_cells_only(tmp_path):
+    declared = declared_for_test()
+    calc = {"none": [0.5, 0.6, 0.55], db.BLEND: [0.1, 0.2, 0.15], "gd-clip0.2-0.5": [0.5, 0.61, 0.55],
+            "grpo-agree-0.5": [0.5, 0.6, 0.5]}  # fmt: skip
+    pending = {"chosen": declared["chosen"], "margin": 0.03, "seeds": [300, 301, 302],
+               **db.confirmation(confirm_runs({"none": [0.5] * 3}, {"none": [0.3] * 3}), declared)}  # fmt: skip
+    assert db.plot(pending, tmp_path / "none.png") == [] and not (tmp_path / "none.png").exists()
+    report = {**pending, **db.confirmation(confirm_runs(calc, {"none": [0.3] * 3}), declared)}
+    assert db.plot(report, tmp_path / "p.png") == ["calculator"]
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -164,3 +164,16 @@ def test_exploration_arms_run_on_exploration_seeds_only_and_stay_outside_the_fam
     with pytest.raises(ValueError, match="exploration arm"):
         pc.job_for("numbered-k4", "oracle-first-error", 400, tmp_path, declared)
     assert not set(pc.EXPLORE_ARMS) & set(pc.ARMS)  # never declared
+
+
+def test_the_plot_draws_the_cells_with_runs(tmp_path):
+    none = [0.30, 0.40, 0.50]
+    runs = [run("none", s, h) for s, h in enumerate(none)] + [run("gear", s, h + 0.02) for s, h in enumerate(none)]
+    runs += [run("oracle-process", s, h + 0.1) for s, h in enumerate(none)]
+    cells = pc.with_teacher_checks(pc.summarize({"numbered-k4": runs}, range(3)),
+                                   {"numbered-k8": {"teacher_gap": {"mean": 0.1}}})  # a pending cell: checks only
+    report = {"seeds": [0, 1, 2], "cells": cells}
+    assert pc.plot(report, tmp_path / "p.png") == ["numbered-k4"]
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pc.plot({"seeds": [0], "cells": {"numbered-k8": {"arms": {}}}}, tmp_path / "q.png") == []
+    assert not (tmp_path / "q.png").exists()
