@@ -429,43 +429,23 @@ def plot(report: dict, path: Path) -> list[str]:
     """One panel per complete cell of the declared report: each arm's held-out accuracy minus GRPO's, paired by seed,
     with its 95% t-interval, the arm's collapsed seeds in its label; on `calculator` the non-inferiority margin as a
     dotted line at -margin. Returns the cells drawn (none: no file written)."""
-    cells = list(report["cells"])
-    if not cells:
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.6), squeeze=False)
-    for ax, cell in zip(axes.flat, cells, strict=True):
-        arms = [a for a in report["cells"][cell]["arms"] if a != "none"]
-        for y, arm in enumerate(arms):
-            rec = report["cells"][cell]["arms"][arm]["heldout"]["minus_none"]
-            low = 0.0 if math.isnan(rec["ci_low"]) else rec["mean"] - rec["ci_low"]
-            high = 0.0 if math.isnan(rec["ci_high"]) else rec["ci_high"] - rec["mean"]
-            color = "tab:green" if arm == report["chosen"] else ("tab:red" if arm == BLEND else "tab:blue")
-            ax.errorbar([rec["mean"]], [y], xerr=[[low], [high]], fmt="o", color=color, capsize=3, ms=4, zorder=3)
-        labels = []
-        for arm in arms:
-            collapse = report["cells"][cell]["arms"][arm]["collapse"]
+    panels = []
+    for cell, entry in report["cells"].items():
+        rows = []
+        for arm, arm_entry in entry["arms"].items():
+            if arm == "none":
+                continue
+            collapse = arm_entry["collapse"]
             bad = len(collapse["collapsed_seeds"])
-            labels.append(f"{arm}\n({bad}/{collapse['n_seeds']} collapsed)" if bad else arm)
-        if cell == "calculator":
-            ax.axvline(-report["margin"], color="tab:green", ls=":", lw=1, label=f"-{report['margin']} (margin)")
-            ax.legend(fontsize=7, loc="lower left")
-        ax.axvline(0, color="black", lw=0.8)
-        ax.set_yticks(range(len(arms)), labels, fontsize=7)
-        ax.set_ylim(len(arms) - 0.5, -0.7)
-        ax.set_title(f"{cell} (seeds {report['seeds'][0]}-{report['seeds'][-1]})", fontsize=9)
-        ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))
-        ax.grid(alpha=0.3, axis="x")
-    fig.suptitle("Bounded self-distillation on fresh seeds: each arm minus GRPO", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return cells
+            rows.append({"label": f"{arm}\n({bad}/{collapse['n_seeds']} collapsed)" if bad else arm,
+                         "record": arm_entry["heldout"]["minus_none"],
+                         "color": "tab:green" if arm == report["chosen"] else ("tab:red" if arm == BLEND else "tab:blue")})  # fmt: skip
+        margin = report["margin"]
+        panels.append({"title": f"{cell} (seeds {report['seeds'][0]}-{report['seeds'][-1]})", "rows": rows,
+                       "line": (-margin, f"-{margin} (margin)") if cell == "calculator" else None})  # fmt: skip
+    if panels:
+        reports.interval_panels(panels, "Bounded self-distillation on fresh seeds: each arm minus GRPO", path)
+    return list(report["cells"])
 
 
 def _record_plot(log) -> None:

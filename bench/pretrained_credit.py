@@ -319,35 +319,15 @@ PLOT = "pretrained_credit"
 
 def plot(report: dict, path: Path) -> list[str]:
     """One panel per complete cell: each arm's held-out accuracy minus GRPO's, paired by seed, with its 95%
-    t-interval (the ceiling, `oracle-process`, as a square). Returns the cells drawn (none: no file written)."""
+    t-interval (the ceiling, `oracle-process`, as a black square). Returns the cells drawn (none: no file written)."""
     cells = [c for c, entry in report["cells"].items() if entry.get("arms")]
-    if not cells:
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.8), squeeze=False)
-    for ax, cell in zip(axes.flat, cells, strict=True):
-        arms = list(report["cells"][cell]["arms"])
-        for y, arm in enumerate(arms):
-            rec = report["cells"][cell]["arms"][arm]["heldout"]["minus_none"]
-            low = 0.0 if math.isnan(rec["ci_low"]) else rec["mean"] - rec["ci_low"]
-            high = 0.0 if math.isnan(rec["ci_high"]) else rec["ci_high"] - rec["mean"]
-            ax.errorbar([rec["mean"]], [y], xerr=[[low], [high]], fmt="s" if arm == CEILING else "o",
-                        color="black" if arm == CEILING else "tab:blue", capsize=3, ms=4, zorder=3)  # fmt: skip
-        ax.axvline(0, color="black", lw=0.8)
-        ax.set_yticks(range(len(arms)), arms, fontsize=7)
-        ax.set_ylim(len(arms) - 0.5, -0.7)
-        ax.set_title(f"{cell} (seeds {report['seeds'][0]}-{report['seeds'][-1]})", fontsize=9)
-        ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
-        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))
-        ax.grid(alpha=0.3, axis="x")
-    fig.suptitle("SmolLM2-135M-Instruct: each arm minus GRPO", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    panels = [{"title": f"{cell} (seeds {report['seeds'][0]}-{report['seeds'][-1]})",
+               "rows": [{"label": arm, "record": entry["heldout"]["minus_none"],
+                         "color": "black" if arm == CEILING else "tab:blue", "marker": "s" if arm == CEILING else "o"}
+                        for arm, entry in report["cells"][cell]["arms"].items()]}
+              for cell in cells]  # fmt: skip
+    if panels:
+        reports.interval_panels(panels, "SmolLM2-135M-Instruct: each arm minus GRPO", path)
     return cells
 
 

@@ -62,11 +62,11 @@ def prompts_for(row: dict, templates: dict[str, str]) -> dict[str, list[dict]]:
     return {
         "student": student,
         "gear-solution": teacher_prompt(student, row["ground_truth"], DEFAULT_MATH_SOLUTION_TEMPLATE,
-                                        row["reference_solution"]),  # fmt: skip
+                                        row["reference_solution"]),
         "sdpo-demonstration": [{"role": "user", "content": templates["reprompt_template"].format(
-            prompt=question, solution=solution, feedback="")}],  # fmt: skip
+            prompt=question, solution=solution, feedback="")}],
         "sdpo-feedback": [{"role": "user", "content": templates["reprompt_template"].format(
-            prompt=question, solution="", feedback=feedback)}],  # fmt: skip
+            prompt=question, solution="", feedback=feedback)}],
     }
 
 

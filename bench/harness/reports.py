@@ -58,3 +58,44 @@ def rewrite_from_json(json_path: Path, plot_fn, table_fn, *, png: bool = True, l
         plot_fn(report, json_path.with_suffix(".png"))
     log(f"rewrote {json_path.with_suffix('.md')}" + (" and .png" if png else "") + f" from {json_path.name}")
     return report
+
+
+def interval_panels(panels: list[dict], title: str, path: Path) -> None:
+    """One panel a cell, one row an arm: a mean with its 95% interval as an error bar, 0 as a solid line.
+
+    Args:
+        panels: each {"title": str, "rows": [{"label", "record" ({mean, ci_low, ci_high}), "color", "marker"}],
+            optional "line": (x, label), a dotted reference line with a legend entry}.
+        title: the figure's title. path: where the PNG goes.
+    """
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    for ax, panel in zip(axes.flat, panels, strict=True):
+        rows = panel["rows"]
+        for y, row in enumerate(rows):
+            rec = row["record"]
+            low = 0.0 if math.isnan(rec["ci_low"]) else rec["mean"] - rec["ci_low"]
+            high = 0.0 if math.isnan(rec["ci_high"]) else rec["ci_high"] - rec["mean"]
+            ax.errorbar([rec["mean"]], [y], xerr=[[low], [high]], fmt=row.get("marker", "o"),
+                        color=row.get("color", "tab:blue"), capsize=3, ms=4, zorder=3)  # fmt: skip
+        if panel.get("line"):
+            x, label = panel["line"]
+            ax.axvline(x, color="tab:green", ls=":", lw=1, label=label)
+            ax.legend(fontsize=7, loc="lower left")
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(range(len(rows)), [row["label"] for row in rows], fontsize=7)
+        ax.set_ylim(len(rows) - 0.5, -0.7)
+        ax.set_title(panel["title"], fontsize=9)
+        ax.set_xlabel("held-out accuracy - GRPO, 95% t-interval", fontsize=8)
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(nbins=5))
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

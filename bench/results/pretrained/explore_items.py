@@ -73,7 +73,6 @@ from gear_trl.teacher.probe import as_teacher_rows, teacher_settings
 from gear_trl.teacher.prompts import DEFAULT_MATH_SOLUTION_TEMPLATE
 from gear_trl.trainer.gear_config import GEARConfig
 
-
 REWARDS = {"copy": item_list_accuracy, "numbered": numbered_list_accuracy}
 
 
