@@ -22,7 +22,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from bench.harness import REPO_ROOT, jobs, reports, results_dir, runs, stats
+from bench.harness import REPO_ROOT, index, jobs, reports, results_dir, runs, stats
 from bench.horizon import max_completion_length
 from bench.learning import TASKS as LEARNING_TASKS
 
@@ -795,24 +795,20 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     if drawn:
         log(f"wrote {RESULTS / FINDINGS_PLOT}.png ({', '.join(drawn)})")
     if out:  # the folder's manifest lists what it holds (bench.harness.index)
-        manifest_path = RESULTS / "manifest.json"
-        manifest = json.loads(manifest_path.read_text())
+        files = {}
         for name in out:
-            manifest["files"][f"{name}.json"] = (
+            files[f"{name}.json"] = (
                 "the report: per complete cell and arm, each metric minus GRPO (mean, 95% interval, p, Holm-adjusted "
                 "p, seeds) and the share of the process ceiling; the cells still running, with their run counts"
             )
-            manifest["files"][f"{name}.md"] = "its table"
+            files[f"{name}.md"] = "its table"
             if (RESULTS / f"{name}.png").exists():
-                manifest["files"][f"{name}.png"] = "its plot: held-out accuracy minus GRPO per cell and arm"
+                files[f"{name}.png"] = "its plot: held-out accuracy minus GRPO per cell and arm"
         if (RESULTS / f"{FINDINGS_PLOT}.png").exists():
-            manifest["files"][f"{FINDINGS_PLOT}.png"] = (
+            files[f"{FINDINGS_PLOT}.png"] = (
                 "the results page's plot: the declared study's and item 6's complete cells, one panel each"
             )
-        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-        from bench.harness import index
-
-        index.main([])
+        index.list_files(RESULTS, files)
     return out
 
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench import credit_methods as cm
-from bench.harness import REPO_ROOT, jobs, reports, results_dir, stats
+from bench.harness import REPO_ROOT, index, jobs, reports, results_dir, stats
 
 RESULTS = results_dir("distill_bounds")
 RUNS_DIR = RESULTS / "runs"
@@ -448,18 +448,6 @@ def plot(report: dict, path: Path) -> list[str]:
     return list(report["cells"])
 
 
-def _record_plot(log) -> None:
-    """List the plot in this folder's manifest and regenerate the results index (bench.harness.index)."""
-    manifest_path = RESULTS / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["files"][f"{PLOT}.png"] = "the results page's plot: the confirmation's complete cells, each arm minus GRPO"
-    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-    from bench.harness import index
-
-    index.main([])
-    log(f"wrote {RESULTS / PLOT}.png and listed it in the manifest")
-
-
 def main(argv: list[str] | None = None, log=print) -> dict:
     parser = jobs.study_parser(__doc__, CELLS, list(ARMS), study="distill_bounds", arms_default="all of stage 1's",
                                seeds_default="stage 1's, 0-7")  # fmt: skip
@@ -515,7 +503,9 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         (RESULTS / "distill_bounds.md").write_text(confirmation_markdown(confirmed))
         log(f"wrote {RESULTS / 'distill_bounds'}.json and .md (pending: {confirmed['cells_pending'] or 'none'})")
         if plot(confirmed, RESULTS / f"{PLOT}.png"):
-            _record_plot(log)
+            index.list_files(RESULTS, {f"{PLOT}.png": "the results page's plot: the confirmation's complete cells, "
+                                                      "each arm minus GRPO"})  # fmt: skip
+            log(f"wrote {RESULTS / PLOT}.png and listed it in the manifest")
         report = {**report, "confirmation": confirmed}
     return report
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bench import credit_methods as cm
-from bench.harness import REPO_ROOT, jobs, reports, results_dir, runs, stats
+from bench.harness import REPO_ROOT, index, jobs, reports, results_dir, runs, stats
 
 RESULTS = results_dir("pretrained_credit")
 RUNS_DIR = RESULTS / "runs"
@@ -331,24 +331,6 @@ def plot(report: dict, path: Path) -> list[str]:
     return cells
 
 
-def _record_declared(log) -> None:
-    """List the declared report (and its plot, once drawn) in this folder's manifest and regenerate the results
-    index (bench.harness.index), so a finished study leaves the folder as the index test expects."""
-    manifest_path = RESULTS / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["files"]["pretrained_credit.json"] = (
-        "the declared report: per cell the teacher checks, and once all its declared runs are in, per arm and metric "
-        "minus GRPO (mean, 95% interval, p, Holm p, seeds), the share of the process ceiling and the equivalence "
-        "tests; the cells still running, with their run counts"
-    )  # fmt: skip
-    if (RESULTS / f"{PLOT}.png").exists():
-        manifest["files"][f"{PLOT}.png"] = "the results page's plot: the declared report's complete cells"
-    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-    from bench.harness import index
-
-    index.main([])
-
-
 def main(argv: list[str] | None = None, log=print) -> dict:
     parser = jobs.study_parser(__doc__, sorted(CELLS), list(ALL_ARMS), study="pretrained_credit", arms_default="all",
                                seeds_default="the declared ones")  # fmt: skip
@@ -383,7 +365,13 @@ def main(argv: list[str] | None = None, log=print) -> dict:
     log(f"wrote {RESULTS / name}.json ({result['runs']}; pending: {result['cells_pending'] or 'none'})")
     if declared:
         drawn = plot(result, RESULTS / f"{PLOT}.png")
-        _record_declared(log)
+        files = {"pretrained_credit.json": (
+            "the declared report: per cell the teacher checks, and once all its declared runs are in, per arm and "
+            "metric minus GRPO (mean, 95% interval, p, Holm p, seeds), the share of the process ceiling and the "
+            "equivalence tests; the cells still running, with their run counts")}  # fmt: skip
+        if drawn:
+            files[f"{PLOT}.png"] = "the results page's plot: the declared report's complete cells"
+        index.list_files(RESULTS, files)
         log(f"listed {name}.json in the manifest" + (f"; wrote {PLOT}.png ({', '.join(drawn)})" if drawn else ""))
     return result
 

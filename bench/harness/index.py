@@ -60,6 +60,16 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
+def list_files(folder, files: dict[str, str]) -> None:
+    """Add or update `files` (name -> what it holds) in `folder`'s manifest and rewrite the index, so a study that
+    writes a new report or plot leaves its folder as the results-index test expects."""
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["files"].update(files)
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    INDEX.write_text(render())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="Compare with the committed index instead of writing.")

@@ -227,3 +227,17 @@ def test_tost_by_hand():
     assert math.isnan(tost([0.0], 1.0)["p"])
     with pytest.raises(ValueError, match="margin must be > 0"):
         tost(diffs, 0.0)
+
+
+def test_list_files_adds_to_a_manifest_and_rewrites_the_index(monkeypatch, tmp_path):
+    from bench.harness import index
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"study": "study", "what": "w", "script": "s", "commit": "c",
+                                                      "machine": "m", "cost": "c", "files": {"a.json": "old"}}))  # fmt: skip
+    monkeypatch.setattr(index, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(index, "INDEX", tmp_path / "README.md")
+    index.list_files(folder, {"a.json": "new", "b.png": "its plot"})
+    assert json.loads((folder / "manifest.json").read_text())["files"] == {"a.json": "new", "b.png": "its plot"}
+    assert "| `b.png` | its plot |" in (tmp_path / "README.md").read_text()
