@@ -67,6 +67,10 @@ PATHS = {
     "credit_methods.sdpo_teacher": "bench/results/credit_methods/sdpo_teacher.json",
     "credit_methods.sdpo_teacher_k4": "bench/results/credit_methods/sdpo_teacher_independent-k4.json",
     "credit_methods.sdpo_teacher_chained": "bench/results/credit_methods/sdpo_teacher_chained-k4.json",
+    "distill_bounds": "bench/results/distill_bounds/distill_bounds.json",  # issue 73's confirmation, seeds 300-315
+    "distill_bounds.declaration": "bench/results/distill_bounds/declaration.json",
+    "pretrained_credit": "bench/results/pretrained_credit/pretrained_credit.json",  # issue 72, seeds 400-415
+    "pretrained_credit.declaration": "bench/results/pretrained_credit/declaration.json",
 }
 
 # The files whose blocks `--write` rewrites and the test checks.
@@ -74,6 +78,8 @@ FILES = (
     "README.md",
     "docs/results/index.md",
     "docs/results/credit-methods.md",
+    "docs/results/distill-bounds.md",
+    "docs/results/pretrained-credit.md",
     "docs/results/horizon.md",
     "docs/results/headroom.md",
     "docs/results/learning.md",
@@ -842,6 +848,163 @@ def credit_methods_sdpo_teacher() -> Table:
     )  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Bounded self-distillation (issue 73's declared confirmation, bench/distill_bounds.py): a cell is shown only once all
+# its declared runs are in, the others by their run counts; the verdict only once both cells are read.
+# ---------------------------------------------------------------------------------------------------------------------
+
+DB_COMPARISONS = {
+    "chosen_not_below_none": ("`{chosen}` - `none` > -{margin}", "non-inferiority to GRPO (test 1)"),
+    "chosen_not_below_blend": ("`{chosen}` - `grpo-distill-0.5` > -{margin}", "non-inferiority to the blend (test 3)"),
+    "sdpo_fair_minus_blend": ("`sdpo-trl-fair-0.5` - `grpo-distill-0.5`", "the fair SDPO arm against our blend"),
+}
+"""The declared comparisons beyond each arm minus GRPO (`comparisons` in distill_bounds.json), as the table names
+them."""
+
+
+def _metric(entry: dict, name: str) -> dict | None:
+    return (entry.get(name) or {}).get("minus_none")
+
+
+def _ci_or_dash(record: dict | None) -> str:
+    return "-" if not record or record.get("n_seeds", 0) < 2 else ci(record)
+
+
+def _collapsed(collapse: dict) -> str:
+    return f"{len(collapse['collapsed_seeds'])} of {collapse['n_seeds']}"
+
+
+def distill_bounds_table() -> Table:
+    """The page's one table: per complete cell each arm minus GRPO (held-out primary, greedy secondary; Holm p within
+    the declared family per metric), its collapsed seeds and final-window distillation share, then the declared
+    comparisons; a cell still running as its count of runs in."""
+    report = load("distill_bounds")
+    seeds = _seeds(report)
+    rows = []
+    for cell_name, data in report["cells"].items():
+        for name, entry in data["arms"].items():
+            if name == "none":
+                continue
+            held, greedy, collapse = _metric(entry, "heldout"), _metric(entry, "greedy"), entry["collapse"]
+            share = "-" if collapse["distill_share"] is None else f"{collapse['distill_share']:.2f}"
+            rows.append([f"`{cell_name}`", f"`{name}` - `none`", seeds, _ci_or_dash(held), _holm(held or {}),
+                         _ci_or_dash(greedy), _holm(greedy or {}), _collapsed(collapse), share])  # fmt: skip
+        for key, (label, _) in DB_COMPARISONS.items():
+            held = report["comparisons"]["heldout"].get(cell_name, {}).get(key)
+            if held is None:
+                continue
+            greedy = report["comparisons"]["greedy"].get(cell_name, {}).get(key)
+            rows.append([f"`{cell_name}`", label.format(chosen=report["chosen"], margin=report["margin"]), seeds,
+                         _ci_or_dash(held), _holm(held), _ci_or_dash(greedy), _holm(greedy or {}), "", ""])  # fmt: skip
+    for cell_name, counts in report["cells_pending"].items():
+        status = f"under way: {counts['runs_in']} of {counts['runs_declared']} declared runs in, none read"
+        rows.append([f"`{cell_name}`", status, seeds, "", "", "", "", "", ""])
+    return Table(
+        ["cell", "arm minus GRPO (or comparison)", "seeds", "held-out - GRPO", "Holm p", "greedy - GRPO", "Holm p",
+         "collapsed seeds", "final distill share"],
+        rows,
+    )  # fmt: skip
+
+
+DB_VERDICT = (
+    ("1", "1_not_below_grpo_on_calculator"),
+    ("2", "2_blend_collapses_on_calculator"),
+    ("3", "3_keeps_the_independent_k8_gain"),
+    ("passes", "passes"),
+    ("variant_holds", "variant_holds"),
+)
+"""The declaration's verdict keys (declaration.json `verdict`) and the report's reading of each."""
+
+
+def distill_bounds_verdict() -> Table:
+    """Each declared test of the verdict in the declaration's own words, beside what the report reads on held-out
+    accuracy ("pending" until both cells are read)."""
+    report, declared = load("distill_bounds"), load("distill_bounds.declaration")
+    verdict = report.get("verdict")
+    rows = []
+    for key, reading in DB_VERDICT:
+        said = "pending" if verdict is None else ("yes" if verdict[reading] else "no")
+        rows.append([key, declared["verdict"][key], said])
+    if verdict is not None:
+        said = "yes" if verdict["blend_gain_holds_on_independent_k8"] else "no: test 3 reads the variant against it"
+        rows.insert(2, ["(3's condition)", "independent-k8: grpo-distill-0.5 - none holds above 0", said])
+    return Table(["test", "declared (held-out, Holm p < 0.05)", "holds"], rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A pretrained instruct model (issue 72's declared study, bench/pretrained_credit.py)
+# ---------------------------------------------------------------------------------------------------------------------
+
+PC_CEILING = "oracle-process"
+
+
+def _pc_equivalence(entry: dict) -> str:
+    test = entry.get("equivalence")
+    if not test:
+        return ""
+    return f"{'yes' if test['equivalent'] else 'not shown'} ({_holm(test) or '-'})"
+
+
+def _pc_share(cell: dict, name: str) -> str:
+    if name == PC_CEILING:
+        return ""
+    ceiling = cell["arms"].get(PC_CEILING, {}).get("heldout", {}).get("minus_none")
+    if not ceiling or ceiling["n_seeds"] < 2 or not ceiling["ci_low"] > 0:
+        return "no ceiling above GRPO"
+    return _share(cell["arms"][name]["heldout"])
+
+
+def pretrained_credit_table() -> Table:
+    """The page's one table: per complete cell each arm minus GRPO, paired by seed (held-out primary with its Holm p
+    and its equivalence test at the declared margin, greedy beside it), and its share of `oracle-process` where the
+    ceiling lies above GRPO; a cell still running as its count of runs in."""
+    report, declared = load("pretrained_credit"), load("pretrained_credit.declaration")
+    seeds, margin = _seeds(report), declared["equivalence_margin"]["heldout"]
+    per_cell = len(declared["arms"]) * len(declared["seeds"])
+    rows = []
+    for cell_name, data in report["cells"].items():
+        if cell_name in report["cells_pending"]:
+            continue
+        for name, entry in data["arms"].items():
+            held, greedy = entry["heldout"]["minus_none"], entry["greedy"]["minus_none"]
+            rows.append([f"`{cell_name}`", f"`{name}`", seeds, _ci_or_dash(held), _holm(held),
+                         _pc_equivalence(entry["heldout"]), _ci_or_dash(greedy), _holm(greedy),
+                         _pc_share(data, name)])  # fmt: skip
+    for cell_name, runs_in in report["cells_pending"].items():
+        rows.append([f"`{cell_name}`", f"under way: {runs_in} of {per_cell} declared runs in, none read", seeds,
+                     "", "", "", "", "", ""])  # fmt: skip
+    return Table(
+        ["cell", "arm", "seeds", "held-out - GRPO", "Holm p", f"within +-{margin} (TOST Holm p)", "greedy - GRPO",
+         "Holm p", f"share of `{PC_CEILING}` (held-out)"],
+        rows,
+    )  # fmt: skip
+
+
+def _pc_interval(x: dict, digits: int = 3) -> str:
+    return "-" if not x or x.get("mean") is None else ci(x, digits)
+
+
+def pretrained_credit_teacher() -> Table:
+    """Item 2's checks per declared cell, from the committed probe (bench/results/pretrained/): whether the teacher
+    gains from the reference (its log-probability gap on the student's own rollouts, right minus wrong within mixed
+    groups, and the mean) and where GEAR's first onset lands against chance."""
+    report = load("pretrained_credit")
+    rows = []
+    for cell_name, data in report["cells"].items():
+        where = data.get("localization") or {}
+        rows.append([f"`{cell_name}`", _pc_interval(data.get("teacher_gap_right_minus_wrong")),
+                     _pc_interval(data.get("teacher_gap")), _pc_interval(data.get("teacher_minus_student_accuracy")),
+                     "-" if where.get("rate") is None else
+                     f"{where['rate']:.3f} [{where['ci_low']:.3f}, {where['ci_high']:.3f}]",
+                     "-" if where.get("chance") is None else f"{where['chance']:.3f}",
+                     _pc_interval(data.get("localization_minus_chance"))])  # fmt: skip
+    return Table(
+        ["cell", "teacher gap, right - wrong rollouts (nats)", "teacher gap, all rollouts (nats)",
+         "teacher - student accuracy", "first onset on the first wrong line", "chance", "minus chance"],
+        rows,
+    )  # fmt: skip
+
+
 TABLES = {
     "horizon.table": horizon_table,
     "horizon.cells": horizon_cells,
@@ -872,6 +1035,10 @@ TABLES = {
     "credit_methods.equivalence": credit_methods_equivalence,
     "credit_methods.dynamics": credit_methods_dynamics,
     "credit_methods.sdpo_teacher": credit_methods_sdpo_teacher,
+    "distill_bounds.table": distill_bounds_table,
+    "distill_bounds.verdict": distill_bounds_verdict,
+    "pretrained_credit.table": pretrained_credit_table,
+    "pretrained_credit.teacher": pretrained_credit_teacher,
 }
 
 
