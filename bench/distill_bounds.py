@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         "seeds": sorted(STAGE1_SEEDS),
         "window": WINDOW,
         "rule": {"margin": MARGIN, "keep": KEEP, "share_limit": SHARE_LIMIT},
-        "runs": {cell: len(r) for cell, r in collect().items()},
+        "runs": {cell: sum(r["seed"] in STAGE1_SEEDS for r in cell_runs) for cell, cell_runs in collect().items()},
         **stage1(collect()),
         **reports.provenance(wall),
     }
