@@ -583,7 +583,7 @@ FINDINGS_PLOT = "credit_methods_findings"
 def write_report(name: str, result: dict, log) -> dict:
     """`name`.json and .md in the results folder, and its plot where a cell is complete (a confirmatory report with
     no complete cell holds only its run counts)."""
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / f"{name}.json").write_text(reports.dumps(result))
     (RESULTS / f"{name}.md").write_text(markdown(result))
     if result["cells"]:
         plot(result, RESULTS / f"{name}.png")

@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         **stage1(collect()),
         **reports.provenance(wall),
     }
-    (RESULTS / "distill_bounds_stage1.json").write_text(json.dumps(report, indent=1) + "\n")
+    (RESULTS / "distill_bounds_stage1.json").write_text(reports.dumps(report))
     (RESULTS / "distill_bounds_stage1.md").write_text(markdown(report))
     log(f"wrote {RESULTS / 'distill_bounds_stage1'}.json and .md ({report['runs']})")
     if declared:
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
             **confirmation(collect(), declared),
             **reports.provenance(wall),
         }
-        (RESULTS / "distill_bounds.json").write_text(json.dumps(confirmed, indent=1) + "\n")
+        (RESULTS / "distill_bounds.json").write_text(reports.dumps(confirmed))
         (RESULTS / "distill_bounds.md").write_text(confirmation_markdown(confirmed))
         log(f"wrote {RESULTS / 'distill_bounds'}.json and .md (pending: {confirmed['cells_pending'] or 'none'})")
         if plot(confirmed, RESULTS / f"{PLOT}.png"):

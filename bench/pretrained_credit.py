@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None, log=print) -> dict:
         jobs.run_jobs(planned, args.workers, False, log, dispatch=cm.dispatch, cached=cached, blind=blind)
     result = {**report(declared), **reports.provenance(wall)}
     name = "pretrained_credit" if declared else "pretrained_credit_exploration"
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (RESULTS / f"{name}.json").write_text(reports.dumps(result))
     log(f"wrote {RESULTS / name}.json ({result['runs']}; pending: {result['cells_pending'] or 'none'})")
     if declared:
         drawn = plot(result, RESULTS / f"{PLOT}.png")

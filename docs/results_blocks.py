@@ -658,7 +658,10 @@ def _share(entry: dict) -> str:
     share = entry.get("share_of_process_ceiling")
     if share and entry["minus_none"]["mean"] <= 0:
         return "below GRPO"
-    return "" if not share else f"{share['mean']:.2f} [{share['ci_low']:.2f}, {share['ci_high']:.2f}]"
+    if not share:
+        return ""
+    low, high = (("unbounded" if x is None else f"{x:.2f}") for x in (share["ci_low"], share["ci_high"]))
+    return f"{share['mean']:.2f} [{low}, {high}]"  # a bound is null where the bootstrap's resamples left it unbounded
 
 
 def _ceiling_resolved(data: dict) -> bool:

@@ -9,6 +9,7 @@ PNG) of a committed report from its JSON alone, with no training: each study's `
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -17,6 +18,24 @@ import time
 from pathlib import Path
 
 from . import REPO_ROOT
+
+
+def finite(value):
+    """`value` with every NaN or infinite float inside it (in dicts, lists and tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(report: dict) -> str:
+    """A report as strict JSON (indent 1, a final newline), which any JSON parser reads: Python's `json` writes NaN and
+    Infinity, which are not JSON. A value with no finite reading (the mean of no seeds, a bootstrap bound whose
+    resamples had a denominator <= 0, so the interval is unbounded on that side) is written as null."""
+    return json.dumps(finite(report), indent=1, allow_nan=False) + "\n"
 
 
 def provenance(wall_start: float) -> dict:

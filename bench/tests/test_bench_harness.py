@@ -241,3 +241,16 @@ def test_list_files_adds_to_a_manifest_and_rewrites_the_index(monkeypatch, tmp_p
     index.list_files(folder, {"a.json": "new", "b.png": "its plot"})
     assert json.loads((folder / "manifest.json").read_text())["files"] == {"a.json": "new", "b.png": "its plot"}
     assert "| `b.png` | its plot |" in (tmp_path / "README.md").read_text()
+
+
+def test_reports_are_written_as_strict_json():
+    """NaN (no seeds) and an unbounded bootstrap bound (inf) become null, so a strict parser reads the report."""
+    import math
+
+    def refuse(constant):
+        raise ValueError(constant)
+
+    text = reports.dumps({"a": math.nan, "b": [1.5, math.inf, -math.inf], "c": {"d": (2, None)}, "e": "NaN"})
+    assert json.loads(text, parse_constant=refuse) == {"a": None, "b": [1.5, None, None], "c": {"d": [2, None]},
+                                                       "e": "NaN"}  # fmt: skip
+    assert text.endswith("}\n") and text.startswith("{\n \"a\": null")

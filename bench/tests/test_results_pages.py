@@ -116,3 +116,10 @@ def test_the_pretrained_page_gives_no_share_without_a_ceiling_above_grpo(blocks)
     table = blocks.pretrained_credit_table()
     assert table.cell("numbered-k4 & grpo-distill-0.25", "share of") == "no ceiling above GRPO"
     assert not [row for row in table.rows if row[1].startswith("under way")]
+
+
+def test_a_share_bound_the_bootstrap_left_unbounded_reads_so(blocks):
+    """A report written as strict JSON holds an infinite bootstrap bound as null (bench.harness.reports.dumps)."""
+    entry = {"minus_none": {"mean": 0.02}, "share_of_process_ceiling": {"mean": 0.4, "ci_low": -0.1, "ci_high": None}}
+    assert blocks._share(entry) == "0.40 [-0.10, unbounded]"
+    assert blocks._share({**entry, "minus_none": {"mean": -0.01}}) == "below GRPO"
