@@ -857,9 +857,9 @@ def credit_methods_sdpo_teacher() -> Table:
 # ---------------------------------------------------------------------------------------------------------------------
 
 DB_COMPARISONS = {
-    "chosen_not_below_none": ("`{chosen}` - `none` > -{margin}", "non-inferiority to GRPO (test 1)"),
-    "chosen_not_below_blend": ("`{chosen}` - `grpo-distill-0.5` > -{margin}", "non-inferiority to the blend (test 3)"),
-    "sdpo_fair_minus_blend": ("`sdpo-trl-fair-0.5` - `grpo-distill-0.5`", "the fair SDPO arm against our blend"),
+    "chosen_not_below_none": "`{chosen}` - `none` > -{margin}",  # test 1: non-inferiority to GRPO
+    "chosen_not_below_blend": "`{chosen}` - `grpo-distill-0.5` > -{margin}",  # test 3 without a blend gain
+    "sdpo_fair_minus_blend": "`sdpo-trl-fair-0.5` - `grpo-distill-0.5`",  # the fair SDPO arm against our blend
 }
 """The declared comparisons beyond each arm minus GRPO (`comparisons` in distill_bounds.json), as the table names
 them."""
@@ -870,7 +870,9 @@ def _metric(entry: dict, name: str) -> dict | None:
 
 
 def _ci_or_dash(record: dict | None) -> str:
-    return "-" if not record or record.get("n_seeds", 0) < 2 else ci(record)
+    """`ci(record)`, or "-" where it has no interval: no record, no mean, or fewer than 2 seeds."""
+    missing = not record or record.get("mean") is None or record.get("n_seeds", 2) < 2
+    return "-" if missing else ci(record)
 
 
 def _collapsed(collapse: dict) -> str:
@@ -892,7 +894,7 @@ def distill_bounds_table() -> Table:
             share = "-" if collapse["distill_share"] is None else f"{collapse['distill_share']:.2f}"
             rows.append([f"`{cell_name}`", f"`{name}` - `none`", seeds, _ci_or_dash(held), _holm(held or {}),
                          _ci_or_dash(greedy), _holm(greedy or {}), _collapsed(collapse), share])  # fmt: skip
-        for key, (label, _) in DB_COMPARISONS.items():
+        for key, label in DB_COMPARISONS.items():
             held = report["comparisons"]["heldout"].get(cell_name, {}).get(key)
             if held is None:
                 continue
@@ -938,23 +940,11 @@ def distill_bounds_verdict() -> Table:
 # A pretrained instruct model (issue 72's declared study, bench/pretrained_credit.py)
 # ---------------------------------------------------------------------------------------------------------------------
 
-PC_CEILING = "oracle-process"
-
-
 def _pc_equivalence(entry: dict) -> str:
     test = entry.get("equivalence")
     if not test:
         return ""
     return f"{'yes' if test['equivalent'] else 'not shown'} ({_holm(test) or '-'})"
-
-
-def _pc_share(cell: dict, name: str) -> str:
-    if name == PC_CEILING:
-        return ""
-    ceiling = cell["arms"].get(PC_CEILING, {}).get("heldout", {}).get("minus_none")
-    if not ceiling or ceiling["n_seeds"] < 2 or not ceiling["ci_low"] > 0:
-        return "no ceiling above GRPO"
-    return _share(cell["arms"][name]["heldout"])
 
 
 def pretrained_credit_table() -> Table:
@@ -972,19 +962,15 @@ def pretrained_credit_table() -> Table:
             held, greedy = entry["heldout"]["minus_none"], entry["greedy"]["minus_none"]
             rows.append([f"`{cell_name}`", f"`{name}`", seeds, _ci_or_dash(held), _holm(held),
                          _pc_equivalence(entry["heldout"]), _ci_or_dash(greedy), _holm(greedy),
-                         _pc_share(data, name)])  # fmt: skip
+                         _arm_share(data, name)])  # fmt: skip
     for cell_name, runs_in in report["cells_pending"].items():
         rows.append([f"`{cell_name}`", f"under way: {runs_in} of {per_cell} declared runs in, none read", seeds,
                      "", "", "", "", "", ""])  # fmt: skip
     return Table(
         ["cell", "arm", "seeds", "held-out - GRPO", "Holm p", f"within +-{margin} (TOST Holm p)", "greedy - GRPO",
-         "Holm p", f"share of `{PC_CEILING}` (held-out)"],
+         "Holm p", f"share of `{CM_CEILING}` (held-out)"],
         rows,
     )  # fmt: skip
-
-
-def _pc_interval(x: dict, digits: int = 3) -> str:
-    return "-" if not x or x.get("mean") is None else ci(x, digits)
 
 
 def pretrained_credit_teacher() -> Table:
@@ -995,12 +981,12 @@ def pretrained_credit_teacher() -> Table:
     rows = []
     for cell_name, data in report["cells"].items():
         where = data.get("localization") or {}
-        rows.append([f"`{cell_name}`", _pc_interval(data.get("teacher_gap_right_minus_wrong")),
-                     _pc_interval(data.get("teacher_gap")), _pc_interval(data.get("teacher_minus_student_accuracy")),
+        rows.append([f"`{cell_name}`", _ci_or_dash(data.get("teacher_gap_right_minus_wrong")),
+                     _ci_or_dash(data.get("teacher_gap")), _ci_or_dash(data.get("teacher_minus_student_accuracy")),
                      "-" if where.get("rate") is None else
                      f"{where['rate']:.3f} [{where['ci_low']:.3f}, {where['ci_high']:.3f}]",
                      "-" if where.get("chance") is None else f"{where['chance']:.3f}",
-                     _pc_interval(data.get("localization_minus_chance"))])  # fmt: skip
+                     _ci_or_dash(data.get("localization_minus_chance"))])  # fmt: skip
     return Table(
         ["cell", "teacher gap, right - wrong rollouts (nats)", "teacher gap, all rollouts (nats)",
          "teacher - student accuracy", "first onset on the first wrong line", "chance", "minus chance"],
